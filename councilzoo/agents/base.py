@@ -1,0 +1,55 @@
+"""The two seams of the agent layer: ``Agent`` (acts in a game) and ``Generator`` (makes text)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from councilzoo.envs.core import Action, TurnContext
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """Anything that maps a batch of turn contexts to a batch of actions, in order.
+
+    Batched so that one call can serve many environments at once (one generate call per model
+    per tick in the rollout engine).
+    """
+
+    def act(self, contexts: list[TurnContext]) -> list[Action]: ...
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Decoding settings shared by every generator backend."""
+
+    max_new_tokens: int = 256
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+@dataclass
+class Completion:
+    """One sampled continuation. ``logprobs`` are per completion token under the sampling model."""
+
+    text: str
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str = "stop"  # "stop" | "length" | "error"
+    prompt_token_ids: list[int] = field(default_factory=list)
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """A text backend. ``prompts`` are chat message lists (``[{"role", "content"}, ...]``) or
+    already-rendered strings; the result holds ``n`` completions per prompt, in prompt order."""
+
+    def generate(self, prompts: list, n: int = 1, sampling: Sampling | None = None) -> list[list[Completion]]: ...

@@ -1,0 +1,135 @@
+"""Shared vocabulary of every councilzoo game: modes, actions, turns, costs, episode records.
+
+Envs, agents and learners all speak these types, so they live in one small module that imports
+nothing heavier than numpy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import IntEnum
+from typing import Any
+
+
+class Mode(IntEnum):
+    """What an agent does on its turn. Each game masks the modes illegal for a role and phase."""
+
+    SKIP = 0      # stay silent (debate peer keeps its answer; reviewer gives no verdict)
+    SPEAK = 1     # produce an utterance (debate: new answer; review: a RIGHT/WRONG verdict)
+    ANSWER = 2    # answer the question (escalation anchor, probe, verifier, peers)
+    ESCALATE = 3  # escalation controller: full deliberation among peers
+    ACCEPT = 4    # escalation controller: keep the anchor's answer
+    VERIFY = 5    # escalation controller: peer probe, then adjudication
+    KEEP = 6      # proposer keeps the pending proposal (no model call)
+    REFRESH = 7   # proposer generates a new proposal
+
+
+NUM_MODES = len(Mode)
+SILENT_MODES = frozenset({Mode.SKIP, Mode.KEEP, Mode.ACCEPT, Mode.ESCALATE, Mode.VERIFY})
+
+
+@dataclass
+class Action:
+    """An agent's move. Plain ints (a mode) and dicts with the same keys are accepted too.
+
+    ``text`` is the utterance for speaking modes. ``samples`` holds extra sampled utterances
+    when a turn draws several (the escalation anchor's self-consistency samples); ``text`` is
+    then the one the agent commits to. ``answer`` / ``verdict`` may be pre-parsed by the agent;
+    otherwise the env parses ``text``. Token counts and ``calls`` feed cost accounting.
+    """
+
+    mode: Mode
+    text: str = ""
+    samples: tuple[str, ...] = ()
+    answer: str | None = None
+    verdict: str | None = None  # "RIGHT" | "WRONG" | None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+
+
+@dataclass
+class Cost:
+    """Model calls and tokens, per agent or in total."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, other: Cost) -> None:
+        self.calls += other.calls
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass
+class Turn:
+    """One entry of the typed transcript."""
+
+    agent: str
+    role: str
+    round: int
+    mode: Mode
+    text: str = ""
+    answer: str | None = None
+    verdict: str | None = None
+    cost: Cost = field(default_factory=Cost)
+    truncated: bool = False
+    samples: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["mode"] = self.mode.name
+        return out
+
+
+@dataclass
+class TurnContext:
+    """Everything an agent may look at on its turn (richer than the PettingZoo observation).
+
+    LLM agents render ``problem.question`` and ``transcript`` into a prompt; simulated agents may
+    read ``problem.answer`` and ``problem.metadata`` to simulate skill; controllers read
+    ``features`` (the same vector as ``obs["features"]``) and ``legal_modes``.
+    """
+
+    env_index: int
+    agent: str
+    role: str
+    round: int
+    problem: Any  # councilzoo.tasks.Problem
+    transcript: tuple[Turn, ...]
+    legal_modes: tuple[Mode, ...]
+    features: Any  # np.ndarray (float32)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EpisodeRecord:
+    """JSON-serialisable outcome of one episode; what evaluations store and learners consume."""
+
+    env_id: str
+    problem_id: str
+    final_answer: str | None
+    correct: bool | None
+    reward: float
+    cost: Cost
+    cost_by_agent: dict[str, Cost]
+    turns: list[Turn]
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "env_id": self.env_id,
+            "problem_id": self.problem_id,
+            "final_answer": self.final_answer,
+            "correct": self.correct,
+            "reward": self.reward,
+            "cost": asdict(self.cost),
+            "cost_by_agent": {k: asdict(v) for k, v in self.cost_by_agent.items()},
+            "turns": [t.to_dict() for t in self.turns],
+            "info": self.info,
+        }
