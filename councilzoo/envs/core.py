@@ -80,6 +80,10 @@ class Turn:
     cost: Cost = field(default_factory=Cost)
     truncated: bool = False
     samples: tuple[str, ...] = ()
+    # Filled by the rollout engine for learners; None for silent turns and simulated agents.
+    prompt_token_ids: list[int] | None = None
+    token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
