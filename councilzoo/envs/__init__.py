@@ -1,1 +1,89 @@
-"""envs"""
+"""The councilzoo games and their registry.
+
+``make(env_id, **kwargs)`` builds a game by id: the wrapped AEC env for the turn-based games and
+the parallel env for ``councilzoo/cohort-v0``. Importing this package also registers every game
+with PettingZoo's own registry (``pettingzoo.make("aec", "councilzoo/debate-v0")``; the cohort
+game under both "parallel" and "aec").
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import pettingzoo
+
+from councilzoo.envs import cohort_v0, debate_v0, escalation_v0, review_v0
+from councilzoo.envs.base import IllegalModeError
+from councilzoo.envs.core import NUM_MODES, Action, Cost, EpisodeRecord, Mode, Turn, TurnContext
+from councilzoo.envs.rewards import RULES, RewardResult, compute_rewards
+from councilzoo.envs.wrappers import IllegalModePenalty
+
+GAMES = {
+    "councilzoo/debate-v0": debate_v0.env,
+    "councilzoo/review-v0": review_v0.env,
+    "councilzoo/escalation-v0": escalation_v0.env,
+    "councilzoo/cohort-v0": cohort_v0.parallel_env,
+}
+_RAW = {
+    "councilzoo/debate-v0": debate_v0.raw_env,
+    "councilzoo/review-v0": review_v0.raw_env,
+    "councilzoo/escalation-v0": escalation_v0.raw_env,
+    "councilzoo/cohort-v0": cohort_v0.parallel_env,
+}
+
+
+def accepted_kwargs(env_id: str) -> list[str]:
+    """The keyword arguments the game ``env_id`` accepts."""
+    check_env_id(env_id)
+    return [p for p in inspect.signature(_RAW[env_id]).parameters if p != "self"]
+
+
+def check_env_id(env_id: str) -> None:
+    if env_id not in GAMES:
+        raise ValueError(f"unknown env id {env_id!r}; known ids: {sorted(GAMES)}")
+
+
+def make(env_id: str, **kwargs: Any):
+    """Build the game ``env_id`` with ``kwargs``; unknown ids and keywords fail before any work."""
+    accepted = accepted_kwargs(env_id)
+    unknown = sorted(set(kwargs) - set(accepted))
+    if unknown:
+        raise TypeError(f"{env_id} got unknown keyword argument(s) {unknown}; accepted: {accepted}")
+    return GAMES[env_id](**kwargs)
+
+
+for _id, _module in (
+    ("councilzoo/debate-v0", "debate_v0"),
+    ("councilzoo/review-v0", "review_v0"),
+    ("councilzoo/escalation-v0", "escalation_v0"),
+    ("councilzoo/cohort-v0", "cohort_v0"),
+):
+    if _id not in pettingzoo.aec_registry:
+        pettingzoo.register("aec", _id, entry_point=f"councilzoo.envs.{_module}:env")
+if "councilzoo/cohort-v0" not in pettingzoo.parallel_registry:
+    pettingzoo.register(
+        "parallel", "councilzoo/cohort-v0", entry_point="councilzoo.envs.cohort_v0:parallel_env"
+    )
+
+__all__ = [
+    "GAMES",
+    "NUM_MODES",
+    "RULES",
+    "Action",
+    "Cost",
+    "EpisodeRecord",
+    "IllegalModeError",
+    "IllegalModePenalty",
+    "Mode",
+    "RewardResult",
+    "Turn",
+    "TurnContext",
+    "accepted_kwargs",
+    "cohort_v0",
+    "compute_rewards",
+    "debate_v0",
+    "escalation_v0",
+    "make",
+    "review_v0",
+]

@@ -1,1 +1,27 @@
-"""tasks"""
+"""Problems, benchmark loaders, synthetic generators and grading."""
+
+from councilzoo.tasks.datasets import DATASETS, DatasetUnavailableError, load_dataset
+from councilzoo.tasks.grading import (
+    answers_equivalent,
+    extract_answer,
+    extract_verdict,
+    format_answer,
+    plurality,
+)
+from councilzoo.tasks.problem import KINDS, Problem
+from councilzoo.tasks.synthetic import paraphrase, synthetic_problems
+
+__all__ = [
+    "DATASETS",
+    "KINDS",
+    "DatasetUnavailableError",
+    "Problem",
+    "answers_equivalent",
+    "extract_answer",
+    "extract_verdict",
+    "format_answer",
+    "load_dataset",
+    "paraphrase",
+    "plurality",
+    "synthetic_problems",
+]

@@ -1,0 +1,319 @@
+"""Answer extraction, equivalence, reviewer verdicts and plurality votes.
+
+Every env, agent and learner grades through these functions, so a model's output is read the same
+way everywhere. Bad model output is data: each function returns "no answer" (None / False)
+instead of raising.
+
+Extraction rules (``extract_answer``), first that applies wins:
+
+1. the last *complete* ``\\boxed{...}`` or ``\\fbox{...}`` (balanced braces; a box cut off by
+   truncation is ignored);
+2. the last answer phrase: "the answer is X", "final answer: X", "Answer: X" (markdown such as
+   ``**Final Answer:**`` is tolerated); X runs to the end of its sentence or line;
+3. multiple choice only: an option label opening the last non-empty line ("(C)", "C)",
+   "**(C)**") or a last line holding nothing but the letter.
+
+Letters are A-J, upper case, and must stand alone: "The answer depends" never yields "D".
+Numeric answers are normalised to a plain number ("$1,234.50." -> "1234.50"; units, currency,
+thousands separators and a trailing period are dropped; "x = 5" -> "5"). A text that states no
+answer gives None; the last-number fallback of many eval scripts (which lets truncated outputs
+"vote") exists only as the explicit ``fallback_last_number=True`` option.
+
+Verdict rule (``extract_verdict``): an explicit verdict is one of ``\\boxed{RIGHT}``; a label
+("Verdict:", "Judgement:", "Final verdict is") followed by right/wrong/correct/incorrect; the
+words RIGHT, WRONG, CORRECT, INCORRECT in capitals or in bold; "the solution/answer/proposal/it
+is (not) correct/incorrect/right/wrong" ending a clause; or a reply that is only such a word.
+The last explicit verdict in the text wins; "not correct" is WRONG. Lower-case words inside a
+sentence ("a right triangle", "the correct formula") are not verdicts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections.abc import Sequence
+from fractions import Fraction
+from functools import lru_cache
+
+from councilzoo.tasks.problem import KINDS
+
+LETTERS = "ABCDEFGHIJ"  # up to MMLU-Pro's ten options
+RIGHT, WRONG = "RIGHT", "WRONG"
+MATH_VERIFY_TIMEOUT_S = 5
+MAX_MATH_CHARS = 2_000  # longer "answers" are garbage and can make sympy hang
+
+_BOX_RE = re.compile(r"\\(?:boxed|fbox)\b")
+_PHRASE_RE = re.compile(
+    r"\banswer(?:\s*(?:\*\*|__))?\s*(?:is\b|[:：])\s*(?:\*\*|__)?\s*[:：]?", re.IGNORECASE
+)  # "the answer is", "Final Answer:", "**Answer**:"; never "the answer depends"
+_PROSE_RE = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}\b")  # an English word, not a \command
+_NUMBER_RE = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*-?\d+(?:\.\d+)?)?|-?\.\d+")
+_LETTER_AFTER_PHRASE_RE = re.compile(
+    rf"^[\s*_$]*(?:\\text\{{)?[\s*_]*\(?([{LETTERS}])\)?(?![A-Za-z0-9])"
+    r"(?=\s*(?:[).:,;*_}\]$]|$|\s+(?:because|since|as|is)\b))"
+)
+_LETTER_LINE_RE = re.compile(rf"^[\s*_#>-]*(?:\(([{LETTERS}])\)|([{LETTERS}])\))(?![A-Za-z0-9])")
+_LETTER_ONLY_RE = re.compile(rf"^[\s*_#>(\[]*(?:option\s+)?([{LETTERS}])[\s*_)\].:]*$", re.IGNORECASE)
+_LATEX_NOISE_RE = re.compile(r"\\[,;!: ]|\\(?:left|right|displaystyle)\b|\{,\}")
+_TEXT_CMD_RE = re.compile(r"\\(?:text|textbf|mathrm|mbox|mathbf)\s*\{([^{}]*)\}")
+_FRAC_RE = re.compile(r"\\[dt]?frac\s*\{\s*(-?[\d.]+)\s*\}\s*\{\s*(-?[\d.]+)\s*\}")
+
+_VERDICT_WORD = r"(not\s+)?(right|wrong|correct|incorrect)"
+_VERDICT_RES = (
+    re.compile(r"\\boxed\s*\{\s*(?:\\text\{\s*)?" + _VERDICT_WORD + r"\s*\}?\s*\}", re.IGNORECASE),
+    re.compile(
+        r"(?:verdict|judge?ment|assessment|evaluation)\s*(?:\*\*|__)?\s*(?:is|:)\s*(?:\*\*|__)?\s*"
+        + _VERDICT_WORD
+        + r"\b",
+        re.IGNORECASE,
+    ),
+    re.compile(r"\b()(RIGHT|WRONG|CORRECT|INCORRECT)\b"),
+    re.compile(r"(?:\*\*|__)\s*()(right|wrong|correct|incorrect)[.!]?\s*(?:\*\*|__)", re.IGNORECASE),
+    re.compile(
+        r"\b(?:solution|answer|proposal|result|reasoning|response|it|this)\s+(?:is|was)\s+"
+        + _VERDICT_WORD
+        + r"(?=\s*(?:[.!,;:*]|$))",
+        re.IGNORECASE | re.MULTILINE,
+    ),
+    re.compile(r"^[\s*_#>]*" + _VERDICT_WORD + r"[\s*_.!]*$", re.IGNORECASE),
+)
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+
+
+def _boxed_contents(text: str) -> list[str]:
+    """Contents of every complete ``\\boxed{...}``/``\\fbox{...}`` in order of appearance."""
+    found = []
+    for match in _BOX_RE.finditer(text):
+        i = match.end()
+        while i < len(text) and text[i] == " ":
+            i += 1
+        if i < len(text) and text[i] != "{":  # "\boxed 5" form
+            token = re.match(r"[^\s$]+", text[i:])
+            if token:
+                found.append(token.group(0))
+            continue
+        depth, start = 0, i + 1
+        for j in range(i, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[j], 0)
+            if depth == 0:
+                found.append(text[start:j])
+                break
+    return found
+
+
+def _phrase_answers(text: str) -> list[str]:
+    """What follows each answer phrase, up to the end of its sentence or line."""
+    found = []
+    for match in _PHRASE_RE.finditer(text):
+        rest = text[match.end() :].split("\n", 1)[0]
+        rest = re.split(r"(?<!\d)\.(?!\d)\s|\.$", rest, maxsplit=1)[0]  # end of sentence, not 3.5
+        if rest.strip(" *_:"):
+            found.append(rest)
+    return found
+
+
+def _clean_math(raw: str, boxed: bool = False) -> str | None:
+    """Strip delimiters and markdown from a captured math answer.
+
+    A phrase answer outside $...$ is cut at its first English word ("5 apples" -> "5",
+    "not clear" -> None); a boxed answer is kept whole.
+    """
+    s = raw.strip().strip("*_ ").rstrip(".").strip()
+    inline = re.search(r"\$\$?(.+?)\$\$?|\\\((.+?)\\\)", s)
+    if inline:
+        s = inline.group(1) or inline.group(2)
+    elif not boxed:
+        s = _PROSE_RE.split(s, maxsplit=1)[0]
+    s = s.strip().strip("$").rstrip(".").strip()
+    return s or None
+
+
+def _clean_number(raw: str) -> str | None:
+    """The number a captured answer states, as a plain string ("$1,234.50." -> "1234.50")."""
+    s = _TEXT_CMD_RE.sub(r" \1 ", raw)
+    s = _LATEX_NOISE_RE.sub("", s)
+    s = _FRAC_RE.sub(r"\1/\2", s).replace("\\$", "$").replace("\\%", "%")
+    if "=" in s:  # "x = 5": the value is on the right
+        s = s.rsplit("=", 1)[1]
+    match = _NUMBER_RE.search(s)
+    if match is None:
+        return None
+    return re.sub(r"\s+", "", match.group(0)).replace(",", "")
+
+
+def _letter(raw: str) -> str | None:
+    match = _LETTER_AFTER_PHRASE_RE.match(raw) or _LETTER_ONLY_RE.match(raw)
+    return match.group(1).upper() if match else None
+
+
+def _extract_letter(text: str) -> str | None:
+    for raw in reversed(_boxed_contents(text)):
+        letter = _letter(_TEXT_CMD_RE.sub(r"\1", raw))
+        if letter:
+            return letter
+    for raw in reversed(_phrase_answers(text)):
+        letter = _letter(raw)
+        if letter:
+            return letter
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return None
+    match = _LETTER_LINE_RE.match(lines[-1])
+    if match:
+        return match.group(1) or match.group(2)
+    match = _LETTER_ONLY_RE.match(lines[-1])
+    return match.group(1).upper() if match and match.group(1).isupper() else None
+
+
+def extract_answer(text: str | None, kind: str, *, fallback_last_number: bool = False) -> str | None:
+    """The final answer ``text`` states, normalised for ``kind``; None when it states none.
+
+    See the module docstring for the rules. With ``fallback_last_number=True`` (math and numeric
+    only) the last number anywhere in the text is used when no boxed answer or phrase is found;
+    this reproduces common eval scripts and is off by default.
+    """
+    _check_kind(kind)
+    if not isinstance(text, str) or not text.strip():
+        return None
+    if kind == "multiple_choice":
+        return _extract_letter(text)
+    boxed = [(raw, True) for raw in reversed(_boxed_contents(text))]
+    phrases = [(raw, False) for raw in reversed(_phrase_answers(text))]
+    for raw, is_boxed in boxed + phrases:
+        answer = _clean_number(raw) if kind == "numeric" else _clean_math(raw, is_boxed)
+        if answer is not None:
+            return answer
+    if fallback_last_number:
+        numbers = _NUMBER_RE.findall(text.replace("\\!", ""))
+        return numbers[-1].replace(",", "").replace(" ", "") if numbers else None
+    return None
+
+
+def _as_fraction(answer: str) -> Fraction | None:
+    s = _clean_number(answer)
+    if s is None or _clean_number_residue(answer, s):
+        return None
+    try:
+        return Fraction(s)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def _clean_number_residue(answer: str, number: str) -> bool:
+    """True when ``answer`` holds a second number besides ``number`` (e.g. "3 or 4")."""
+    return len(_NUMBER_RE.findall(_FRAC_RE.sub(r"\1/\2", answer).rsplit("=", 1)[-1])) > 1
+
+
+def _numeric_equal(pred: str, gold: str) -> bool:
+    a, b = _as_fraction(pred), _as_fraction(gold)
+    if a is None or b is None:
+        return _normalise_text(pred) == _normalise_text(gold)
+    if a == b:
+        return True
+    # A rounded decimal ("0.333333" for 1/3) may differ slightly; integers and fractions never do.
+    return "." in pred + gold and math.isclose(float(a), float(b), rel_tol=1e-6, abs_tol=1e-9)
+
+
+def _normalise_text(s: str) -> str:
+    return re.sub(r"\s+", "", s).strip("$.").lower()
+
+
+def _math_equal(pred: str, gold: str) -> bool:
+    if _normalise_text(pred) == _normalise_text(gold):
+        return True
+    if len(pred) > MAX_MATH_CHARS or len(gold) > MAX_MATH_CHARS:
+        return False
+    from math_verify import parse, verify
+
+    # math-verify times out through signal.alarm, which only works in the main thread.
+    timeout = MATH_VERIFY_TIMEOUT_S if threading.current_thread() is threading.main_thread() else None
+    try:
+        gold_parsed = parse(_wrap(gold), parsing_timeout=timeout)
+        pred_parsed = parse(_wrap(pred), parsing_timeout=timeout)
+        if not gold_parsed or not pred_parsed:
+            return False
+        return bool(verify(gold_parsed, pred_parsed, timeout_seconds=timeout))
+    except Exception:  # math-verify/sympy failures on garbage are "not equal", never a crash
+        return False
+
+
+def _wrap(answer: str) -> str:
+    return answer if "\\boxed" in answer else f"\\boxed{{{answer}}}"
+
+
+@lru_cache(maxsize=65_536)
+def _equivalent(pred: str, gold: str, kind: str) -> bool:
+    if kind == "multiple_choice":
+        a, b = _letter(pred.strip()), _letter(gold.strip())
+        return a is not None and a == b
+    if kind == "numeric":
+        return _numeric_equal(pred, gold)
+    return _math_equal(pred, gold)
+
+
+def answers_equivalent(pred: str | None, gold: str | None, kind: str) -> bool:
+    """Whether two extracted answers mean the same for ``kind``.
+
+    ``math``: math-verify (fractions vs decimals, \\frac/\\dfrac, roots, intervals, tuples,
+    sets). ``numeric``: both read as numbers (units, currency, separators dropped; "1/2" == 0.5),
+    equal exactly, or within relative tolerance 1e-6 when either side is a rounded decimal.
+    ``multiple_choice``: same option letter. None on either side, or an answer that cannot be
+    read, gives False. Results are cached.
+    """
+    _check_kind(kind)
+    if not isinstance(pred, str) or not isinstance(gold, str) or not pred.strip() or not gold.strip():
+        return False
+    return _equivalent(pred, gold, kind)
+
+
+def extract_verdict(text: str | None) -> str | None:
+    """A reviewer's verdict, "RIGHT" or "WRONG", or None; the last explicit verdict wins.
+
+    See the module docstring for what counts as explicit.
+    """
+    if not isinstance(text, str) or not text.strip():
+        return None
+    best: tuple[int, str] | None = None
+    for pattern in _VERDICT_RES:
+        for match in pattern.finditer(text):
+            negated, word = match.group(1), match.group(2).lower()
+            positive = word in ("right", "correct")
+            verdict = RIGHT if positive != bool(negated) else WRONG
+            if best is None or match.end() > best[0]:
+                best = (match.end(), verdict)
+    return best[1] if best else None
+
+
+def plurality(answers: Sequence[str | None], kind: str) -> tuple[str | None, float]:
+    """The most common answer among ``answers`` up to equivalence, and its share.
+
+    None answers never win but count in the denominator: share = top count / len(answers).
+    Ties keep the first-seen answer; the representative of a group is its first member.
+    Returns (None, 0.0) when no answer is given.
+    """
+    _check_kind(kind)
+    groups: list[list] = []  # [representative, count]
+    for answer in answers:
+        if answer is None:
+            continue
+        for group in groups:
+            if answers_equivalent(answer, group[0], kind):
+                group[1] += 1
+                break
+        else:
+            groups.append([answer, 1])
+    if not groups:
+        return None, 0.0
+    top = max(groups, key=lambda g: g[1])  # max keeps the first of equal counts
+    return top[0], top[1] / len(answers)
+
+
+def format_answer(answer: str, kind: str) -> str:
+    """The canonical way to state ``answer``: ``\\boxed{answer}``; extract_answer reads it back."""
+    _check_kind(kind)
+    return f"\\boxed{{{answer}}}"

@@ -1,0 +1,185 @@
+"""Seeded synthetic problems with known answers, paraphrases and distractors.
+
+They let every env, agent and learner run offline with exact ground truth. Each item is drawn
+from its own generator ``default_rng([seed, kind, index])``, so item i is the same whatever n.
+Every Problem's metadata holds:
+
+- ``difficulty``: float in [0, 1], the requested level plus per-item noise (sd 0.15, clipped);
+  it sets the number of steps and the size of the numbers;
+- ``paraphrases``: >= 2 alternative question texts (same id and answer, other wording), used by
+  co-training (``paraphrase(problem, view)``);
+- ``distractors``: >= 3 plausible wrong answers, most plausible first (a skipped step, a slip
+  by one, a sign error...), never equivalent to the answer; for multiple choice the wrong letters.
+
+Kinds: ``numeric`` multi-step arithmetic word problems; ``math`` modular arithmetic and fraction
+sums (answers are integers or reduced ``\\frac{p}{q}``); ``multiple_choice`` the numeric problems
+with four options.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from fractions import Fraction
+
+import numpy as np
+
+from councilzoo.tasks.grading import LETTERS
+from councilzoo.tasks.problem import KINDS, Problem
+
+DIFFICULTY_NOISE = 0.15
+NAMES = ("Ada", "Ben", "Chen", "Dana", "Eli", "Fatima", "Goro", "Hana", "Ivan", "Jade")
+ITEMS = ("apples", "books", "coins", "marbles", "stamps", "pencils", "shells", "cards")
+
+
+def _item_difficulty(rng: np.random.Generator, level: float) -> float:
+    return float(np.clip(level + rng.normal(0.0, DIFFICULTY_NOISE), 0.0, 1.0))
+
+
+def _dedupe_wrong(candidates: list, answer, n: int, rng: np.random.Generator) -> list:
+    """The first ``n`` distinct candidates different from ``answer`` (padded by answer +- k)."""
+    wrong: list = []
+    for c in candidates:
+        if c != answer and c not in wrong:
+            wrong.append(c)
+    k = 1
+    while len(wrong) < n:
+        for c in (answer + k, answer - k):
+            if c != answer and c not in wrong and len(wrong) < n:
+                wrong.append(c)
+        k += int(rng.integers(1, 3))
+    return wrong[:n]
+
+
+# --- numeric: multi-step arithmetic word problems -------------------------------------------
+
+_OPS = ("add", "sub", "mul")
+
+
+def _numeric_item(rng: np.random.Generator, level: float) -> tuple[list[str], int, list[int], float]:
+    """(question forms, answer, distractors, difficulty) of one word problem."""
+    d = _item_difficulty(rng, level)
+    steps = 1 + int(round(d * 3))
+    scale = int(10 + d * 490)
+    name, item = NAMES[rng.integers(len(NAMES))], ITEMS[rng.integers(len(ITEMS))]
+    value = int(rng.integers(2, scale))
+    start, history, ops = value, [value], []
+    for _ in range(steps):
+        op = _OPS[rng.integers(3 if value < 1000 else 2)]
+        if op == "sub" and value < 2:
+            op = "add"
+        high = 5 if op == "mul" else (value if op == "sub" else scale)
+        x = int(rng.integers(2 if op == "mul" else 1, max(2, high)))
+        value = {"add": value + x, "sub": value - x, "mul": value * x}[op]
+        ops.append((op, x))
+        history.append(value)
+    story = {"add": "then gets {x} more", "sub": "then gives away {x}", "mul": "then has {x} times as many"}
+    steps_text = {"add": "add {x}", "sub": "subtract {x}", "mul": "multiply by {x}"}
+    symbol = {"add": "+ {x}", "sub": "- {x}", "mul": "* {x}"}
+    forms = [
+        f"{name} has {start} {item}, "
+        + ", ".join(story[o].format(x=x) for o, x in ops)
+        + f". How many {item} does {name} have now?",
+        f"Start with {start} {item}. "
+        + " ".join(steps_text[o].format(x=x).capitalize() + "." for o, x in ops)
+        + f" How many {item} are there at the end?",
+        f"Compute the result of starting at {start} and applying, in order: "
+        + ", ".join(symbol[o].format(x=x) for o, x in ops)
+        + ".",
+    ]
+    last_op, last_x = ops[-1]
+    flipped = {"add": history[-2] - last_x, "sub": history[-2] + last_x, "mul": history[-2] + last_x}[last_op]
+    candidates = [c for c in (history[-2], flipped, value + 1, value - 1, value + 10) if c >= 0]
+    return forms, value, _dedupe_wrong(candidates, value, 3, rng), d
+
+
+# --- math: modular arithmetic and fraction sums ---------------------------------------------
+
+
+def _fraction_text(q: Fraction) -> str:
+    return str(q.numerator) if q.denominator == 1 else f"\\frac{{{q.numerator}}}{{{q.denominator}}}"
+
+
+def _math_item(rng: np.random.Generator, level: float) -> tuple[list[str], str, list[str], float]:
+    d = _item_difficulty(rng, level)
+    if rng.random() < 0.5:
+        m = int(rng.integers(5, 10 + int(d * 90)))
+        a, b, c = (int(rng.integers(2, 10 + int(d * 990))) for _ in range(3))
+        r = (a * b + c) % m
+        forms = [
+            f"What is $({a} \\cdot {b} + {c}) \\bmod {m}$?",
+            f"Find the remainder when {a} times {b} plus {c} is divided by {m}.",
+            f"Compute the least non-negative residue of ${a} \\times {b} + {c}$ modulo ${m}$.",
+        ]
+        candidates = [(r + 1) % m, (a * b) % m, (r - 1) % m, a * b + c, (a + b + c) % m]
+        wrong = _dedupe_wrong(candidates, r, 3, rng)
+        return forms, str(r), [str(w) for w in wrong], d
+    top = 2 + int(d * 18)
+    a, c = (int(rng.integers(1, top)) for _ in range(2))
+    b, e = (int(rng.integers(2, top + 1)) for _ in range(2))
+    q = Fraction(a, b) + Fraction(c, e)
+    forms = [
+        f"Compute $\\frac{{{a}}}{{{b}}} + \\frac{{{c}}}{{{e}}}$ as a fraction in lowest terms.",
+        f"What is {a}/{b} plus {c}/{e}? Give the reduced fraction.",
+        f"Add the fractions {a} over {b} and {c} over {e} and simplify.",
+    ]
+    slip = Fraction(1, q.denominator)
+    candidates = [Fraction(a + c, b + e), Fraction(a * c, b * e), q + slip, q - slip]
+    wrong = _dedupe_wrong(candidates, q, 3, rng)
+    return forms, _fraction_text(q), [_fraction_text(w) for w in wrong], d
+
+
+# --- public API -----------------------------------------------------------------------------
+
+
+def synthetic_problems(kind: str, n: int, seed: int, difficulty: float = 0.5) -> list[Problem]:
+    """``n`` seeded problems of ``kind`` around ``difficulty`` in [0, 1]; same seed, same items."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(f"n must be a non-negative int, got {n!r}")
+    if not 0.0 <= difficulty <= 1.0:
+        raise ValueError(f"difficulty must be in [0, 1], got {difficulty!r}")
+    problems = []
+    for i in range(n):
+        rng = np.random.default_rng([seed, KINDS.index(kind), i])
+        pid = f"{kind}-s{seed}-{i:05d}"
+        if kind == "math":
+            forms, answer, wrong, d = _math_item(rng, difficulty)
+            choices: tuple[str, ...] = ()
+        else:
+            forms, value, wrong_values, d = _numeric_item(rng, difficulty)
+            answer, wrong, choices = str(value), [str(w) for w in wrong_values], ()
+            if kind == "multiple_choice":
+                options = [answer, *wrong]
+                order = rng.permutation(len(options))
+                choices = tuple(options[k] for k in order)
+                answer = LETTERS[int(np.flatnonzero(order == 0)[0])]
+                wrong = [LETTERS[int(np.flatnonzero(order == k)[0])] for k in range(1, len(options))]
+        problems.append(
+            Problem(
+                id=pid,
+                question=forms[0],
+                answer=answer,
+                kind=kind,
+                choices=choices,
+                source="synthetic",
+                metadata={"difficulty": d, "paraphrases": tuple(forms[1:]), "distractors": tuple(wrong)},
+            )
+        )
+    return problems
+
+
+def paraphrase(problem: Problem, view: int) -> Problem:
+    """The ``view``-th surface form of ``problem`` (0 = original), same id, answer and choices.
+
+    Views cycle through (question, *metadata["paraphrases"]); a problem without paraphrases
+    (e.g. a benchmark item) is returned unchanged for every view.
+    """
+    if view < 0:
+        raise ValueError(f"view must be >= 0, got {view}")
+    forms = (problem.question, *problem.metadata.get("paraphrases", ()))
+    k = view % len(forms)
+    if k == 0:
+        return problem
+    metadata = {**problem.metadata, "view": k}
+    return dataclasses.replace(problem, question=forms[k], metadata=metadata)

@@ -1,0 +1,132 @@
+"""Every councilzoo game against PettingZoo's own test suites, the registry and make()."""
+
+from __future__ import annotations
+
+import copy
+import json
+import warnings
+
+import pettingzoo
+import pytest
+from pettingzoo.test import api_test, parallel_api_test, seed_test
+
+from councilzoo.envs import GAMES, cohort_v0, debate_v0, escalation_v0, make, review_v0
+from councilzoo.envs.scripted import ScriptedPlayer, play_episode
+from councilzoo.tasks import synthetic_problems
+
+PROBLEMS = synthetic_problems("numeric", 6, seed=1)
+MODULES = {
+    "debate": (debate_v0, {"num_agents": 3, "rounds": 3}),
+    "review": (review_v0, {"num_agents": 3, "rounds": 5}),
+    "escalation": (escalation_v0, {"num_peers": 2, "debate_rounds": 2}),
+    "cohort": (cohort_v0, {"num_agents": 3, "reward_rule": "peer_majority", "views": [0, 1, 2]}),
+}
+
+
+@pytest.fixture(autouse=True)
+def _quiet_pettingzoo_style_warnings():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # Dict/Text observations are by design
+        yield
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_api_and_seed_tests(name):
+    module, kwargs = MODULES[name]
+    api_test(module.env(problems=PROBLEMS, render_mode="ansi", **kwargs), num_cycles=60)
+    seed_test(lambda: module.env(problems=PROBLEMS, **kwargs), num_cycles=60)
+
+
+def test_cohort_parallel_api_test():
+    parallel_api_test(cohort_v0.parallel_env(problems=PROBLEMS, num_agents=3), num_cycles=10)
+
+
+@pytest.mark.parametrize("env_id", sorted(GAMES))
+def test_registered_with_pettingzoo(env_id):
+    env = pettingzoo.make("aec", env_id, problems=PROBLEMS)
+    env.reset(seed=0)
+    assert env.agent_selection in env.possible_agents
+    assert "councilzoo/cohort-v0" in pettingzoo.parallel_registry
+
+
+def test_make_rejects_unknown_ids_and_keywords_before_work():
+    with pytest.raises(ValueError, match=r"unknown env id 'councilzoo/chess-v0'.*councilzoo/debate-v0"):
+        make("councilzoo/chess-v0")
+    with pytest.raises(TypeError, match=r"unknown keyword argument\(s\) \['num_rounds'\].*'rounds'"):
+        make("councilzoo/debate-v0", num_rounds=3)
+    with pytest.raises(ValueError, match="num_agents must be an integer >= 2"):
+        make("councilzoo/debate-v0", num_agents=1, problems=PROBLEMS)
+    with pytest.raises(ValueError, match="cost_unit must be one of"):
+        make("councilzoo/review-v0", cost_unit="dollars", problems=PROBLEMS)
+    with pytest.raises(ValueError, match="reward_rule must be one of"):
+        make("councilzoo/cohort-v0", reward_rule="majority", problems=PROBLEMS)
+
+
+def test_default_problems_are_synthetic_numeric():
+    env = make("councilzoo/debate-v0")
+    env.reset(seed=0)
+    assert env.unwrapped.problem.kind == "numeric" and len(env.unwrapped.deck.problems) == 100
+
+
+def test_reset_seed_reproduces_the_problem_sequence_and_options_pin_one():
+    a, b = make("councilzoo/debate-v0", problems=PROBLEMS), make("councilzoo/debate-v0", problems=PROBLEMS)
+    seq_a, seq_b = [], []
+    for env, seq in ((a, seq_a), (b, seq_b)):
+        env.reset(seed=7)
+        seq.append(env.unwrapped.problem.id)
+        for _ in range(len(PROBLEMS) - 1):
+            env.reset()
+            seq.append(env.unwrapped.problem.id)
+    assert seq_a == seq_b and sorted(seq_a) == sorted(p.id for p in PROBLEMS)  # one pass deals each once
+    a.reset(options={"problem_index": 4})
+    assert a.unwrapped.problem is PROBLEMS[4]
+    a.reset(options={"problem": PROBLEMS[2]})
+    assert a.unwrapped.problem is PROBLEMS[2]
+
+
+@pytest.mark.parametrize("name", ["debate", "review", "escalation"])
+def test_deepcopy_mid_episode_branches_identically(name):
+    """TRACER's counterfactual values branch episodes with copy.deepcopy."""
+    module, kwargs = MODULES[name]
+    env = module.raw_env(problems=PROBLEMS, **kwargs)
+    env.reset(seed=3)
+    player = ScriptedPlayer(seed=5)
+    env.step(player.act_one(env.turn_context(env.agent_selection)))
+    env.step(player.act_one(env.turn_context(env.agent_selection)))
+    twin, twin_player = copy.deepcopy(env), copy.deepcopy(player)
+    for e, p in ((env, player), (twin, twin_player)):
+        while not all(e.terminations.values()):
+            e.step(p.act_one(e.turn_context(e.agent_selection)))
+    assert env.episode_record().to_dict() == twin.episode_record().to_dict()
+    assert len(env.episode_record().turns) > 2
+
+
+@pytest.mark.parametrize("name", ["debate", "review", "escalation"])
+def test_episode_record_is_json_and_render_is_ansi_text(name):
+    module, kwargs = MODULES[name]
+    env = module.env(problems=PROBLEMS, render_mode="ansi", **kwargs)
+    play_episode(env, ScriptedPlayer(seed=2), seed=0)
+    record = env.unwrapped.episode_record()
+    assert json.loads(json.dumps(record.to_dict()))["problem_id"] == record.problem_id
+    text = env.render()
+    assert record.problem_id in text and "final answer:" in text
+
+
+def test_cohort_record_and_render():
+    env = cohort_v0.parallel_env(problems=PROBLEMS, num_agents=2, render_mode="ansi")
+    env.reset(seed=0)
+    player = ScriptedPlayer(seed=0, samples=4)
+    _, rewards, done, _, infos = env.step({a: player.act_one(env.turn_context(a)) for a in env.agents})
+    assert all(done.values()) and env.agents == []
+    record = env.episode_record()
+    json.dumps(record.to_dict())
+    assert record.cost.calls == 8 and "label=" in env.render()
+
+
+def test_docs_envs_md_is_generated_from_the_docstrings():
+    from pathlib import Path
+
+    from councilzoo.envs.docs import build
+
+    page = Path(__file__).resolve().parents[1] / "docs" / "envs.md"
+    assert page.read_text() == build(), "regenerate: python -m councilzoo.envs.docs > docs/envs.md"

@@ -1,0 +1,302 @@
+"""The rules of each game: schedules, legal modes, final answers, features, infos, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from councilzoo.envs import (
+    IllegalModeError,
+    IllegalModePenalty,
+    cohort_v0,
+    debate_v0,
+    escalation_v0,
+    review_v0,
+)
+from councilzoo.envs.core import Action, Mode
+from councilzoo.envs.escalation_v0 import (
+    ANCHOR_CONSISTENCY,
+    HAS_ROUTER_MARGIN,
+    PHASE,
+    PROBE_AGREES,
+    ROUTER_MARGIN,
+)
+from councilzoo.envs.review_v0 import (
+    HAS_PENDING,
+    IS_LAST_PROPOSAL_ROUND,
+    NUM_INVALID_VOTES,
+    NUM_VOTES,
+    VOTE_SCORE,
+)
+from councilzoo.tasks import Problem
+
+PROBLEM = Problem("q1", "What is 6 * 7?", "42", kind="numeric", metadata={"router_margin": 0.3})
+UNLABELED = Problem("q2", "What is 6 * 7?", None, kind="numeric")
+
+
+def say(mode: Mode, answer: str | None = None, text: str = "") -> Action:
+    return Action(
+        mode, text or (f"The answer is {answer}." if answer is not None else ""), calls=1 if answer else 0
+    )
+
+
+def run(env, actions):
+    for action in actions:
+        env.step(action)
+    return env
+
+
+# ---- debate ------------------------------------------------------------------------------------
+
+
+def test_debate_round_one_must_speak_and_skip_keeps_the_answer():
+    env = debate_v0.raw_env(num_agents=3, rounds=2, problems=[PROBLEM])
+    env.reset(seed=0)
+    assert env.legal_modes("peer_0") == (Mode.SPEAK,) and env.legal_modes("peer_1") == ()
+    run(env, [say(Mode.SPEAK, "41"), say(Mode.SPEAK, "42"), say(Mode.SPEAK, "42")])
+    assert set(env.legal_modes("peer_0")) == {Mode.SPEAK, Mode.SKIP}
+    run(env, [Action(Mode.SKIP), Action(Mode.SKIP), say(Mode.SPEAK, "41")])
+    record = env.episode_record()
+    assert record.final_answer == "41" and record.correct is False  # 41 (peers 0, 2) beats 42
+    assert record.cost.calls == 4 and sum(t.cost.calls for t in record.turns) == 4
+
+
+def test_debate_tie_goes_to_the_lowest_numbered_peer():
+    env = debate_v0.raw_env(num_agents=2, rounds=1, problems=[PROBLEM])
+    env.reset(seed=0)
+    run(env, [say(Mode.SPEAK, "7"), say(Mode.SPEAK, "42")])
+    assert env.episode_record().final_answer == "7"
+    env.reset(seed=0)
+    run(env, [say(Mode.SPEAK, text="no idea"), say(Mode.SPEAK, "42")])
+    assert env.episode_record().final_answer == "42"  # no answer never wins
+
+
+def test_debate_rounds_are_simultaneous_in_what_peers_see():
+    env = debate_v0.raw_env(num_agents=2, rounds=2, problems=[PROBLEM])
+    env.reset(seed=0)
+    env.step(say(Mode.SPEAK, "40"))
+    ctx = env.turn_context("peer_1")
+    assert ctx.transcript == () and ctx.extras["peer_answers"]["peer_0"] is None
+    assert "40" not in env.observe("peer_1")["transcript"]
+    env.step(say(Mode.SPEAK, "42"))
+    ctx = env.turn_context("peer_0")
+    assert [t.answer for t in ctx.transcript] == ["40", "42"]
+    assert ctx.features[debate_v0.TOP_SHARE] == pytest.approx(0.5)
+    assert ctx.features[debate_v0.AGREES_WITH_TOP] == 1.0  # tie keeps peer_0's 40
+
+
+# ---- review ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n,split", [(2, (1, 1)), (3, (1, 2)), (4, (2, 2)), (5, (2, 3))])
+def test_review_uses_every_role_for_any_n(n, split):
+    env = review_v0.raw_env(num_agents=n, problems=[PROBLEM])
+    roles = list(env.roles.values())
+    assert (roles.count("proposer"), roles.count("reviewer")) == split
+
+
+def test_review_schedule_features_and_correction_event():
+    env = review_v0.raw_env(num_agents=3, rounds=5, problems=[PROBLEM], lam=0.1)
+    env.reset(seed=0)
+    assert env.legal_modes("proposer_0") == (Mode.REFRESH,)
+    assert env.turn_context("proposer_0").features[HAS_PENDING] == 0
+    env.step(say(Mode.REFRESH, "40"))
+    env.step(Action(Mode.SPEAK, "Verdict: WRONG", calls=1))
+    env.step(Action(Mode.SPEAK, "hmm, hard to say", calls=1))  # invalid vote
+    f = env.turn_context("proposer_0").features
+    assert (f[VOTE_SCORE], f[NUM_VOTES], f[NUM_INVALID_VOTES], f[IS_LAST_PROPOSAL_ROUND]) == (-1, 1, 1, 0)
+    assert set(env.legal_modes("proposer_0")) == {Mode.KEEP, Mode.REFRESH}
+    env.step(say(Mode.REFRESH, "42"))
+    assert env.turn_context("reviewer_0").features[NUM_VOTES] == 0  # votes reset on a new proposal
+    run(env, [Action(Mode.SPEAK, "**RIGHT**", calls=1), Action(Mode.SKIP)])
+    assert env.turn_context("proposer_0").features[IS_LAST_PROPOSAL_ROUND] == 1
+    env.step(Action(Mode.KEEP))
+    record = env.episode_record()
+    assert record.final_answer == "42" and record.correct is True
+    assert record.info["correction"] is True and record.info["harmful_flip"] is False
+    assert record.info["turn_rewards"] == [-1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0]
+    assert record.reward == pytest.approx(1.0 - 0.1 * 5)
+    assert env.infos["reviewer_0"]["role_reward"] == 1.0 and env.infos["reviewer_1"]["role_reward"] == 0.5
+
+
+def test_review_early_stop_on_unanimous_right_and_harmful_flip():
+    env = review_v0.raw_env(num_agents=3, rounds=5, early_stop=True, problems=[PROBLEM])
+    env.reset(seed=0)
+    run(env, [say(Mode.REFRESH, "42"), Action(Mode.SPEAK, "RIGHT"), Action(Mode.SPEAK, "RIGHT")])
+    assert all(env.terminations.values()) and env.episode_record().info["rounds_played"] == 2
+    env = review_v0.raw_env(num_agents=2, rounds=3, problems=[PROBLEM])
+    env.reset(seed=0)
+    run(env, [say(Mode.REFRESH, "42"), Action(Mode.SPEAK, "WRONG"), say(Mode.REFRESH, "41")])
+    info = env.episode_record().info
+    assert info["harmful_flip"] is True and info["preservation"] is False
+
+
+def test_review_majority_final_rule_counts_all_proposals_latest_first():
+    env = review_v0.raw_env(num_agents=2, rounds=5, final_rule="majority", problems=[PROBLEM])
+    env.reset(seed=0)
+    run(
+        env,
+        [
+            say(Mode.REFRESH, "42"),
+            Action(Mode.SKIP),
+            say(Mode.REFRESH, "42"),
+            Action(Mode.SKIP),
+            say(Mode.REFRESH, "7"),
+        ],
+    )
+    assert env.episode_record().final_answer == "42"
+
+
+def test_review_unlabeled_problem_has_no_role_rewards():
+    env = review_v0.raw_env(num_agents=2, rounds=1, problems=[UNLABELED])
+    env.reset(seed=0)
+    env.step(say(Mode.REFRESH, "42"))
+    assert env.episode_record().correct is None and env.infos["proposer_0"]["role_reward"] is None
+
+
+# ---- escalation --------------------------------------------------------------------------------
+
+
+def anchor(*answers: str) -> Action:
+    texts = tuple(f"so \\boxed{{{a}}}" for a in answers)
+    return Action(Mode.ANSWER, texts[0], samples=texts, calls=len(texts))
+
+
+@pytest.mark.parametrize(
+    "moves,path,final,escalated",
+    [
+        ([Action(Mode.ACCEPT)], "accept", "41", 0),
+        ([Action(Mode.VERIFY), say(Mode.ANSWER, "42"), Action(Mode.ACCEPT)], "probe_accept", "41", 0),
+        (
+            [Action(Mode.VERIFY), say(Mode.ANSWER, "42"), Action(Mode.VERIFY), say(Mode.ANSWER, "42")],
+            "probe_verify",
+            "42",
+            1,
+        ),
+        (
+            [
+                Action(Mode.ESCALATE),
+                say(Mode.SPEAK, "42"),
+                say(Mode.SPEAK, "42"),
+                Action(Mode.SKIP),
+                say(Mode.SPEAK, "41"),
+            ],
+            "escalate",
+            "42",
+            1,
+        ),
+        (
+            [
+                Action(Mode.VERIFY),
+                say(Mode.ANSWER, "41"),
+                Action(Mode.ESCALATE),
+                say(Mode.SPEAK, "41"),
+                say(Mode.SPEAK, "41"),
+                Action(Mode.SKIP),
+                Action(Mode.SKIP),
+            ],
+            "probe_escalate",
+            "41",
+            1,
+        ),
+    ],
+)
+def test_escalation_paths(moves, path, final, escalated):
+    env = escalation_v0.raw_env(num_peers=2, debate_rounds=2, problems=[PROBLEM])
+    env.reset(seed=0)
+    env.step(anchor("41", "41", "42"))
+    f = env.turn_context("controller").features
+    assert f[PHASE] == 0 and f[ANCHOR_CONSISTENCY] == pytest.approx(2 / 3)
+    assert (f[ROUTER_MARGIN], f[HAS_ROUTER_MARGIN]) == (pytest.approx(0.3), 1.0)
+    run(env, moves)
+    info = env.episode_record().info
+    assert (info["path"], env.episode_record().final_answer, info["escalated"]) == (path, final, escalated)
+    assert info["anchor_correct"] is False
+    assert info["rescue"] == (escalated == 1 and final == "42") and info["harm"] is False
+    assert (info["collab_correct"] is None) == (escalated == 0)
+
+
+def test_escalation_probe_turn_role_and_features():
+    env = escalation_v0.raw_env(num_peers=2, problems=[UNLABELED])
+    env.reset(seed=0)
+    run(env, [anchor("42"), Action(Mode.VERIFY)])
+    assert env.turn_context("peer_0").role == "probe" and env.roles["peer_0"] == "peer"
+    env.step(say(Mode.ANSWER, "42"))
+    ctx = env.turn_context("controller")
+    assert (
+        ctx.features[PHASE] == 1 and ctx.features[PROBE_AGREES] == 1 and ctx.features[HAS_ROUTER_MARGIN] == 0
+    )
+    env.step(Action(Mode.VERIFY))
+    assert env.turn_context("verifier").extras == {"anchor_answer": "42", "probe_answer": "42"}
+    env.step(say(Mode.ANSWER, "42"))
+    info = env.episode_record().info
+    assert info["rescue"] is None and info["anchor_correct"] is None and env.episode_record().correct is None
+
+
+# ---- cohort ------------------------------------------------------------------------------------
+
+
+def test_cohort_views_rewards_and_diagnostic_label_accuracy():
+    from councilzoo.tasks import synthetic_problems
+
+    problem = synthetic_problems("numeric", 1, seed=0)[0]
+    env = cohort_v0.parallel_env(num_agents=2, reward_rule="ring", views=[0, 1], problems=[problem])
+    obs, _ = env.reset(seed=0)
+    assert env.turn_context("member_1").problem.question != problem.question
+    assert obs["member_0"]["transcript"].startswith("Question: " + problem.question[:20])
+    wrong = problem.metadata["distractors"][0]
+    actions = {
+        "member_0": Action(Mode.ANSWER, samples=(f"\\boxed{{{problem.answer}}}",) * 2 + ("\\boxed{1}",)),
+        "member_1": Action(Mode.ANSWER, samples=(f"\\boxed{{{wrong}}}",) * 2),
+    }
+    _, rewards, _, _, infos = env.step(actions)
+    assert infos["member_0"]["label"] == wrong and infos["member_0"]["label_correct"] is False
+    assert infos["member_1"]["label"] == problem.answer and infos["member_1"]["label_correct"] is True
+    assert infos["member_0"]["sample_rewards"] == [0.0, 0.0, 0.0] and rewards["member_1"] == 0.0
+
+
+# ---- bad input ---------------------------------------------------------------------------------
+
+
+def test_illegal_mode_names_agent_mode_and_legal_modes():
+    env = review_v0.raw_env(num_agents=2, problems=[PROBLEM])
+    env.reset(seed=0)
+    with pytest.raises(IllegalModeError, match=r"'proposer_0'.*KEEP.*\['REFRESH'\]"):
+        env.step(Action(Mode.KEEP))
+    assert env.transcript == []  # nothing changed
+    with pytest.raises(ValueError, match="agent 'proposer_0' sent mode 99"):
+        env.step(99)
+    with pytest.raises(ValueError, match="only Action fields"):
+        env.step({"mode": 7, "utterance": "x"})
+    cohort = cohort_v0.parallel_env(num_agents=2, problems=[PROBLEM])
+    cohort.reset()
+    with pytest.raises(IllegalModeError, match="'member_0'.*SKIP"):
+        cohort.step({"member_0": 0, "member_1": 2})
+
+
+def test_penalty_wrapper_turns_illegal_mode_into_a_loss():
+    env = IllegalModePenalty(debate_v0.env(num_agents=2, problems=[PROBLEM]), illegal_reward=-1.0)
+    env.reset(seed=0)
+    env.step(int(Mode.ESCALATE))
+    assert all(env.terminations.values())
+    assert env.rewards == {"peer_0": -1.0, "peer_1": 0.0} and env.infos["peer_1"]["forfeit"] == "peer_0"
+
+
+def test_long_and_unprintable_utterances_are_truncated_and_sanitised():
+    env = debate_v0.raw_env(num_agents=2, rounds=1, problems=[PROBLEM], max_utterance_chars=50)
+    env.reset(seed=0)
+    env.step(Action(Mode.SPEAK, "a\x00b\x1b[31m π " + "x" * 100))
+    env.step({"mode": int(Mode.SPEAK), "text": "ok \\boxed{42}"})
+    first, second = env.episode_record().turns
+    assert first.truncated and len(first.text) == 50 and "\x00" not in first.text and "π" in first.text
+    assert not second.truncated and second.answer == "42"
+    text = env.observe("peer_0")["transcript"]
+    assert env.observation_space("peer_0")["transcript"].contains(text) and "\\u03c0" in text
+
+
+def test_masks_are_int8_and_only_the_acting_agent_has_legal_modes():
+    env = escalation_v0.raw_env(problems=[PROBLEM])
+    env.reset(seed=0)
+    masks = {a: env.observe(a)["action_mask"] for a in env.agents}
+    assert all(m.dtype == np.int8 for m in masks.values())
+    assert [a for a, m in masks.items() if m.any()] == ["anchor"]

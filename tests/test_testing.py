@@ -1,0 +1,101 @@
+"""The offline tiny model: reproducible, loadable by Auto classes, chat template, eos."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessor, LogitsProcessorList
+
+from councilzoo.testing import CHAT_TEMPLATE, EOS, build_tiny_model
+
+TEXTS = ["The answer is \\boxed{42}.", "Verdict: RIGHT", "  spaces\tand\nnewlines ", "naïve ∑ 日本"]
+
+
+def _logits(path, text="What is 2 + 3?"):
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path)
+    ids = tok(text, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        return ids, model(ids).logits
+
+
+def test_reload_is_bit_identical(tiny_model_dir):
+    ids_a, logits_a = _logits(tiny_model_dir)
+    ids_b, logits_b = _logits(tiny_model_dir)
+    assert torch.equal(ids_a, ids_b) and torch.equal(logits_a, logits_b)
+
+
+def test_rebuild_from_scratch_is_identical(tiny_model_dir, tmp_path):
+    other = build_tiny_model(tmp_path / "again")
+    ids_a, logits_a = _logits(tiny_model_dir)
+    ids_b, logits_b = _logits(other)
+    assert torch.equal(ids_a, ids_b) and torch.equal(logits_a, logits_b)
+
+
+def test_cache_returns_existing_build_and_rebuilds_on_new_arguments(tmp_path):
+    path = build_tiny_model(tmp_path / "m", num_layers=1)
+    weights = path / "model.safetensors"
+    stamp = weights.stat().st_mtime_ns
+    assert build_tiny_model(path, num_layers=1) == path and weights.stat().st_mtime_ns == stamp
+    build_tiny_model(path, num_layers=2)
+    assert json.loads((path / "councilzoo_tiny.json").read_text())["num_layers"] == 2
+    assert AutoModelForCausalLM.from_pretrained(path).config.num_hidden_layers == 2
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_tokenizer_round_trips_text(tiny_model_dir, text):
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    assert tok.decode(tok(text)["input_ids"]) == text
+    assert tok.eos_token == EOS and tok.pad_token_id is not None and tok.bos_token_id is not None
+
+
+def test_chat_template_renders_chatml(tiny_model_dir):
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    messages = [{"role": "system", "content": "You are a reviewer."}, {"role": "user", "content": "2+2=4?"}]
+    rendered = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert rendered == (
+        "<|im_start|>system\nYou are a reviewer.<|im_end|>\n"
+        "<|im_start|>user\n2+2=4?<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert tok.chat_template == CHAT_TEMPLATE
+
+
+@pytest.mark.parametrize("family,arch", [("qwen3", "Qwen3ForCausalLM"), ("llama", "LlamaForCausalLM")])
+def test_families_build_with_untied_head_dim_32(tmp_path, family, arch):
+    model = AutoModelForCausalLM.from_pretrained(build_tiny_model(tmp_path / family, family=family))
+    assert type(model).__name__ == arch
+    assert model.config.head_dim == 32 and not model.config.tie_word_embeddings
+    assert model.get_input_embeddings().weight.data_ptr() != model.get_output_embeddings().weight.data_ptr()
+    assert 1e5 < model.num_parameters() < 2e6
+
+
+class _ForceEosAfter(LogitsProcessor):
+    def __init__(self, prompt_len: int, steps: int, eos: int):
+        self.prompt_len, self.steps, self.eos = prompt_len, steps, eos
+
+    def __call__(self, input_ids, scores):
+        if input_ids.shape[1] - self.prompt_len >= self.steps:
+            scores = torch.full_like(scores, -float("inf"))
+            scores[:, self.eos] = 0.0
+        return scores
+
+
+def test_generation_stops_at_eos(tiny_model_dir):
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    prompt = tok.apply_chat_template(
+        [{"role": "user", "content": "1+1?"}], tokenize=False, add_generation_prompt=True
+    )
+    ids = tok(prompt, return_tensors="pt")["input_ids"]
+    assert tok.convert_ids_to_tokens(ids[0, :1].tolist()) == ["<|im_start|>"]  # one special token
+    forced = LogitsProcessorList([_ForceEosAfter(ids.shape[1], 3, tok.eos_token_id)])
+    out = model.generate(ids, max_new_tokens=20, do_sample=False, logits_processor=forced)
+    new = out[0, ids.shape[1] :].tolist()
+    assert len(new) == 4 and new[-1] == tok.eos_token_id
+
+
+def test_bad_family_raises(tmp_path):
+    with pytest.raises(ValueError, match="family"):
+        build_tiny_model(tmp_path, family="qwen2")
