@@ -1,0 +1,407 @@
+"""TRACER: turn-level RL for cooperative multi-LLM reasoning, on ``councilzoo/review-v0``.
+
+Two layers (REFERENCE.md section 2), each step:
+
+1. **Controller layer.** Proposers choose KEEP/REFRESH and reviewers SKIP/SPEAK by regret
+   matching (``RegretMatchingController``: one ``councilzoo.theory.RegretMatcher`` per role over
+   information states; RM+ by default). Each decision gets action values for both modes
+   (``tracer_values``: counterfactual rollouts by default, or the released myopic scores); the
+   (state, values) pairs of the whole batch update each role's matcher in one call.
+2. **Generation layer** (LLM agents, ``generation.enabled``). At every REFRESH/SPEAK turn of the
+   batch, G candidates are sampled for the turn's prompt and rewarded (proposer: +1 right answer,
+   -1 wrong or none; reviewer: +1 verdict matches the pending answer's correctness, -1 not, 0
+   none; minus an optional length cost), then one GSPO step per role model
+   (``councilzoo.learners.policy_update``; one shared model with role prompts, or one per role).
+
+Label-free variant (``label_free: true``): every gold-based value and reward is judged against a
+peer-consensus label instead: the plurality of all proposals made for the problem in the step
+(every episode of it, plus the proposer's GSPO candidates). Gold is then only read to report
+evaluation accuracy. See docs/tracer.md for what changes.
+
+Update semantics: per visit (default), each decision is one regret-matching iteration, applied in
+batch order, so a state's T is its number of decisions; ``batch_mean`` averages a state's action
+values over the batch and applies one iteration per state per step (T = steps that visited it).
+Either way the bound ``regret <= Delta sqrt(2 T)`` holds per state with its own T.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from argparse import Namespace
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from councilzoo.agents.binding import bind_agents
+from councilzoo.agents.controllers import Controller, FixedController, RandomController
+from councilzoo.agents.regret_controller import RegretMatchingController, VoteTimeState
+from councilzoo.agents.simulated import SimulatedAgent
+from councilzoo.config import load_config, write_run_files
+from councilzoo.envs import review_v0
+from councilzoo.envs.core import Mode
+from councilzoo.learners.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from councilzoo.learners.logging import MetricsLogger
+from councilzoo.learners.tracer_config import DataConfig, TracerConfig
+from councilzoo.learners.tracer_metrics import episode_metrics, flatten, regret_summary, speak_rates
+from councilzoo.learners.tracer_values import Player, action_values, branch, play_episodes
+from councilzoo.tasks import Problem, answers_equivalent, plurality
+
+
+def baseline_controllers(names: Sequence[str], seed: int) -> dict[str, Controller]:
+    """The fixed protocols TRACER is compared with, on the same env and agents.
+
+    ``always_speak``: proposers REFRESH, reviewers SPEAK (TRACER without a controller);
+    ``never_review``: reviewers SKIP, proposers KEEP (one proposal, one call);
+    ``alternate``: reviewers speak in every other review round (rounds 2, 6, ...), proposers
+    REFRESH after a review round that spoke and KEEP otherwise; ``random``: speak w.p. 1/2.
+    """
+    # FixedController cycles a tuple by ``round % len``: with period 4, review rounds 2, 6, ..
+    # hit index 2 and rounds 4, 8, .. index 0; propose rounds 3, 7 index 3 and 5, 9 index 1.
+    table = {
+        "always_speak": lambda: FixedController({"proposer": Mode.REFRESH, "reviewer": Mode.SPEAK}),
+        "never_review": lambda: FixedController({"proposer": Mode.KEEP, "reviewer": Mode.SKIP}),
+        "alternate": lambda: FixedController(
+            {
+                "reviewer": (Mode.SKIP, Mode.SKIP, Mode.SPEAK, Mode.SKIP),
+                "proposer": (Mode.KEEP, Mode.KEEP, Mode.KEEP, Mode.REFRESH),
+            }
+        ),
+        "random": lambda: RandomController(0.5, seed=seed),
+    }
+    return {name: table[name]() for name in names}
+
+
+def load_problems(
+    name: str, split: str, path: str | None, limit: int | None, data: DataConfig, seed: int
+) -> list[Problem]:
+    """A dataset by name (``councilzoo.tasks.load_dataset``) or ``synthetic:<kind>``."""
+    if name.startswith("synthetic:"):
+        from councilzoo.tasks.synthetic import synthetic_problems
+
+        # Train and test synthetic sets must not overlap: different seeds per split.
+        offset = {"train": 0, "test": 1}.get(split, 2)
+        n = data.synthetic_size if limit is None else min(limit, data.synthetic_size)
+        return list(
+            synthetic_problems(
+                name.split(":", 1)[1], n, seed=1000 * offset + seed, difficulty=data.synthetic_difficulty
+            )
+        )
+    from councilzoo.tasks.datasets import load_dataset
+
+    return load_dataset(name, split=split, path=path, limit=limit, seed=seed)
+
+
+def consensus_labels(
+    problems: Sequence[Problem],
+    records: Sequence,
+    extra_answers: Mapping[str, list[str | None]] | None = None,
+) -> list[str | None]:
+    """Label-free labels, one per episode: the plurality of every proposal made for its problem
+    in the step (all its episodes' REFRESH answers plus ``extra_answers[problem id]``); None
+    when nothing parses."""
+    votes: dict[str, list[str | None]] = {}
+    for problem, record in zip(problems, records, strict=True):
+        votes.setdefault(problem.id, list((extra_answers or {}).get(problem.id, [])))
+        votes[problem.id].extend(record.info.get("proposals", []))
+    labels = {p.id: plurality(votes[p.id], p.kind)[0] for p in problems}
+    return [labels[p.id] for p in problems]
+
+
+def simulated_agents(cfg: TracerConfig) -> dict[str, SimulatedAgent]:
+    """One SimulatedAgent per role from ``agents.simulated`` (seeded by the run seed)."""
+    unknown = set(cfg.agents.simulated) - {"proposer", "reviewer"}
+    if unknown:
+        raise ValueError(f"agents.simulated has roles {sorted(unknown)}; expected 'proposer' and 'reviewer'")
+    return {
+        role: SimulatedAgent(role, **{"skill": 0.6, **cfg.agents.simulated.get(role, {})}, seed=cfg.seed)
+        for role in ("proposer", "reviewer")
+    }
+
+
+class Tracer:
+    """TRACER's learner (see the module docstring). ``step()`` runs one training step.
+
+    ``agents`` (role or agent name -> Agent) overrides the configured agents; ``train_problems``
+    and ``eval_sets`` (name -> problems) override the configured data.
+    """
+
+    def __init__(
+        self,
+        cfg: TracerConfig,
+        *,
+        agents: Mapping[str, object] | None = None,
+        train_problems: Sequence[Problem] | None = None,
+        eval_sets: Mapping[str, Sequence[Problem]] | None = None,
+    ) -> None:
+        self.cfg = cfg
+        data = cfg.data
+        self.train_problems = (
+            list(train_problems)
+            if train_problems is not None
+            else load_problems(
+                data.train, data.train_split, data.train_path, data.train_limit, data, cfg.seed
+            )
+        )
+        if not self.train_problems:
+            raise ValueError("the training set is empty")
+        self.eval_sets = (
+            {k: list(v) for k, v in eval_sets.items()}
+            if eval_sets is not None
+            else {
+                name: load_problems(name, data.eval_split, None, data.eval_limit, data, cfg.seed)
+                for name in data.eval
+            }
+        )
+        c = cfg.controller
+        self.state_fn = VoteTimeState(
+            max_abs_score=c.max_abs_score, with_round=c.with_round, rounds=cfg.env.rounds
+        )
+        self.controller = RegretMatchingController(
+            self.state_fn,
+            variant=c.variant,
+            averaging=c.averaging,
+            exploration=c.exploration,
+            eval_play=c.eval_play,
+            untrained=c.untrained,
+            seed=cfg.seed,
+        )
+        self.generation = None
+        if cfg.agents.kind == "llm":
+            from councilzoo.learners.tracer_gspo import GenerationLayer
+
+            self.generation = GenerationLayer(cfg)
+        if agents is None:
+            agents = self.generation.agents if self.generation else simulated_agents(cfg)
+        self._envs: list = []
+        self.binding = bind_agents(self._env_pool(1)[0], agents)
+        self.player = Player(self.controller, self.binding)
+        self.step_count = 0
+        self.out_dir = Path(cfg.out_dir)
+
+    # ---- episodes ----------------------------------------------------------------------------
+    def _env_pool(self, n: int) -> list:
+        e = self.cfg.env
+        while len(self._envs) < n:
+            env = review_v0.raw_env(
+                num_agents=e.num_agents,
+                rounds=e.rounds,
+                final_rule=e.final_rule,
+                lam=e.lam,
+                cost_unit=e.cost_unit,
+                problems=self.train_problems[:1],
+            )
+            env.env_index = len(self._envs)
+            self._envs.append(env)
+        return self._envs[:n]
+
+    def _reset(self, problems: Sequence[Problem]) -> list:
+        envs = self._env_pool(len(problems))
+        for env, problem in zip(envs, problems, strict=True):
+            env.reset(options={"problem": problem})
+        return envs
+
+    def batch(self, step: int) -> tuple[list[Problem], list[int]]:
+        """Step ``step``'s problems (one entry per episode) and episode indices; a pure function of
+        (seed, step), so a resumed run sees the same batches."""
+        rng = np.random.default_rng([self.cfg.seed, step])
+        n = min(self.cfg.problems_per_step, len(self.train_problems))
+        chosen = rng.choice(len(self.train_problems), size=n, replace=False)
+        k = range(self.cfg.episodes_per_problem)
+        return [self.train_problems[i] for i in chosen for _ in k], [e for _ in chosen for e in k]
+
+    # ---- training ----------------------------------------------------------------------------
+    def step(self) -> dict:
+        """One TRACER step: play, branch, value, update controllers (and GSPO); returns metrics."""
+        cfg, t0, ticks = self.cfg, time.perf_counter(), self.player.ticks
+        mode = cfg.controller.values
+        self.controller.train()
+        self.controller.epoch = self.step_count
+        problems, episodes = self.batch(self.step_count)
+        gen = self.generation if cfg.generation.enabled else None
+        if gen is not None:
+            gen.start_step(self.step_count)
+        records, decisions = play_episodes(
+            self.player,
+            self._reset(problems),
+            episodes,
+            self.state_fn,
+            mode,
+            on_speak=gen.collect if gen else None,
+        )
+        branch(self.player, decisions, episodes, mode)
+        candidates = gen.sample(problems) if gen else {}
+        if cfg.label_free:
+            labels = consensus_labels(problems, records, candidates)
+        else:
+            labels = [p.answer for p in problems]
+        kinds = [p.kind for p in problems]
+        values, valid = action_values(decisions, records, labels, kinds, mode, cfg.env.lam, cfg.env.cost_unit)
+        self._update_controller(decisions, values, valid)
+        gen_stats = gen.update(problems, labels) if gen else None
+        self.step_count += 1
+        rows = self.controller.report()
+        metrics = {
+            "step": self.step_count,
+            "train": episode_metrics(records, cfg.env.lam, cfg.env.cost_unit),
+            "decisions": len(decisions),
+            "labeled_decisions": int(valid.sum()),
+            **regret_summary(rows),
+            "speak_rate": speak_rates(decisions, self.state_fn.names),
+            "regret": rows,
+            "ticks": self.player.ticks - ticks,
+            "seconds": time.perf_counter() - t0,
+        }
+        if cfg.label_free:
+            metrics["label_accuracy"] = float(
+                np.mean(
+                    [  # gold read only to report the labels' quality
+                        p.answer is not None and answers_equivalent(label, p.answer, p.kind)
+                        for label, p in zip(labels, problems, strict=True)
+                    ]
+                )
+            )
+        if gen_stats is not None:
+            metrics["generation"] = gen_stats
+        return metrics
+
+    def _update_controller(self, decisions: Sequence, values: np.ndarray, valid: np.ndarray) -> None:
+        for role in self.controller.roles:
+            rows = [k for k, d in enumerate(decisions) if d.role == role and valid[k]]
+            if not rows:
+                continue
+            states, vals = np.array([decisions[k].state for k in rows]), values[rows]
+            if self.cfg.controller.update == "batch_mean":
+                states, inverse = np.unique(states, return_inverse=True)
+                sums = np.zeros((len(states), 2))
+                np.add.at(sums, inverse, vals)
+                vals = sums / np.bincount(inverse)[:, None]
+            self.controller.update(role, states, vals)
+
+    # ---- evaluation --------------------------------------------------------------------------
+    def evaluate(self, problems: Sequence[Problem], controller: Controller | None = None) -> dict:
+        """Metrics of one episode per problem with ``controller`` (default: the learned one, playing
+        its average strategy); untrained states met are reported by name."""
+        learned = controller is None
+        controller = self.controller.eval() if learned else controller
+        before = {r: h.copy() for r, h in self.controller.untrained_hits.items()}
+        player = Player(controller, self.binding)
+        records, decisions = play_episodes(player, self._reset(problems), [0] * len(problems), self.state_fn)
+        self.controller.train()
+        out = {
+            **episode_metrics(records, self.cfg.env.lam, self.cfg.env.cost_unit),
+            "speak_rate": speak_rates(decisions, self.state_fn.names),
+        }
+        if learned:
+            names = self.state_fn.names
+            hits = {role: self.controller.untrained_hits[role] - b for role, b in before.items()}
+            out["untrained_states_hit"] = {
+                role: {names[s]: int(h[s]) for s in np.flatnonzero(h)} for role, h in hits.items()
+            }
+        return out
+
+    def compare(self, problems: Sequence[Problem], baselines: Sequence[str] | None = None) -> dict[str, dict]:
+        """The learned policy and the fixed protocols on the same problems, env and agents."""
+        names = self.cfg.baselines if baselines is None else baselines
+        out = {"tracer": self.evaluate(problems)}
+        for name, controller in baseline_controllers(names, self.cfg.seed).items():
+            out[name] = self.evaluate(problems, controller)
+        return out
+
+    # ---- checkpoints -------------------------------------------------------------------------
+    def save(self, root: str | Path) -> Path:
+        """Checkpoint ``root/step-N``: regrets, strategy sums, visits, value ranges (exactly), the
+        step, and with LLMs each model's weights (LoRA adapters) and optimizer state."""
+        # 0-d entries (strings, scalars, the rng state) go to state.json: the array file holds
+        # only numeric arrays, restored bit-exactly.
+        arrays, scalars = {}, {}
+        for key, value in self.controller.state_dict().items():
+            if value.ndim:
+                arrays[key] = value
+            else:
+                scalars[key] = value.item()
+        gen = self.generation
+        return save_checkpoint(
+            root,
+            self.step_count,
+            arrays=arrays,
+            keep_last=self.cfg.keep_last,
+            state={"controller_scalars": scalars},
+            models=gen.models() if gen else None,
+            states=gen.optimizer_states() if gen else None,
+        )
+
+    def load(self, path: str | Path) -> None:
+        """Restore a checkpoint written by ``save`` (the run resumes at the next step)."""
+        gen = self.generation
+        ckpt = load_checkpoint(
+            path, models=gen.models() if gen else None, states=gen.optimizer_states() if gen else None
+        )
+        scalars = {k: np.array(v) for k, v in ckpt.state["controller_scalars"].items()}
+        self.controller.load_state_dict({**ckpt.arrays, **scalars})
+        self.step_count = ckpt.step
+
+    # ---- the run -----------------------------------------------------------------------------
+    def train(self, logger: MetricsLogger | None = None) -> list[dict]:
+        """Run steps up to ``cfg.steps`` (from ``step_count``), evaluating and checkpointing as
+        configured; returns the per-step metrics."""
+        cfg, history = self.cfg, []
+        ckpt_dir = self.out_dir / "checkpoints"
+        while self.step_count < cfg.steps:
+            metrics = self.step()
+            if cfg.eval_every and self.step_count % cfg.eval_every == 0:
+                metrics["eval"] = {name: self.evaluate(ps) for name, ps in self.eval_sets.items()}
+            if logger is not None:
+                logger.log(self.step_count, {k: v for k, v in flatten(metrics).items() if k != "step"})
+            if cfg.checkpoint_every and self.step_count % cfg.checkpoint_every == 0:
+                self.save(ckpt_dir)
+            history.append(metrics)
+        self.save(ckpt_dir)
+        return history
+
+
+def main(config_path: str | Path, args: Namespace | None = None) -> int:
+    """``councilzoo train tracer CONFIG [--out DIR] [--max-steps N] [--resume]``."""
+    cfg = load_config(config_path, TracerConfig)
+    if args is not None and getattr(args, "out", None):
+        cfg.out_dir = args.out
+    if args is not None and getattr(args, "max_steps", None):
+        cfg.steps = int(args.max_steps)
+    resume = bool(args is not None and getattr(args, "resume", False))
+    out = Path(cfg.out_dir)
+    write_run_files(out, cfg, seed=cfg.seed, learner="tracer")
+    tracer = Tracer(cfg)
+    latest = latest_checkpoint(out / "checkpoints") if resume else None
+    if latest is not None:
+        tracer.load(latest)
+        print(f"resumed from {latest} (step {tracer.step_count})")
+    with MetricsLogger(out, resume=resume) as logger:
+        tracer.train(logger)
+    summary = {name: tracer.compare(problems) for name, problems in tracer.eval_sets.items()}
+    summary_rows = tracer.controller.report()
+    (out / "summary.json").write_text(
+        json.dumps(
+            {"eval": summary, "regret": summary_rows, **regret_summary(summary_rows)}, indent=1, default=float
+        )
+    )
+    for name, protocols in summary.items():
+        print(f"\n{name}: protocol | accuracy | objective | calls/q | correction | preservation")
+        for protocol, m in protocols.items():
+            cells = [
+                m["accuracy"],
+                m["objective"],
+                m["calls_per_question"],
+                m["correction_rate"],
+                m["preservation_rate"],
+            ]
+            print(f"  {protocol:13s} | " + " | ".join(_fmt(c) for c in cells))
+    print(
+        f"\nregret <= bound in every state: {not regret_summary(summary_rows)['states_over_bound']}; "
+        f"results in {out}"
+    )
+    return 0
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"

@@ -1,0 +1,168 @@
+"""TRACER's experiment config: plain dataclasses, loaded from YAML with ``councilzoo.config``.
+
+Every field says what it means and its default (``metadata["help"]``); ``load_config`` rejects
+unknown keys and wrong types with the dotted key path, and ``TracerConfig.__post_init__`` checks
+the combinations before any work starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from councilzoo.learners.policy_update import LoraSettings, PolicyUpdateConfig
+
+BASELINES = ("always_speak", "never_review", "alternate", "random")
+
+
+def _help(text: str, **kwargs):
+    return field(metadata={"help": text}, **kwargs)
+
+
+@dataclass
+class EnvConfig:
+    """review-v0's arguments."""
+
+    num_agents: int = _help("Agents in review-v0 (N//2 proposers, the rest reviewers).", default=2)
+    rounds: int = _help("Rounds R; odd rounds propose, even rounds review.", default=5)
+    lam: float = _help("Cost weight lambda of the team reward correct - lam * cost.", default=0.0)
+    cost_unit: Literal["calls", "tokens"] = _help("What the cost counts.", default="calls")
+    final_rule: Literal["last_pending", "majority"] = _help(
+        "Final answer: the last pending proposal (TRACER) or the majority of proposals.",
+        default="last_pending",
+    )
+
+
+@dataclass
+class ControllerConfig:
+    """The regret-matching controllers (``RegretMatchingController``) and their action values."""
+
+    variant: Literal["rm+", "rm"] = _help("Regret matching+ (default) or plain RM.", default="rm+")
+    averaging: Literal["uniform", "linear"] = _help("Weights of the average strategy.", default="uniform")
+    exploration: float = _help("Uniform mixing in training play (voids the regret bound).", default=0.0)
+    values: Literal["counterfactual", "myopic", "myopic_released"] = _help(
+        "Action values: rollouts to the end (counterfactual), one-turn oracle scores with cost (myopic), "
+        "or the release's cost-blind scores that never evaluate an untaken REFRESH.",
+        default="counterfactual",
+    )
+    update: Literal["per_visit", "batch_mean"] = _help(
+        "One RM iteration per decision (T = decisions), or per state per step on mean values "
+        "(T = steps visiting the state).",
+        default="per_visit",
+    )
+    eval_play: Literal["argmax", "sample"] = _help(
+        "Evaluation plays the average strategy's argmax (random ties) or samples it.", default="argmax"
+    )
+    untrained: Literal["uniform", "error"] = _help(
+        "Evaluation in a never-trained state: play uniformly or raise (always counted and reported).",
+        default="uniform",
+    )
+    max_abs_score: int = _help("Vote-score buckets +-1..+-k (scores beyond are clipped).", default=2)
+    with_round: bool = _help("Add the round number to the information state.", default=False)
+
+
+@dataclass
+class AgentsConfig:
+    """Who plays: calibrated simulated agents, or LLMs."""
+
+    kind: Literal["simulated", "llm"] = _help("Simulated agents or LLMs.", default="simulated")
+    simulated: dict[str, dict[str, float]] = _help(
+        "Per role ('proposer', 'reviewer'): SimulatedAgent keyword arguments (skill, catch_prob, "
+        "false_alarm_prob, swayed_prob, correlation, ...).",
+        default_factory=lambda: {"proposer": {"skill": 0.6}, "reviewer": {"skill": 0.6}},
+    )
+    model: str | None = _help("LLM: a local model directory or hub name.", default=None)
+    reviewer_model: str | None = _help(
+        "LLM: the reviewer's own model (then the roles never share weights); None = model.", default=None
+    )
+    share_model: bool = _help(
+        "LLM: one model with role prompts for both roles (else a copy per role).", default=True
+    )
+    max_new_tokens: int = _help("LLM: tokens per utterance.", default=256)
+    temperature: float = _help("LLM: sampling temperature.", default=1.0)
+    stop: list[str] = _help("LLM: stop strings of every utterance.", default_factory=list)
+    device: str = _help("LLM: torch device ('cpu', 'cuda', 'cuda:1', ...).", default="cpu")
+    dtype: Literal["float32", "bfloat16", "float16"] = _help("LLM: weight dtype.", default="float32")
+
+
+@dataclass
+class GenerationConfig:
+    """TRACER's generation layer: G candidates per speaking turn, one GSPO step per role model."""
+
+    enabled: bool = _help("Train the LLMs with GSPO (needs agents.kind='llm').", default=False)
+    num_candidates: int = _help("G candidates per REFRESH/SPEAK turn.", default=4)
+    cost_penalty: float = _help(
+        "Optional cost penalty: reward minus this times completion tokens / max_new_tokens.", default=0.0
+    )
+    max_turns_per_role: int | None = _help(
+        "Cap on trained turns per role per step (None = all).", default=None
+    )
+    policy: PolicyUpdateConfig = _help(
+        "GSPO settings (the release: LoRA r=8 alpha=16, lr 5e-6, grad clip 0.5, eps 0.1).",
+        default_factory=lambda: PolicyUpdateConfig(
+            learning_rate=5e-6, max_grad_norm=0.5, epsilon=0.1, lora=LoraSettings(r=8, alpha=16)
+        ),
+    )
+
+
+@dataclass
+class DataConfig:
+    """Training and evaluation problems."""
+
+    train: str = _help(
+        "Dataset name (councilzoo.tasks.load_dataset), 'jsonl'/'json', or synthetic:<kind>.",
+        default="synthetic:numeric",
+    )
+    train_split: str = _help("Split of the training set.", default="train")
+    train_path: str | None = _help("Local file holding the training set.", default=None)
+    train_limit: int | None = _help("Training problems (None = all).", default=None)
+    eval: list[str] = _help(
+        "Evaluation sets (names as for train).", default_factory=lambda: ["synthetic:numeric"]
+    )
+    eval_split: str = _help("Split of the evaluation sets.", default="test")
+    eval_limit: int | None = _help("Problems per evaluation set (None = all).", default=None)
+    synthetic_size: int = _help("Problems per synthetic set.", default=256)
+    synthetic_difficulty: float = _help("Difficulty level of synthetic sets, in [0, 1].", default=0.5)
+
+
+@dataclass
+class TracerConfig:
+    """Everything ``councilzoo train tracer CONFIG`` needs."""
+
+    seed: int = _help("The run seed; every draw derives from it.", default=0)
+    steps: int = _help("Training steps.", default=50)
+    out_dir: str = _help("Output folder (metrics.jsonl, checkpoints/, summary.json).", default="runs/tracer")
+    problems_per_step: int = _help("Problems per training batch.", default=32)
+    episodes_per_problem: int = _help("Episodes per problem per step.", default=1)
+    label_free: bool = _help("Train against peer-consensus labels instead of gold.", default=False)
+    eval_every: int = _help("Evaluate every k steps (0 = only at the end).", default=0)
+    checkpoint_every: int = _help("Checkpoint every k steps (0 = only at the end).", default=10)
+    keep_last: int = _help("Checkpoints kept.", default=2)
+    baselines: list[str] = _help(
+        f"Fixed protocols evaluated at the end, among {list(BASELINES)}.",
+        default_factory=lambda: list(BASELINES),
+    )
+    env: EnvConfig = _help("review-v0's arguments.", default_factory=EnvConfig)
+    controller: ControllerConfig = _help("The controller layer.", default_factory=ControllerConfig)
+    agents: AgentsConfig = _help("The agents.", default_factory=AgentsConfig)
+    generation: GenerationConfig = _help("The generation layer.", default_factory=GenerationConfig)
+    data: DataConfig = _help("The problems.", default_factory=DataConfig)
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "problems_per_step", "episodes_per_problem", "keep_last"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("eval_every", "checkpoint_every"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        unknown = [b for b in self.baselines if b not in BASELINES]
+        if unknown:
+            raise ValueError(f"baselines {unknown} unknown; expected some of {list(BASELINES)}")
+        if self.generation.enabled and self.agents.kind != "llm":
+            raise ValueError("generation.enabled needs agents.kind='llm' (simulated agents have no weights)")
+        if self.generation.num_candidates < 2:
+            raise ValueError("generation.num_candidates must be >= 2 (GSPO needs a group to compare)")
+        if self.agents.kind == "llm" and not self.agents.model:
+            raise ValueError("agents.kind='llm' needs agents.model (a local model directory or hub name)")
+        if not self.data.eval:
+            raise ValueError("data.eval must name at least one evaluation set")

@@ -1,0 +1,133 @@
+"""TRACER with simulated agents: values, convergence (regret bounds), learning, resume."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from councilzoo.config import ConfigError, load_config
+from councilzoo.learners.tracer import Tracer, consensus_labels
+from councilzoo.learners.tracer_config import TracerConfig
+from councilzoo.learners.tracer_values import action_values, branch, play_episodes, snapshot
+
+# A pool where speaking sometimes harms: reviewers raise false alarms and proposers get swayed.
+HARMFUL_POOL = {"proposer": {"skill": 0.5, "swayed_prob": 0.4},
+                "reviewer": {"skill": 0.6, "catch_prob": 0.85, "false_alarm_prob": 0.25}}
+
+
+def make(steps=15, **overrides) -> Tracer:
+    data = {"steps": steps, "problems_per_step": 32, "env": {"lam": 0.03},
+            "agents": {"simulated": HARMFUL_POOL}, "data": {"synthetic_size": 256}, **overrides}
+    return Tracer(load_config(data, TracerConfig))
+
+
+def train(tracer: Tracer) -> list[dict]:
+    return [tracer.step() for _ in range(tracer.cfg.steps - tracer.step_count)]
+
+
+def test_counterfactual_value_of_the_taken_mode_is_the_real_episode():
+    tracer = make()
+    problems, episodes = tracer.batch(0)
+    records, decisions = play_episodes(tracer.player, tracer._reset(problems), episodes, tracer.state_fn,
+                                       "counterfactual")
+    # Replaying the taken mode from every snapshot reproduces the real episode (common random numbers).
+    replay = [snapshot(d.snapshot) for d in decisions]
+    tracer.player.play(replay, [episodes[d.episode] for d in decisions],
+                       first_modes=[tracer.controller.roles[d.role][d.action] for d in decisions])
+    for d, env in zip(decisions, replay, strict=True):
+        assert env.episode_record().to_dict() == records[d.episode].to_dict()
+    branch(tracer.player, decisions, episodes, "counterfactual")
+    golds, kinds = [p.answer for p in problems], [p.kind for p in problems]
+    values, valid = action_values(decisions, records, golds, kinds, "counterfactual", 0.03, "calls")
+    assert valid.all() and len(decisions) > 50
+    assert all(values[k, d.action] == records[d.episode].reward for k, d in enumerate(decisions))
+    assert np.any(values[:, 0] != values[:, 1])
+
+
+def test_myopic_values_of_taken_turns_equal_the_envs_role_rewards():
+    tracer = make()
+    problems, episodes = tracer.batch(0)
+    envs = tracer._reset(problems)
+    records, decisions = play_episodes(tracer.player, envs, episodes, tracer.state_fn, "myopic")
+    branch(tracer.player, decisions, episodes, "myopic")
+    values, _ = action_values(decisions, records, [p.answer for p in problems], [p.kind for p in problems],
+                              "myopic", 0.0, "calls")
+    for k, d in enumerate(decisions):
+        assert values[k, d.action] == records[d.episode].info["turn_rewards"][d.turn_index]
+
+
+@pytest.mark.parametrize("controller", [{"variant": "rm+"}, {"variant": "rm"}, {"update": "batch_mean"},
+                                        {"values": "myopic"}])
+def test_every_state_regret_stays_under_its_bound(controller):
+    tracer = make(steps=8, controller=controller)
+    for metrics in train(tracer):
+        assert metrics["states_over_bound"] == []
+        assert all(r["regret"] <= r["bound"] + 1e-9 for r in metrics["regret"])
+    rows = tracer.controller.report()
+    assert rows and all(r["visits"] > 0 and r["delta"] > 0 for r in rows)
+
+
+def test_learned_policy_beats_always_and_never_speaking_where_speaking_can_harm():
+    tracer = make()
+    train(tracer)
+    result = tracer.compare(tracer.eval_sets["synthetic:numeric"], ["always_speak", "never_review"])
+    learned = result["tracer"]["objective"]
+    assert learned > result["always_speak"]["objective"] + 0.02
+    assert learned > result["never_review"]["objective"] + 0.02
+    assert result["tracer"]["calls_per_question"] < result["always_speak"]["calls_per_question"]
+
+
+def test_released_failure_case_plain_rm_myopic_locks_keep_counterfactual_rm_plus_does_not():
+    """One early update favouring KEEP where REFRESH is better (proposer, last round, after a WRONG
+    verdict). The release's values never evaluate an untaken REFRESH, so plain RM stays in KEEP
+    forever; counterfactual values with RM+ recover. (Plain RM with counterfactual values also
+    recovers, but must first pay back the negative regret the early update left.)"""
+    results = {}
+    for name, controller in {"released": {"variant": "rm", "values": "myopic_released"},
+                             "counterfactual_rm+": {"variant": "rm+"},
+                             "counterfactual_rm": {"variant": "rm"}}.items():
+        tracer = make(steps=10, controller=controller)
+        state = tracer.state_fn.names.index("-1|last")
+        tracer.controller.update("proposer", [state], [[1.0, -1.0]])  # the unlucky first update
+        train(tracer)
+        m = tracer.controller.matchers["proposer"]
+        results[name] = (m.visits[state], m.strategy([state])[0, 1], m.average_strategy([state])[0, 1])
+    visits, current, average = results["released"]
+    assert visits > 10 and current == 0.0 and average < 0.1  # locked into KEEP
+    assert results["counterfactual_rm+"][1] > 0.9 and results["counterfactual_rm+"][2] > 0.5
+    assert results["counterfactual_rm"][1] > 0.9
+
+
+def test_resume_restores_regrets_and_strategy_sums_exactly_and_continues_identically(tmp_path):
+    straight = make(steps=6, out_dir=str(tmp_path / "a"))
+    train(straight)
+    first = make(steps=3, out_dir=str(tmp_path / "b"))
+    train(first)
+    path = first.save(tmp_path / "ckpt")
+    resumed = make(steps=6, out_dir=str(tmp_path / "b"))
+    resumed.load(path)
+    for key, value in first.controller.state_dict().items():
+        np.testing.assert_array_equal(resumed.controller.state_dict()[key], value)
+    assert resumed.step_count == 3
+    train(resumed)
+    for key, value in straight.controller.state_dict().items():
+        np.testing.assert_array_equal(resumed.controller.state_dict()[key], value)
+
+
+def test_label_free_training_uses_peer_consensus_labels():
+    tracer = make(steps=3, label_free=True, episodes_per_problem=3)
+    metrics = train(tracer)
+    assert all(0.0 < m["label_accuracy"] <= 1.0 for m in metrics)
+    assert all(m["states_over_bound"] == [] for m in metrics)
+    problems, _ = tracer.batch(0)
+    records = [type("R", (), {"info": {"proposals": ["7", "7", None]}})()] * len(problems)
+    assert set(consensus_labels(problems, records)) == {"7"}
+
+
+def test_bad_configs_fail_before_any_work():
+    with pytest.raises(ConfigError, match="generation.enabled needs"):
+        load_config({"generation": {"enabled": True}}, TracerConfig)
+    with pytest.raises(ConfigError, match="baselines"):
+        load_config({"baselines": ["sometimes"]}, TracerConfig)
+    with pytest.raises(ConfigError, match="controller.values"):
+        load_config({"controller": {"values": "oracle"}}, TracerConfig)
