@@ -18,6 +18,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+try:  # tiny models run faster on one thread, and CI's two cores stay free for subprocesses
+    import torch
+
+    torch.set_num_threads(1)
+except ImportError:  # pragma: no cover
+    pass
+
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 

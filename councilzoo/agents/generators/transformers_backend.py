@@ -1,0 +1,246 @@
+"""Generation with a transformers model held in this process (CPU or GPU).
+
+The learner trains ``TransformersGenerator.model`` in place and generates again with it, so this
+backend is the reference for on-policy sampling: its log-probabilities are exactly those of the
+distribution the tokens were drawn from. Decoding is ``model.generate`` on left-padded batches;
+we only add a last logits processor that reads off the sampled tokens' log-probabilities.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    GenerationConfig,
+    LogitsProcessor,
+    LogitsProcessorList,
+    PreTrainedModel,
+    TemperatureLogitsWarper,
+    TopPLogitsWarper,
+)
+
+from councilzoo.agents.base import Completion, Sampling
+from councilzoo.agents.generators.common import check_request, render_prompt, resolve_model_path
+
+# Values that switch off the processors transformers would otherwise add from the model's own
+# generation_config (Qwen ships temperature 0.7, top_k 20, repetition_penalty 1.05): decoding
+# follows ``Sampling`` exactly, as in the vLLM and OpenAI backends. Temperature and top-p are
+# applied by our own processors, ahead of the log-probability recorder.
+_NEUTRAL_GREEDY = dict(repetition_penalty=1.0)
+_NEUTRAL_SAMPLING = dict(_NEUTRAL_GREEDY, temperature=1.0, top_p=1.0, top_k=0, min_p=0.0, typical_p=1.0)
+
+
+class _SampledLogprobs(LogitsProcessor):
+    """Last processor in the chain: keeps the log-softmax of the final scores (after temperature
+    and top-p) and, when the next step shows which token was drawn, records its log-probability.
+    Holds one (batch, vocab) row at a time instead of every step's scores."""
+
+    def __init__(self) -> None:
+        self._last: torch.Tensor | None = None
+        self._steps: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self._last is not None:
+            self._steps.append(self._last.gather(1, input_ids[:, -1:]).squeeze(1))
+        self._last = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def finish(self, new_tokens: torch.Tensor) -> torch.Tensor:
+        """(batch, steps) log-probabilities of ``new_tokens``, the generated part of the sequences."""
+        steps = self._steps
+        if self._last is not None:
+            steps = steps + [self._last.gather(1, new_tokens[:, len(steps)].unsqueeze(1)).squeeze(1)]
+        return torch.stack(steps, dim=1)
+
+
+def _resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype | str:
+    if dtype is None:  # float32 on CPU (bf16 matmuls are slow there), the checkpoint's dtype on GPU
+        return torch.float32 if device.type == "cpu" else "auto"
+    if isinstance(dtype, torch.dtype) or dtype == "auto":
+        return dtype
+    resolved = getattr(torch, str(dtype), None)
+    if not isinstance(resolved, torch.dtype):
+        raise ValueError(f"dtype must be a torch dtype, its name ('bfloat16', ...) or 'auto', got {dtype!r}")
+    return resolved
+
+
+class TransformersGenerator:
+    """A ``Generator`` over a transformers causal LM.
+
+    - ``model_or_path``: a local model directory, a cached hub name, or a loaded model with
+      ``generate`` (a ``PreTrainedModel`` or a peft ``PeftModel``; then ``tokenizer`` is
+      required). ``.model`` and ``.tokenizer`` are public: a learner may update ``.model`` in
+      place and the next ``generate`` uses it.
+    - ``device``: default CUDA when available, else CPU (a loaded model stays where it is).
+    - ``dtype``: default float32 on CPU, the checkpoint's dtype on GPU.
+    - ``batch_size``: sequences per ``model.generate`` call; ``n`` samples of a prompt are
+      repeated rows of the batch. ``seed`` seeds the stream used when ``Sampling.seed`` is None.
+
+    Contract of each ``Completion``: ``token_ids`` are the sampled tokens, ending with the eos
+    token when the model stopped by itself, or with the token that completed a stop string
+    (``text`` is cut before the stop string, as vLLM and OpenAI do, and omits a trailing
+    incomplete UTF-8 character); ``logprobs[i]`` is the
+    log-probability of ``token_ids[i]`` under the distribution it was drawn from, i.e. after
+    temperature and top-p (greedy: the plain softmax); ``finish_reason`` is "length" when
+    ``max_new_tokens`` ran out first. Sampling uses the global torch RNG (``generate`` has no
+    generator argument) inside ``torch.random.fork_rng`` seeded from ``Sampling.seed``, so the
+    same seed and inputs give the same samples and the caller's RNG state is left untouched.
+    """
+
+    def __init__(
+        self,
+        model_or_path: str | os.PathLike | PreTrainedModel | torch.nn.Module,
+        *,
+        tokenizer=None,
+        device: str | torch.device | None = None,
+        dtype: str | torch.dtype | None = None,
+        batch_size: int = 64,
+        seed: int = 0,
+    ):
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if isinstance(model_or_path, (str, os.PathLike)):
+            target = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+            path = resolve_model_path(model_or_path)
+            self.tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(path)
+            self.model = AutoModelForCausalLM.from_pretrained(path, dtype=_resolve_dtype(dtype, target))
+            self.model.to(target)
+        elif isinstance(model_or_path, torch.nn.Module) and hasattr(model_or_path, "generate"):
+            if tokenizer is None:
+                raise ValueError("tokenizer is required when model_or_path is a loaded model")
+            self.model, self.tokenizer = model_or_path, tokenizer
+            if device is not None:
+                self.model.to(device)
+            if dtype is not None:
+                self.model.to(_resolve_dtype(dtype, self.model.device))
+        else:
+            raise TypeError(
+                "model_or_path must be a model directory, a hub name or a loaded causal LM, "
+                f"got {type(model_or_path).__name__}"
+            )
+        self.batch_size = batch_size
+        self._seeds = torch.Generator().manual_seed(seed)
+        self._eos_ids = self._eos_token_ids()
+        pad = self.tokenizer.pad_token_id
+        self._pad_id = pad if pad is not None else self._eos_ids[0]
+
+    def _eos_token_ids(self) -> list[int]:
+        ids = self.model.generation_config.eos_token_id
+        ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
+        if self.tokenizer.eos_token_id is not None and self.tokenizer.eos_token_id not in ids:
+            ids.append(self.tokenizer.eos_token_id)
+        if not ids:
+            raise ValueError("the model and tokenizer define no eos token; set tokenizer.eos_token")
+        return ids
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
+
+    def generate(self, prompts: list, n: int = 1, sampling: Sampling | None = None) -> list[list[Completion]]:
+        """``n`` completions per prompt, in prompt order (see the class docstring for the contract)."""
+        sampling = check_request(prompts, n, sampling)
+        prompt_ids = [render_prompt(self.tokenizer, p) for p in prompts]
+        copies = 1 if sampling.greedy else n  # greedy samples are identical: decode once, copy
+        rows = [ids for ids in prompt_ids for _ in range(copies)]
+        seed = sampling.seed
+        if seed is None:
+            seed = int(torch.randint(0, 2**62, (1,), generator=self._seeds))
+        device = self.device
+        completions: list[Completion] = []
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+                torch.manual_seed(seed)
+                for start in range(0, len(rows), self.batch_size):
+                    completions += self._generate_batch(rows[start : start + self.batch_size], sampling)
+        finally:
+            self.model.train(was_training)
+        grouped = [completions[i * copies : (i + 1) * copies] for i in range(len(prompts))]
+        return [group if copies == n else [replace(group[0]) for _ in range(n)] for group in grouped]
+
+    @torch.inference_mode()
+    def _generate_batch(self, rows: list[list[int]], sampling: Sampling) -> list[Completion]:
+        width = max(len(r) for r in rows)
+        input_ids = torch.full((len(rows), width), self._pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):  # left padding: every prompt ends at the last column
+            input_ids[i, width - len(r) :] = torch.tensor(r)
+            attention_mask[i, width - len(r) :] = 1
+        recorder = _SampledLogprobs()
+        processors = LogitsProcessorList()
+        if not sampling.greedy:
+            if sampling.temperature != 1.0:
+                processors.append(TemperatureLogitsWarper(sampling.temperature))
+            if sampling.top_p < 1.0:
+                processors.append(TopPLogitsWarper(sampling.top_p))
+        processors.append(recorder)
+        config = GenerationConfig(
+            max_new_tokens=sampling.max_new_tokens,
+            do_sample=not sampling.greedy,
+            eos_token_id=self._eos_ids,
+            pad_token_id=self._pad_id,
+            stop_strings=list(sampling.stop) or None,
+            **(_NEUTRAL_GREEDY if sampling.greedy else _NEUTRAL_SAMPLING),
+        )
+        sequences = self.model.generate(
+            input_ids=input_ids.to(self.device),
+            attention_mask=attention_mask.to(self.device),
+            generation_config=config,
+            logits_processor=processors,
+            tokenizer=self.tokenizer if sampling.stop else None,
+        )
+        new_tokens = sequences[:, width:]
+        logprobs = recorder.finish(new_tokens).cpu().tolist()
+        return [
+            self._completion(prompt, tokens, lps, sampling.stop)
+            for prompt, tokens, lps in zip(rows, new_tokens.cpu().tolist(), logprobs, strict=True)
+        ]
+
+    def _completion(self, prompt: list[int], tokens: list[int], logprobs: list[float], stop) -> Completion:
+        """Cut one generated row where it ended (eos, stop string, or the length limit)."""
+        end = next((i + 1 for i, t in enumerate(tokens) if t in self._eos_ids), None)
+        finish = "length" if end is None else "stop"
+        tokens = tokens[:end]
+        text = self._decode(tokens)
+        cut = _first_stop(text, stop)
+        if cut is not None:
+            # rows stopped by a stop string are padded afterwards: keep up to the completing token
+            end = _shortest_prefix(tokens, lambda k: _first_stop(self._decode(tokens[:k]), stop) is not None)
+            tokens, text, finish = tokens[:end], text[:cut], "stop"
+        return Completion(
+            text=text,
+            token_ids=tokens,
+            logprobs=logprobs[: len(tokens)],
+            prompt_tokens=len(prompt),
+            completion_tokens=len(tokens),
+            finish_reason=finish,
+            prompt_token_ids=list(prompt),
+        )
+
+    def _decode(self, tokens: list[int]) -> str:
+        # bytes of a character left incomplete at the end decode to U+FFFD: drop them, as vLLM does
+        return self.tokenizer.decode(tokens, skip_special_tokens=True).rstrip("\ufffd")
+
+
+def _first_stop(text: str, stop: tuple[str, ...]) -> int | None:
+    """Index of the earliest stop string in ``text``, or None."""
+    hits = [i for i in (text.find(s) for s in stop) if i >= 0]
+    return min(hits) if hits else None
+
+
+def _shortest_prefix(tokens: list[int], holds) -> int:
+    """Smallest k with ``holds(k)``, given ``holds(len(tokens))`` and monotonicity (binary search)."""
+    lo, hi = 1, len(tokens)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if holds(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo

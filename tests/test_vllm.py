@@ -1,0 +1,277 @@
+"""The vLLM tier: vLLM's engine and its OpenAI-compatible server against TransformersGenerator.
+
+vLLM lives in its own environment (.venv-vllm, built by ``scripts/setup_vllm_env.sh``) because
+its CPU build pins older torch/transformers. The tests run in the main environment; the vLLM
+side runs in .venv-vllm's python: this file doubles as the worker script
+(``.venv-vllm/bin/python tests/test_vllm.py OUT.json MODEL_DIR``), which writes every engine
+result to JSON in one process so the engine starts once. The server is started once per module
+and killed by the last test (the fault test). About 3 minutes on 2 busy cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
+ENGINE = {"dtype": "float32"}  # the tiny model is float32; vLLM would run CPU models in bf16
+PROMPTS = [
+    [{"role": "user", "content": "What is 2 + 3?"}],
+    [
+        {"role": "system", "content": "You are a reviewer."},
+        {"role": "user", "content": "Verdict: RIGHT or WRONG"},
+    ],
+    "<|im_start|>user\nhow many apples<|im_end|>\n<|im_start|>assistant\n",
+    [{"role": "user", "content": "compute 17 modulo 5 and give the final answer \\boxed{ }"}],
+]
+MAX_NEW = 24
+CPU_ENV = {
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+    "VLLM_HOST_IP": "127.0.0.1",
+    "HF_HUB_OFFLINE": "1",
+    "VLLM_LOGGING_LEVEL": "WARNING",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+def perturb(state_dict: dict) -> dict:
+    """The RL-style update both sides apply: flip the output head, rescale one inner layer."""
+    changed = {"lm_head.weight": -1.0, "model.layers.0.mlp.down_proj.weight": 3.0}
+    return {name: tensor * changed.get(name, 1.0) for name, tensor in state_dict.items()}
+
+
+def _summary(out) -> list[dict]:
+    return [
+        {
+            "token_ids": c.token_ids,
+            "logprobs": c.logprobs,
+            "text": c.text,
+            "finish_reason": c.finish_reason,
+            "prompt_token_ids": c.prompt_token_ids,
+            "completion_tokens": c.completion_tokens,
+        }
+        for group in out
+        for c in group
+    ]
+
+
+def run_engine_checks(model_dir: str) -> dict:
+    """Everything the engine must show, in one engine lifetime (runs inside .venv-vllm)."""
+    from safetensors.torch import load_file
+
+    from councilzoo.agents.base import Sampling
+    from councilzoo.agents.generators import VLLMGenerator
+
+    gen = VLLMGenerator(model_dir, **ENGINE)
+    greedy = Sampling(max_new_tokens=MAX_NEW, temperature=0.0)
+    sampled = Sampling(max_new_tokens=MAX_NEW, temperature=1.0, seed=7)
+    result = {
+        "greedy": _summary(gen.generate(PROMPTS, sampling=greedy)),
+        "sampled": _summary(gen.generate(PROMPTS, n=3, sampling=sampled)),
+        "sampled_again": _summary(gen.generate(PROMPTS, n=3, sampling=sampled)),
+        "stop_length": _summary(gen.generate(PROMPTS, sampling=Sampling(max_new_tokens=5, temperature=0.0))),
+    }
+    original = load_file(str(Path(model_dir) / "model.safetensors"))
+    gen.load_weights(perturb(original))
+    result["perturbed"] = _summary(gen.generate(PROMPTS, sampling=greedy))
+    gen.load_weights(model_dir)
+    result["restored"] = _summary(gen.generate(PROMPTS, sampling=greedy))
+    return result
+
+
+# --- tests (main environment) --------------------------------------------------------------
+
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.skipif(
+        not VLLM_PYTHON.exists(),
+        reason=".venv-vllm is absent: build it with `bash scripts/setup_vllm_env.sh`",
+    ),
+]
+
+
+def _env() -> dict:
+    return {**os.environ, **CPU_ENV}
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_dir, tmp_path_factory, server_boot) -> dict:
+    """The worker's results; ``server_boot`` is requested only to overlap the two start-ups."""
+    out = tmp_path_factory.mktemp("vllm") / "engine.json"
+    proc = subprocess.run(
+        [str(VLLM_PYTHON), __file__, str(out), str(tiny_model_dir)],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, f"vLLM worker failed:\n{proc.stderr[-4000:]}"
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_model_dir):
+    from councilzoo.agents.generators import TransformersGenerator
+
+    return TransformersGenerator(tiny_model_dir, dtype="float32")
+
+
+def _greedy(gen, max_new_tokens=MAX_NEW):
+    from councilzoo.agents.base import Sampling
+
+    return _summary(gen.generate(PROMPTS, sampling=Sampling(max_new_tokens=max_new_tokens, temperature=0.0)))
+
+
+def _assert_same_tokens(vllm_side: list[dict], hf_side: list[dict]):
+    for v, h in zip(vllm_side, hf_side, strict=True):
+        assert v["prompt_token_ids"] == h["prompt_token_ids"]
+        assert v["token_ids"] == h["token_ids"]
+        assert v["text"] == h["text"]
+        assert v["finish_reason"] == h["finish_reason"]
+        assert v["logprobs"] == pytest.approx(h["logprobs"], abs=2e-3)
+
+
+def test_engine_greedy_equals_transformers(engine, reference):
+    _assert_same_tokens(engine["greedy"], _greedy(reference))
+    _assert_same_tokens(engine["stop_length"], _greedy(reference, 5))
+    assert all(c["finish_reason"] == "length" and c["completion_tokens"] == 5 for c in engine["stop_length"])
+
+
+def test_engine_samples_are_seeded(engine):
+    assert [c["token_ids"] for c in engine["sampled"]] == [c["token_ids"] for c in engine["sampled_again"]]
+    for i in range(len(PROMPTS)):  # 3 distinct samples per prompt, each with its logprobs
+        group = engine["sampled"][3 * i : 3 * i + 3]
+        assert len({tuple(c["token_ids"]) for c in group}) == 3
+        assert all(len(c["logprobs"]) == c["completion_tokens"] == len(c["token_ids"]) for c in group)
+
+
+def test_engine_logprobs_are_those_of_the_sampling_distribution(engine, reference):
+    import torch
+
+    for c in engine["sampled"]:  # temperature 1, top-p 1: the model's plain softmax
+        ids = torch.tensor([c["prompt_token_ids"] + c["token_ids"]])
+        with torch.no_grad():
+            logits = reference.model(ids).logits[0, len(c["prompt_token_ids"]) - 1 : -1]
+        expected = torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(c["token_ids"])[:, None])
+        assert c["logprobs"] == pytest.approx(expected.squeeze(1).tolist(), abs=2e-3)
+
+
+def test_engine_weight_reload(engine, reference, tiny_model_dir):
+    """Pushed weights change the output exactly as they change transformers'; the originals
+    loaded back from disk restore it."""
+    import torch
+    from safetensors.torch import load_file
+
+    from councilzoo.agents.generators import TransformersGenerator
+
+    perturbed = TransformersGenerator(tiny_model_dir, dtype="float32")
+    perturbed.model.load_state_dict(perturb(load_file(str(tiny_model_dir / "model.safetensors"))))
+    with torch.no_grad():
+        expected = _greedy(perturbed)
+    assert [c["token_ids"] for c in engine["perturbed"]] != [c["token_ids"] for c in engine["greedy"]]
+    _assert_same_tokens(engine["perturbed"], expected)
+    _assert_same_tokens(engine["restored"], _greedy(reference))
+
+
+# --- the OpenAI-compatible server ----------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server_boot(tiny_model_dir, tmp_path_factory):
+    """Start the server without waiting, so that it boots while the engine worker runs."""
+    port = _free_port()
+    log = tmp_path_factory.mktemp("vllm_server") / "server.log"
+    cmd = [
+        str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model_dir),
+        "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
+        "--enforce-eager", "--kv-cache-memory-bytes", str(64 << 20), "--logprobs-mode", "processed_logprobs",
+    ]  # fmt: skip
+    with open(log, "w") as sink:
+        proc = subprocess.Popen(cmd, env=_env(), stdout=sink, stderr=subprocess.STDOUT)
+    yield proc, f"http://127.0.0.1:{port}", log
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server(server_boot):
+    """The booted server once /health answers: (process, base URL with /v1)."""
+    import httpx
+
+    proc, url, log = server_boot
+    deadline = time.monotonic() + 400
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"vLLM server exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return proc, f"{url}/v1"
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            pytest.fail(f"vLLM server not healthy after 400 s:\n{log.read_text()[-4000:]}")
+        time.sleep(1)
+
+
+def test_server_greedy_equals_transformers(server, reference):
+    from councilzoo.agents.base import Sampling
+    from councilzoo.agents.generators import OpenAIGenerator
+
+    _, url = server
+    client = OpenAIGenerator(url, "tiny", extra_body={"return_tokens_as_token_ids": True}, max_concurrency=4)
+    out = client.generate(PROMPTS, n=2, sampling=Sampling(max_new_tokens=MAX_NEW, temperature=0.0))
+    for group, [expected] in zip(
+        out,
+        reference.generate(PROMPTS, sampling=Sampling(max_new_tokens=MAX_NEW, temperature=0.0)),
+        strict=True,
+    ):
+        for c in group:
+            assert c.token_ids == expected.token_ids
+            assert c.text == expected.text
+            assert c.prompt_tokens == expected.prompt_tokens
+            assert c.completion_tokens == expected.completion_tokens
+            assert c.logprobs == pytest.approx(expected.logprobs, abs=2e-3)
+
+
+def test_server_killed_mid_run_raises_after_retries_and_keeps_finished_work(server):
+    """Must run last in this module: it kills the shared server."""
+    from councilzoo.agents.base import Sampling
+    from councilzoo.agents.generators import GenerationError, OpenAIGenerator
+
+    proc, url = server
+    client = OpenAIGenerator(url, "tiny", max_retries=2, backoff=0.05, timeout=10)
+    sampling = Sampling(max_new_tokens=8, temperature=1.0, seed=0)
+    finished, error = [], None
+    for step in range(6):
+        if step == 3:
+            proc.kill()
+            proc.wait(timeout=30)
+        try:
+            finished.append(client.generate(PROMPTS, sampling=sampling))
+        except GenerationError as exc:
+            error = exc
+            break
+    assert len(finished) == 3 and all(len(batch) == len(PROMPTS) for batch in finished)
+    assert error is not None
+    message = str(error)
+    assert url in message and "3 attempts" in message and "ConnectError" in message
+    assert error.partial == [None] * len(PROMPTS)
+
+
+if __name__ == "__main__":  # the worker: python tests/test_vllm.py OUT.json MODEL_DIR
+    Path(sys.argv[1]).write_text(json.dumps(run_engine_checks(sys.argv[2])))
