@@ -1,0 +1,79 @@
+"""``councilzoo demo``: every collaboration protocol on the embedded default, offline, on CPU.
+
+The default council (``DEMO_COUNCIL``, mirrored in ``configs/demo_agents.yaml``) is simulated:
+an anchor of medium skill, three heterogeneous peers (different skills, correlated errors,
+harm-prone: a peer holding a right answer is often swayed to a wrong one shown by others) and an
+adjudicating verifier, on seeded synthetic numeric problems. Thresholds and the router are fitted
+on 300 dev problems, scored on 300 others. With ``model`` (a local model directory) or
+``endpoint`` (an OpenAI-compatible base URL) every seat is played by that real model instead.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from councilzoo.config import load_config, run_metadata
+from councilzoo.evaluation.council import CouncilConfig
+from councilzoo.evaluation.harness import PROTOCOL_ORDER, Evaluation, run_and_report
+from councilzoo.tasks import synthetic_problems
+
+_PEER = {"correlation": 0.4, "swayed_prob": 0.45, "adopt_prob": 0.4}
+DEMO_COUNCIL: dict[str, Any] = {
+    "models": {
+        "anchor": {
+            "type": "simulated",
+            "kwargs": {"skill": 0.62, "correlation": 0.3, "seed": 1, "swayed_prob": 0.3},
+        },
+        "peer_a": {"type": "simulated", "kwargs": {"skill": 0.68, "seed": 2, **_PEER}},
+        "peer_b": {"type": "simulated", "kwargs": {"skill": 0.55, "seed": 3, **_PEER}},
+        "peer_c": {"type": "simulated", "kwargs": {"skill": 0.48, "seed": 4, **_PEER}},
+        "judge": {
+            "type": "simulated",
+            "kwargs": {"skill": 0.66, "correlation": 0.3, "seed": 5, "adjudicate_prob": 0.85},
+        },
+    },
+    "anchor": "anchor",
+    "peers": ["peer_a", "peer_b", "peer_c"],
+    "verifier": "judge",
+    "samples": 3,
+    "debate_rounds": 2,
+    "comed": {"lam": 0.02, "cost_unit": "calls", "dev_size": 300},
+}
+DEMO_SIZE, REAL_MODEL_SIZE = 300, 20
+DEV_SEED_OFFSET = 10_000
+
+
+def real_model_council(model: str | None, endpoint: str | None) -> dict[str, Any]:
+    """Every seat played by one real model (transformers from ``model``, or an OpenAI endpoint)."""
+    if endpoint:
+        spec = {"type": "openai", "kwargs": {"base_url": endpoint, "model": model or "default"}}
+    else:
+        spec = {"type": "transformers", "kwargs": {"model": model}}
+    spec["agent"] = {"sampling": {"max_new_tokens": 512, "temperature": 0.7}}
+    council = copy.deepcopy(DEMO_COUNCIL)
+    council["models"] = {"llm": spec}
+    council.update(anchor="llm", peers=["llm"] * 3, verifier="llm", router_pool=["llm"])
+    council["comed"] = {**council["comed"], "dev_size": 20}
+    return council
+
+
+def run_demo(
+    out: str | Path = "demo-out",
+    model: str | None = None,
+    endpoint: str | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+) -> int:
+    """Run every protocol, print the comparison table, write ``report.json``/``report.md``/plots."""
+    real = bool(model or endpoint)
+    council = load_config(real_model_council(model, endpoint) if real else DEMO_COUNCIL, CouncilConfig)
+    n = limit or (REAL_MODEL_SIZE if real else DEMO_SIZE)
+    test = synthetic_problems("numeric", n, seed=seed)
+    dev = synthetic_problems("numeric", council.comed.dev_size, seed=seed + DEV_SEED_OFFSET)
+    ev = Evaluation(council, test, dev, out, seed=seed, progress=real)
+    names = [p for p in PROTOCOL_ORDER if not (real and p in ("routing", "best_single_hindsight"))]
+    meta = run_metadata(seed, demo=True, model=model, endpoint=endpoint, n=n)
+    run_and_report(ev, names, out, meta, f"councilzoo demo: {n} synthetic numeric problems")
+    return 0

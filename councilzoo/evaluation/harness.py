@@ -1,0 +1,211 @@
+"""``councilzoo eval``: play protocols on a dataset, score them, write the comparison report.
+
+``Evaluation`` holds one agents config, the test problems and the dev problems, plays each
+protocol's episodes with the ``RolloutEngine`` (one JSONL per run under ``OUT/episodes/``, so an
+interrupted evaluation resumes where it stopped) and caches every protocol's ``ProtocolResult``
+(protocols reuse each other's runs: dense debate's rescue/harm is measured against ``single``).
+Dev problems (router and COMED thresholds) never overlap the test problems: synthetic dev sets
+use another seed, named datasets another split, and ``Evaluation`` checks the ids.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from councilzoo.config import load_config, run_metadata
+from councilzoo.envs.core import EpisodeRecord
+from councilzoo.evaluation import protocols, report
+from councilzoo.evaluation.council import CouncilConfig, build_models
+from councilzoo.evaluation.metrics import ProtocolResult
+from councilzoo.learners.rollout import RolloutEngine
+from councilzoo.tasks import KINDS, Problem, load_dataset, synthetic_problems
+
+DEV_SEED_OFFSET = 10_000  # synthetic dev problems: seed + this (ids carry the seed, so disjoint)
+DEFAULT_SYNTHETIC_SIZE = 200
+PROTOCOL_ORDER = tuple(protocols.PROTOCOLS)
+
+
+class Evaluation:
+    """One agents config on one test set (see the module docstring)."""
+
+    probe_seat = "peer_0"  # escalation-v0's probe
+
+    def __init__(
+        self,
+        council: CouncilConfig,
+        test: Sequence[Problem],
+        dev: Sequence[Problem] | Callable[[], Sequence[Problem]],
+        out: str | Path | None = None,
+        *,
+        num_envs: int = 32,
+        progress: bool = True,
+        seed: int = 0,
+    ):
+        if not test:
+            raise ValueError("Evaluation needs at least one test problem")
+        self.council, self.test = council, list(test)
+        self._dev = dev
+        self.out = None if out is None else Path(out)
+        self.num_envs, self.progress, self.seed = num_envs, progress, seed
+        self.models = build_models(council)
+        self._results: dict[str, ProtocolResult] = {}
+        self._singles: dict[tuple[str, str], ProtocolResult] = {}
+
+    @cached_property
+    def dev(self) -> list[Problem]:
+        """Dev problems, loaded on first use and checked disjoint from the test problems."""
+        dev = list(self._dev() if callable(self._dev) else self._dev)
+        overlap = {p.id for p in dev} & {p.id for p in self.test}
+        if overlap:
+            raise ValueError(
+                f"dev and test problems overlap ({len(overlap)} ids, e.g. {sorted(overlap)[:3]})"
+            )
+        if len(dev) < 10:
+            raise ValueError(f"need >= 10 dev problems to fit the router and COMED, got {len(dev)}")
+        return dev
+
+    def play(self, name: str, run: protocols.Run, problems: Sequence[Problem]) -> list[EpisodeRecord]:
+        """Play ``run`` on ``problems``, streaming to ``OUT/episodes/<name>.jsonl`` (resumable)."""
+        path = None if self.out is None else self.out / "episodes" / f"{name}.jsonl"
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        kwargs = {**run.env_kwargs, "problems": problems}  # the episodes pin their problem anyway
+        engine = RolloutEngine(
+            run.env_id,
+            run.agents,
+            self.num_envs,
+            env_kwargs=kwargs,
+            seed=self.seed,
+            progress=self.progress,
+            jsonl_path=path,
+        )
+        return engine.run(problems)
+
+    def result(self, protocol: str) -> ProtocolResult:
+        """The cached result of ``protocol`` (played on first request)."""
+        if protocol not in protocols.PROTOCOLS:
+            raise ValueError(f"unknown protocol {protocol!r}; known: {list(protocols.PROTOCOLS)}")
+        if protocol not in self._results:
+            self._results[protocol] = protocols.PROTOCOLS[protocol](self)
+        return self._results[protocol]
+
+    def _single(self, split: str, name: str) -> ProtocolResult:
+        if split == "test" and name == self.council.anchor:
+            return self.result("single")
+        if (split, name) not in self._singles:
+            problems = self.test if split == "test" else self.dev
+            self._singles[split, name] = protocols.model_alone(self, name, problems, f"{split}_single_{name}")
+        return self._singles[split, name]
+
+    def dev_single(self, name: str) -> ProtocolResult:
+        """Model ``name`` alone on the dev problems (router training data)."""
+        return self._single("dev", name)
+
+    def test_single(self, name: str) -> ProtocolResult:
+        """Model ``name`` alone on the test problems (only the hindsight oracle reads this)."""
+        return self._single("test", name)
+
+    @cached_property
+    def _router_fit(self) -> tuple[Any, np.ndarray]:
+        return protocols.fit_router(self)
+
+    @property
+    def router(self):
+        return self._router_fit[0]
+
+    @property
+    def router_oof(self) -> np.ndarray:
+        return self._router_fit[1]
+
+    @cached_property
+    def comed_fit(self):
+        return protocols.comed_thresholds(self)
+
+    def rows(self, names: Sequence[str]) -> list[dict[str, Any]]:
+        return [self.result(name).summary(seed=self.seed) for name in names]
+
+
+def problems_for(
+    dataset: str, split: str, limit: int | None, seed: int, path: str | None = None
+) -> list[Problem]:
+    """Test problems: ``synthetic:<kind>`` (seeded) or a named/local dataset via ``load_dataset``."""
+    if dataset.startswith("synthetic:"):
+        kind = dataset.split(":", 1)[1]
+        if kind not in KINDS:
+            raise ValueError(f"dataset {dataset!r}: kind must be one of {KINDS}")
+        return synthetic_problems(kind, limit or DEFAULT_SYNTHETIC_SIZE, seed=seed)
+    return load_dataset(dataset, split=split, path=path, limit=limit, seed=seed)
+
+
+def dev_for(dataset: str, council: CouncilConfig, seed: int) -> Callable[[], list[Problem]]:
+    """A loader of the dev problems for ``dataset`` (another seed or split, never the test)."""
+    size = council.comed.dev_size
+    if dataset.startswith("synthetic:"):
+        return lambda: synthetic_problems(dataset.split(":", 1)[1], size, seed=seed + DEV_SEED_OFFSET)
+    return lambda: load_dataset(dataset, split=council.comed.dev_split, limit=size, seed=seed)
+
+
+def evaluate(
+    protocol: str,
+    agents_cfg: str | Path | dict | CouncilConfig,
+    problems: Sequence[Problem],
+    dev: Sequence[Problem] | Callable[[], Sequence[Problem]] = (),
+    out: str | Path | None = None,
+    **kwargs: Any,
+) -> ProtocolResult:
+    """One protocol's result on ``problems`` (``dev`` is needed by routing, comed, oracle_gate)."""
+    council = (
+        load_config(agents_cfg, CouncilConfig) if not isinstance(agents_cfg, CouncilConfig) else agents_cfg
+    )
+    return Evaluation(council, problems, dev, out, **kwargs).result(protocol)
+
+
+def parse_protocols(spec: str) -> list[str]:
+    names = list(PROTOCOL_ORDER) if spec == "all" else [s.strip() for s in spec.split(",") if s.strip()]
+    unknown = [n for n in names if n not in protocols.PROTOCOLS]
+    if unknown or not names:
+        raise ValueError(
+            f"--protocol {spec!r}: unknown {unknown}; choose from {list(PROTOCOL_ORDER)} or 'all'"
+        )
+    return names
+
+
+def print_table(rows: list[dict[str, Any]], title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in ("protocol", *report.COLUMNS):
+        table.add_column(col, justify="left" if col == "protocol" else "right")
+    for row in rows:
+        table.add_row(
+            f"{row['protocol']} (oracle)" if row["oracle"] else row["protocol"], *report.table_cells(row)
+        )
+    Console(width=max(Console().width, 140)).print(table)
+
+
+def run_and_report(ev: Evaluation, names: Sequence[str], out: str | Path, meta: dict[str, Any], title: str):
+    rows = ev.rows(names)
+    print_table(rows, title)
+    paths = report.write(rows, out, meta, title)
+    print(f"report: {paths['markdown']}  plots: {paths['frontier']}, {paths['rescue_harm']}")
+    return rows
+
+
+def main(args: argparse.Namespace) -> int:
+    """``councilzoo eval --protocol P[,Q|all] --agents CONFIG --dataset NAME [--limit N]``."""
+    names = parse_protocols(args.protocol)
+    council = load_config(args.agents, CouncilConfig)
+    test = problems_for(args.dataset, args.split, args.limit, args.seed, args.path)
+    ev = Evaluation(council, test, dev_for(args.dataset, council, args.seed), args.out, seed=args.seed)
+    meta = run_metadata(
+        args.seed, agents=str(args.agents), dataset=args.dataset, split=args.split, n=len(test)
+    )
+    run_and_report(ev, names, args.out, meta, f"{args.dataset}: {len(test)} problems")
+    return 0

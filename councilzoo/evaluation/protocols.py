@@ -1,0 +1,294 @@
+"""The collaboration protocols ``councilzoo eval`` compares, each built from one agents config.
+
+A protocol is a function ``(ev) -> ProtocolResult`` of an ``Evaluation`` (harness.py), which
+plays episodes, caches each protocol's result and holds the test and dev problems. All protocols
+are played in two games, so their costs are counted by the same code:
+
+| protocol              | game          | what happens                                              |
+|-----------------------|---------------|-----------------------------------------------------------|
+| single                | escalation-v0 | the anchor answers once; ACCEPT                           |
+| self_consistency      | escalation-v0 | the anchor draws ``samples`` answers; plurality; ACCEPT   |
+| routing               | escalation-v0 | the router's top model answers once; ACCEPT               |
+| always_verify         | escalation-v0 | anchor once, peer probe, verifier adjudicates; always     |
+| debate                | debate-v0     | Du et al. dense debate: every debater, every round        |
+| comed                 | escalation-v0 | anchor with ``samples``; ComedController (dev-fitted)     |
+| best_single_hindsight | (oracle)      | the pool model with the best *test* accuracy              |
+| oracle_gate           | (oracle)      | COMED's anchor; escalate to dense debate iff that rescues |
+
+The router and COMED's thresholds are fitted on the dev problems only (``Evaluation`` asserts
+that dev and test ids are disjoint). The dev margins COMED's thresholds see are out-of-fold
+(2-fold cross-fitting), so they are as noisy as the test margins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from councilzoo.agents.base import Agent
+from councilzoo.agents.comed import (
+    ACCEPT,
+    DIRECT_ESCALATE,
+    PROBE_ACCEPT,
+    PROBE_ESCALATE,
+    PROBE_VERIFY,
+    ComedController,
+    ComedThresholds,
+    GateOutcomes,
+    fit_thresholds,
+)
+from councilzoo.agents.controllers import Controller, FixedController
+from councilzoo.envs.core import Action, EpisodeRecord, Mode, TurnContext
+from councilzoo.evaluation import metrics
+from councilzoo.evaluation.metrics import ProtocolResult
+from councilzoo.evaluation.router import LogisticRouter, route
+from councilzoo.tasks import Problem
+
+if TYPE_CHECKING:
+    from councilzoo.evaluation.harness import Evaluation
+
+ESCALATION, DEBATE = "councilzoo/escalation-v0", "councilzoo/debate-v0"
+# Scripted gates used on dev to observe every path of the COMED rule (see ``gate_outcomes``).
+_DEV_GATES = {
+    "probe_verify": ComedThresholds(tau_accept=np.inf, tau_direct=0.0, tau_escalate=0.0),
+    "probe_escalate": ComedThresholds(tau_accept=np.inf, tau_direct=0.0, tau_escalate=np.inf),
+    "escalate": ComedThresholds(tau_accept=np.inf, tau_direct=np.inf, tau_escalate=np.inf),
+}
+
+
+@dataclass
+class Run:
+    """One batch of episodes to play: a game, its arguments and who sits where."""
+
+    env_id: str
+    env_kwargs: dict[str, Any]
+    agents: dict[str, Agent]
+
+
+class ControllerSeat:
+    """A mode-only controller seated as an Agent (its actions are silent)."""
+
+    def __init__(self, controller: Controller):
+        self.controller = controller
+
+    def act(self, contexts: list[TurnContext]) -> list[Action]:
+        return [Action(mode) for mode in self.controller.choose(contexts)]
+
+
+class RoutedAgent:
+    """Plays each turn with the model named by ``problem.metadata["route"]`` (one batch per model)."""
+
+    def __init__(self, models: dict[str, Agent]):
+        self.models = models
+
+    def act(self, contexts: list[TurnContext]) -> list[Action]:
+        out: list[Action | None] = [None] * len(contexts)
+        for name, model in self.models.items():
+            idx = [i for i, c in enumerate(contexts) if c.problem.metadata.get("route") == name]
+            for i, action in zip(idx, model.act([contexts[i] for i in idx]) if idx else [], strict=True):
+                out[i] = action
+        missing = [contexts[i].problem.id for i, a in enumerate(out) if a is None]
+        if missing:
+            raise ValueError(f"RoutedAgent: problems {missing[:5]} carry no route among {list(self.models)}")
+        return out
+
+
+def escalation_run(ev: Evaluation, anchor: Agent, gate: Agent, samples: int) -> Run:
+    council, models = ev.council, ev.models
+    agents = {"anchor": anchor, "controller": gate, "verifier": models[council.verifier]}
+    agents |= {f"peer_{i}": models[name] for i, name in enumerate(council.peers)}
+    kwargs = dict(num_peers=len(council.peers), debate_rounds=council.debate_rounds, anchor_samples=samples)
+    return Run(ESCALATION, kwargs, agents)
+
+
+def with_routes(
+    problems: list[Problem], probs: np.ndarray, pool: list[str], anchor: str | None
+) -> list[Problem]:
+    """Copies of ``problems`` carrying the router's choice (``route``) and ``router_margin``."""
+    choice, margin = route(probs, None if anchor is None else pool.index(anchor))
+    return [
+        replace(p, metadata={**p.metadata, "route": pool[int(c)], "router_margin": float(m)})
+        for p, c, m in zip(problems, choice, margin, strict=True)
+    ]
+
+
+def _correct(records: list[EpisodeRecord]) -> np.ndarray:
+    return np.array([bool(r.correct) for r in records])
+
+
+# ---- router ----------------------------------------------------------------------------------
+def fit_router(ev: Evaluation) -> tuple[LogisticRouter, np.ndarray]:
+    """The router fitted on all dev problems, and out-of-fold dev predictions (2-fold)."""
+    pool = ev.council.router_pool
+    correct = np.stack([ev.dev_single(name).correct for name in pool], axis=1)
+    dev = ev.dev
+    router = LogisticRouter(pool).fit(dev, correct)
+    folds = np.arange(len(dev)) % 2
+    oof = np.zeros_like(correct, dtype=float)
+    for k in (0, 1):
+        train, held = np.flatnonzero(folds != k), np.flatnonzero(folds == k)
+        part = LogisticRouter(pool).fit([dev[i] for i in train], correct[train])
+        oof[held] = part.predict([dev[i] for i in held])
+    return router, oof
+
+
+# ---- protocols -------------------------------------------------------------------------------
+def _accepted(ev: Evaluation, run_name: str, anchor: Agent, samples: int, problems: list[Problem]):
+    """Episodes where the gate always ACCEPTs: the anchor alone, with ``samples`` samples."""
+    gate = ControllerSeat(FixedController(Mode.ACCEPT))
+    return ev.play(run_name, escalation_run(ev, anchor, gate, samples), problems)
+
+
+def single(ev: Evaluation) -> ProtocolResult:
+    records = _accepted(ev, "single", ev.models[ev.council.anchor], 1, ev.test)
+    return metrics.from_escalation("single", records, note=f"anchor {ev.council.anchor!r}, one sample")
+
+
+def model_alone(ev: Evaluation, name: str, problems: list[Problem], run_name: str) -> ProtocolResult:
+    """Model ``name`` answering ``problems`` once, alone (router data; the hindsight oracle)."""
+    return metrics.from_escalation(name, _accepted(ev, run_name, ev.models[name], 1, problems))
+
+
+def self_consistency(ev: Evaluation) -> ProtocolResult:
+    n = ev.council.samples
+    records = _accepted(ev, "self_consistency", ev.models[ev.council.anchor], n, ev.test)
+    return metrics.from_escalation("self_consistency", records, note=f"plurality of {n} anchor samples")
+
+
+def routing(ev: Evaluation) -> ProtocolResult:
+    pool = ev.council.router_pool
+    problems = with_routes(ev.test, ev.router.predict(ev.test), pool, None)
+    anchor = RoutedAgent({name: ev.models[name] for name in pool})
+    records = _accepted(ev, "routing", anchor, 1, problems)
+    return metrics.from_escalation("routing", records, note=f"logistic router over {pool}")
+
+
+def always_verify(ev: Evaluation) -> ProtocolResult:
+    gate = ControllerSeat(FixedController(Mode.VERIFY))
+    records = ev.play("always_verify", escalation_run(ev, ev.models[ev.council.anchor], gate, 1), ev.test)
+    return metrics.from_escalation("always_verify", records, note="peer probe + verifier on every question")
+
+
+def debate(ev: Evaluation) -> ProtocolResult:
+    debaters = ev.council.debaters
+    run = Run(
+        DEBATE,
+        dict(num_agents=len(debaters), rounds=ev.council.debate_rounds),
+        {f"peer_{i}": ev.models[name] for i, name in enumerate(debaters)},
+    )
+    records = ev.play("debate", run, ev.test)
+    note = f"Du et al. dense debate: {len(debaters)} agents x {ev.council.debate_rounds} rounds"
+    return metrics.from_dense("debate", records, ev.result("single"), note=note)
+
+
+def _comed_problems(ev: Evaluation, split: str) -> list[Problem]:
+    """``split``'s problems with router choices and margins (dev: out-of-fold) when a router exists."""
+    council, problems = ev.council, ev.dev if split == "dev" else ev.test
+    if len(council.router_pool) < 2:
+        return problems
+    probs = ev.router_oof if split == "dev" else ev.router.predict(problems)
+    return with_routes(
+        problems, probs, council.router_pool, None if council.comed.routed_anchor else council.anchor
+    )
+
+
+def _comed_anchor(ev: Evaluation) -> Agent:
+    if ev.council.comed.routed_anchor:
+        return RoutedAgent({name: ev.models[name] for name in ev.council.router_pool})
+    return ev.models[ev.council.anchor]
+
+
+def gate_outcomes(ev: Evaluation, problems: list[Problem], unit: str = "calls") -> GateOutcomes:
+    """Every path's outcome and cost on ``problems`` (dev), from three scripted runs.
+
+    ``unit`` is "calls" or "ktokens" (thousands of decoded tokens). The probe_verify run gives
+    the signals, anchor, probe and adjudication; probe_escalate run: debate after a
+    disagreeing probe; escalate run: debate straight from the gate. Paths a rule never takes on a
+    problem (e.g. verifying after an agreeing probe) are scored but never chosen by ``gate_paths``.
+    """
+    samples = ev.council.samples
+    runs = {
+        name: ev.play(
+            f"dev_comed_{name}",
+            escalation_run(ev, _comed_anchor(ev), ComedController(gate), samples),
+            problems,
+        )
+        for name, gate in _DEV_GATES.items()
+    }
+    first = runs["probe_verify"]
+
+    def cost(records: list[EpisodeRecord], agent: str | None = None) -> np.ndarray:
+        c = metrics.costs(records, agent)
+        return c[:, 0] if unit == "calls" else c[:, 1] / 1000.0
+
+    anchor_ok = np.array([bool(r.info["anchor_correct"]) for r in first])
+    agrees = np.array([bool(r.info["probe_agrees"]) for r in first])
+    probe_cost = cost(first, "anchor") + cost(first, ev.probe_seat)
+    correct = np.zeros((len(first), 5), dtype=bool)
+    costs = np.zeros((len(first), 5))
+    correct[:, ACCEPT], costs[:, ACCEPT] = anchor_ok, cost(first, "anchor")
+    correct[:, PROBE_ACCEPT], costs[:, PROBE_ACCEPT] = anchor_ok, probe_cost
+    correct[:, PROBE_VERIFY], costs[:, PROBE_VERIFY] = _correct(first), cost(first)
+    correct[:, PROBE_ESCALATE], costs[:, PROBE_ESCALATE] = (
+        _correct(runs["probe_escalate"]),
+        cost(runs["probe_escalate"]),
+    )
+    correct[:, DIRECT_ESCALATE], costs[:, DIRECT_ESCALATE] = (
+        _correct(runs["escalate"]),
+        cost(runs["escalate"]),
+    )
+    margins = [r.info.get("router_margin") for r in first]
+    return GateOutcomes(
+        consistency=np.array([r.info["consistency"] for r in first], dtype=float),
+        margin=np.array([0.0 if m is None else m for m in margins], dtype=float),
+        margin_present=np.array([m is not None for m in margins]),
+        probe_agrees=agrees,
+        correct=correct,
+        cost=costs,
+    )
+
+
+def comed_thresholds(ev: Evaluation) -> tuple[ComedThresholds, dict[str, float]]:
+    """COMED's thresholds fitted on the dev split (see ``ComedSettings``)."""
+    settings = ev.council.comed
+    outcomes = gate_outcomes(ev, _comed_problems(ev, "dev"), settings.cost_unit)
+    return fit_thresholds(outcomes, settings.lam, settings.target_escalation_rate)
+
+
+def comed(ev: Evaluation) -> ProtocolResult:
+    thresholds, dev_scores = ev.comed_fit
+    run = escalation_run(ev, _comed_anchor(ev), ComedController(thresholds), ev.council.samples)
+    records = ev.play("comed", run, _comed_problems(ev, "test"))
+    paths = [r.info["path"] for r in records]
+    extra = {
+        "thresholds": thresholds.to_dict(),
+        "dev_scores": dev_scores,
+        "paths": {p: paths.count(p) / len(paths) for p in sorted(set(paths))},
+    }
+    anchor = "routed" if ev.council.comed.routed_anchor else repr(ev.council.anchor)
+    note = f"{anchor} anchor x {ev.council.samples} samples; thresholds fitted on {len(ev.dev)} dev problems"
+    return metrics.from_escalation("comed", records, note=note, extra=extra)
+
+
+def best_single_hindsight(ev: Evaluation) -> ProtocolResult:
+    singles = {name: ev.test_single(name) for name in ev.council.router_pool}
+    return metrics.best_single_in_hindsight(singles, ev.result("single"))
+
+
+def oracle_gate(ev: Evaluation) -> ProtocolResult:
+    return metrics.oracle_gate(ev.result("comed"), ev.result("debate"))
+
+
+PROTOCOLS: dict[str, Callable[[Evaluation], ProtocolResult]] = {
+    "single": single,
+    "self_consistency": self_consistency,
+    "routing": routing,
+    "always_verify": always_verify,
+    "debate": debate,
+    "comed": comed,
+    "best_single_hindsight": best_single_hindsight,
+    "oracle_gate": oracle_gate,
+}

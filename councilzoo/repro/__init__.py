@@ -1,0 +1,42 @@
+"""``councilzoo repro CLAIM``: each paper's central claim, reproduced at toy scale.
+
+Claims: ``corl`` (councilzoo.repro.corl), ``comed`` (councilzoo.repro.comed), ``tracer``
+(councilzoo.repro.tracer), or ``all``. Each module exposes ``run(out_dir, seeds, quick) -> dict``
+(the result format of ``councilzoo.repro.report``); ``main`` imports it lazily, runs it into
+``OUT/<claim>/`` and writes ``report.md`` + ``report.json`` there. ``seeds=None`` lets each claim
+use its own default number of seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from pathlib import Path
+
+from councilzoo.repro.report import write_report
+
+CLAIMS = ("corl", "comed", "tracer")
+
+
+def run_claim(claim: str, out: str | Path, seeds: int | None = None, quick: bool = False) -> dict:
+    """Run one claim into ``out/<claim>/``, write its report, and return its result dict."""
+    if claim not in CLAIMS:
+        raise ValueError(f"unknown claim {claim!r}; expected one of {list(CLAIMS)} or 'all'")
+    if seeds is not None and seeds < 1:
+        raise ValueError(f"seeds must be a positive int or None, got {seeds!r}")
+    out_dir = Path(out) / claim
+    out_dir.mkdir(parents=True, exist_ok=True)
+    result = importlib.import_module(f"councilzoo.repro.{claim}").run(out_dir, seeds, quick)
+    write_report(out_dir, result)
+    return result
+
+
+def main(args: argparse.Namespace) -> int:
+    """Entry point of ``councilzoo repro``; exit status 0 when every claim ran (held or not)."""
+    claims = CLAIMS if args.claim == "all" else (args.claim,)
+    for claim in claims:
+        result = run_claim(claim, args.out, args.seeds, args.quick)
+        verdict = "HELD" if result["verdict"]["held"] else "NOT HELD"
+        report = Path(args.out) / claim / "report.md"
+        print(f"[{claim}] {verdict}: {result['verdict']['reason']}  -> {report}")
+    return 0

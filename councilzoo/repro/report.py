@@ -1,0 +1,101 @@
+"""The one report format of every ``councilzoo repro`` claim.
+
+A claim module's ``run(out_dir, seeds, quick)`` saves its figures into ``out_dir`` and returns a
+``result`` dict; ``write_report(out_dir, result)`` turns it into ``report.json`` (the dict plus
+``run_metadata()``) and ``report.md`` (a human-readable page). The dict has exactly these keys:
+
+- ``claim`` (str): the paper's claim in one sentence;
+- ``setup`` (dict): what was run (agents, sweep, seeds, sizes), flat values preferred;
+- ``results`` (dict): the measured numbers; a value that is a list of flat dicts (rows) is
+  rendered as a markdown table, any other value as a line ``key: value``;
+- ``verdict`` (dict): ``{"held": bool, "reason": str}``, computed from ``results``, never typed in;
+- ``figures`` (list[str]): file names, relative to ``out_dir``, of the plots ``run`` saved.
+
+Anything else in ``result`` is rejected, so every claim reports in the same shape.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from councilzoo.config import run_metadata
+
+KEYS = ("claim", "setup", "results", "verdict", "figures")
+
+
+def _check(result: dict[str, Any]) -> None:
+    if not isinstance(result, dict) or set(result) != set(KEYS):
+        got = sorted(result) if isinstance(result, dict) else type(result).__name__
+        raise ValueError(f"repro result must be a dict with keys {list(KEYS)}, got {got}")
+    verdict = result["verdict"]
+    if not (isinstance(verdict, dict) and isinstance(verdict.get("held"), bool) and "reason" in verdict):
+        raise ValueError(f"result['verdict'] must be {{'held': bool, 'reason': str}}, got {verdict!r}")
+    if not all(isinstance(f, str) for f in result["figures"]):
+        raise ValueError(f"result['figures'] must be a list of file names, got {result['figures']!r}")
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, float) for v in value):
+        return f"[{value[0]:.4g}, {value[1]:.4g}]"  # a confidence interval
+    return str(value)
+
+
+def _is_table(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(row, dict) for row in value)
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    """Rows of flat dicts as a markdown table; columns in first-seen order."""
+    columns: list[str] = []
+    for row in rows:
+        columns += [k for k in row if k not in columns]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(_cell(row.get(c, "")) for c in columns) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _section(title: str, data: dict[str, Any]) -> list[str]:
+    lines = [f"## {title}", ""]
+    for key, value in data.items():
+        if _is_table(value):
+            lines += [f"### {key}", "", markdown_table(value), ""]
+        else:
+            lines.append(f"- {key}: {_cell(value)}")
+    return lines + [""]
+
+
+def render_markdown(result: dict[str, Any], metadata: dict[str, Any]) -> str:
+    verdict = result["verdict"]
+    lines = [
+        f"# Claim: {result['claim']}",
+        "",
+        f"**Verdict: {'HELD' if verdict['held'] else 'NOT HELD'}.** {verdict['reason']}",
+        "",
+    ]
+    lines += _section("Setup", result["setup"]) + _section("Results", result["results"])
+    if result["figures"]:
+        lines += ["## Figures", ""] + [f"![{f}]({f})" for f in result["figures"]] + [""]
+    lines += ["## Run", ""] + [f"- {k}: {v}" for k, v in metadata.items()]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(out_dir: str | Path, result: dict[str, Any]) -> dict[str, Path]:
+    """Write ``report.json`` and ``report.md`` for ``result`` into ``out_dir``; return their paths.
+
+    Figures listed in ``result["figures"]`` must already exist in ``out_dir``.
+    """
+    _check(result)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    missing = [f for f in result["figures"] if not (out / f).is_file()]
+    if missing:
+        raise FileNotFoundError(f"figures listed in the result are not in {out}: {missing}")
+    metadata = run_metadata()
+    paths = {"json": out / "report.json", "markdown": out / "report.md"}
+    paths["json"].write_text(json.dumps({**result, "run": metadata}, indent=2, default=str))
+    paths["markdown"].write_text(render_markdown(result, metadata))
+    return paths

@@ -1,0 +1,75 @@
+"""`councilzoo demo`: the embedded default, its report, and the COMED acceptance targets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from councilzoo.cli import main as cli_main
+from councilzoo.evaluation.demo import DEMO_COUNCIL
+from councilzoo.evaluation.report import pareto_frontier
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def demo_report(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("demo")
+    assert cli_main(["demo", "--out", str(out)]) == 0
+    for name in ("report.json", "report.md", "frontier.png", "rescue_harm.png"):
+        assert (out / name).stat().st_size > 0, name
+    return json.loads((out / "report.json").read_text())
+
+
+def test_config_file_mirrors_the_embedded_default():
+    assert yaml.safe_load((ROOT / "configs" / "demo_agents.yaml").read_text()) == DEMO_COUNCIL
+
+
+@pytest.mark.slow
+def test_report_has_every_protocol_with_accuracy_cost_rescue_harm(demo_report):
+    protocols = demo_report["protocols"]
+    assert set(protocols) == {
+        "single",
+        "self_consistency",
+        "routing",
+        "always_verify",
+        "debate",
+        "comed",
+        "best_single_hindsight",
+        "oracle_gate",
+    }
+    for name, row in protocols.items():
+        for key in ("accuracy", "calls", "tokens", "rescue", "harm"):
+            assert isinstance(row[key], float), (name, key)
+        assert row["oracle"] == (name in ("best_single_hindsight", "oracle_gate"))
+    assert demo_report["run"]["git_revision"] is None or len(demo_report["run"]["git_revision"]) == 40
+
+
+@pytest.mark.slow
+def test_comed_beats_dense_debate_at_lower_cost_on_the_harm_prone_default(demo_report):
+    p = demo_report["protocols"]
+    comed, debate, single = p["comed"], p["debate"], p["single"]
+    assert debate["harm"] > comed["harm"]  # the pool is harm-prone and COMED avoids it
+    assert comed["accuracy"] >= debate["accuracy"]
+    assert comed["calls"] < debate["calls"] and comed["tokens"] < debate["tokens"]
+    assert comed["accuracy"] > single["accuracy"]
+    rows = list(p.values())
+    assert "comed" in pareto_frontier(rows, "tokens") and "comed" in pareto_frontier(rows, "calls")
+
+
+@pytest.mark.parametrize(
+    "model, endpoint, backend",
+    [("/models/qwen", None, "transformers"), ("served-name", "http://127.0.0.1:8000/v1", "openai")],
+)
+def test_model_and_endpoint_options_seat_one_real_model_everywhere(model, endpoint, backend):
+    from councilzoo.config import load_config
+    from councilzoo.evaluation.council import CouncilConfig
+    from councilzoo.evaluation.demo import real_model_council
+
+    council = load_config(real_model_council(model, endpoint), CouncilConfig)
+    assert list(council.models) == ["llm"] and council.models["llm"].type == backend
+    assert council.anchor == council.verifier == "llm" and council.peers == ["llm"] * 3
+    assert council.models["llm"].kwargs["model"] == model
