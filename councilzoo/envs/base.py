@@ -21,6 +21,7 @@ Before any seed the deck is in the given order. ``options={"problem_index": i}``
 
 from __future__ import annotations
 
+import functools
 import string
 from collections.abc import Iterable
 from dataclasses import asdict, replace
@@ -141,17 +142,19 @@ def build_spaces(num_features: int, max_chars: int) -> tuple[spaces.Dict, spaces
     return observation, spaces.Discrete(NUM_MODES)
 
 
-def default_problems() -> list[Problem]:
+@functools.lru_cache(maxsize=1)
+def default_problems() -> tuple[Problem, ...]:
+    """The default deck, generated once per process (envs are built by the hundred in rollouts)."""
     from councilzoo.tasks import synthetic_problems
 
-    return list(synthetic_problems("numeric", 100, seed=0))
+    return tuple(synthetic_problems("numeric", 100, seed=0))
 
 
 class ProblemDeck:
     """Deals one problem per episode, reproducibly (see the module docstring)."""
 
     def __init__(self, problems: Iterable[Problem] | None) -> None:
-        self.problems = default_problems() if problems is None else list(problems)
+        self.problems = list(default_problems() if problems is None else problems)
         if not self.problems:
             raise ValueError("problems is empty; expected at least one Problem")
         for i, problem in enumerate(self.problems):
