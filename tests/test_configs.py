@@ -1,0 +1,121 @@
+"""Every shipped config loads and validates; bad configs fail before any work, naming the key.
+
+Data-driven: ``REGISTRY`` maps a file-name prefix of ``configs/*.yaml`` to its config class
+(``module:Class``). Add a row when you add a config family; an unregistered file fails the test.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from councilzoo.config import ConfigError, dump_config, load_config
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+REGISTRY = {
+    "corl_": "councilzoo.learners.corl:CoRLConfig",
+    "grpo_": "councilzoo.learners.baselines:BaselineConfig",
+    "ttrl_": "councilzoo.learners.baselines:BaselineConfig",
+    "rent_": "councilzoo.learners.baselines:BaselineConfig",
+    "intuitor_": "councilzoo.learners.baselines:BaselineConfig",
+    "tracer_": "councilzoo.learners.tracer_config:TracerConfig",
+    "demo_": "councilzoo.evaluation.council:CouncilConfig",
+    "eval_": "councilzoo.evaluation.council:CouncilConfig",
+}
+
+
+def _config_class(path: Path):
+    matches = [target for prefix, target in REGISTRY.items() if path.name.startswith(prefix)]
+    assert matches, f"{path.name}: no config class registered in tests/test_configs.py REGISTRY"
+    module, name = matches[0].split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_config_loads_and_round_trips(path, tmp_path):
+    cls = _config_class(path)
+    cfg = load_config(path, cls)
+    assert load_config(dump_config(cfg, tmp_path / "again.yaml"), cls) == cfg
+
+
+@dataclass
+class _Inner:
+    rate: float = field(default=0.1, metadata={"help": "a rate"})
+
+
+@dataclass
+class _Outer:
+    path: str = field(metadata={"help": "where the model lives"})
+    steps: int = 3
+    inner: _Inner = field(default_factory=_Inner)
+    tags: list[str] = field(default_factory=list)
+    mode: str | None = None
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"path": "x", "stepz": 3}, "unknown key(s) ['stepz']"),
+        ({"steps": 3}, "path: missing required key (where the model lives)"),
+        ({"path": "x", "steps": "3"}, "steps: expected int"),
+        ({"path": "x", "steps": True}, "steps: expected int"),
+        ({"path": "x", "inner": {"rate": "fast"}}, "inner.rate: expected float"),
+        ({"path": "x", "tags": [1]}, "tags[0]: expected str"),
+    ],
+)
+def test_bad_configs_name_the_key(data, message):
+    with pytest.raises(ConfigError) as err:
+        load_config(data, _Outer)
+    assert message in str(err.value)
+
+
+def test_ints_widen_to_floats_and_optional_accepts_none():
+    cfg = load_config({"path": "x", "inner": {"rate": 1}, "mode": None}, _Outer)
+    assert cfg.inner.rate == 1.0 and isinstance(cfg.inner.rate, float) and cfg.mode is None
+
+
+@pytest.mark.parametrize(
+    "member, message",
+    [
+        ({"name": "a", "model": "/no/such/model"}, "does not exist"),
+        ({"name": "a"}, "exactly one of 'model' and 'tiny_family'"),
+        ({"name": "a", "tiny_family": "gpt2"}, "tiny_family: expected one of"),
+    ],
+)
+def test_corl_member_errors_before_any_work(member, message):
+    from councilzoo.learners.corl import CoRLConfig
+
+    data = {"members": [member, {"name": "b", "tiny_family": "llama"}]}
+    with pytest.raises(ConfigError) as err:
+        load_config(data, CoRLConfig)
+    assert message in str(err.value)
+
+
+def test_corl_needs_two_members_and_a_peer_rule():
+    from councilzoo.learners.corl import CoRLConfig
+
+    one = {"members": [{"name": "a", "tiny_family": "qwen3"}]}
+    with pytest.raises(ConfigError, match="needs >= 2 members"):
+        load_config(one, CoRLConfig)
+    two = {
+        "members": [{"name": "a", "tiny_family": "qwen3"}, {"name": "b", "tiny_family": "llama"}],
+        "reward_rule": "ground_truth",
+    }
+    with pytest.raises(ConfigError, match="reward_rule must be one of"):
+        load_config(two, CoRLConfig)
+
+
+def test_missing_config_file_and_unknown_backend():
+    from councilzoo.learners.corl import CoRLConfig
+
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config("no/such.yaml", CoRLConfig)
+    data = {
+        "members": [{"name": "a", "tiny_family": "qwen3"}, {"name": "b", "tiny_family": "llama"}],
+        "report_to": ["mlflow"],
+    }
+    with pytest.raises(ConfigError, match="unknown backend 'mlflow'"):
+        load_config(data, CoRLConfig)
