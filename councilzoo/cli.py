@@ -38,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="councilzoo", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="compare every collaboration protocol on the embedded default (offline, CPU)")
+    demo = sub.add_parser(
+        "demo", help="compare every collaboration protocol on the embedded default (offline, CPU)"
+    )
     demo.add_argument("--out", default="demo-out", help="output folder for report.json, report.md and plots")
     demo.add_argument("--model", default=None, help="a local model directory or hub name (uses real models)")
     demo.add_argument("--endpoint", default=None, help="an OpenAI-compatible base URL (uses real models)")
@@ -47,7 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_demo)
 
     ev = sub.add_parser("eval", help="evaluate a collaboration protocol on a dataset")
-    ev.add_argument("--protocol", required=True, help="comed | debate | single | self_consistency | routing | ...")
+    ev.add_argument(
+        "--protocol", required=True, help="comed | debate | single | self_consistency | routing | ..."
+    )
     ev.add_argument("--agents", required=True, help="agents config (YAML)")
     ev.add_argument("--dataset", required=True, help="dataset name (gsm8k, math500, ...) or synthetic:<kind>")
     ev.add_argument("--split", default="test")
@@ -62,7 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("config", help="experiment config (YAML)")
     tr.add_argument("--out", default=None, help="override the config's output folder")
     tr.add_argument("--max-steps", type=int, default=None, help="override the config's number of steps")
-    tr.add_argument("--resume", action="store_true", help="resume from the latest checkpoint in the output folder")
+    tr.add_argument(
+        "--resume", action="store_true", help="resume from the latest checkpoint in the output folder"
+    )
+    tr.add_argument(
+        "--member", type=int, default=None,
+        help="multi-process corl: this process's cohort member index (else $COUNCILZOO_MEMBER)",
+    )
     tr.set_defaults(func=_train)
 
     rp = sub.add_parser("repro", help="reproduce a paper's central claim at toy scale")

@@ -84,7 +84,31 @@ def run_engine_checks(model_dir: str) -> dict:
     result["perturbed"] = _summary(gen.generate(PROMPTS, sampling=greedy))
     gen.load_weights(model_dir)
     result["restored"] = _summary(gen.generate(PROMPTS, sampling=greedy))
+    result.update(_lora_sync_checks(gen, model_dir, greedy))
     return result
+
+
+def _lora_sync_checks(gen, model_dir: str, greedy) -> dict:
+    """RL sync of a LoRA policy: the engine must then generate what the merged policy generates,
+    and the policy must keep training on unmerged adapters."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from councilzoo.agents.generators import TransformersGenerator
+
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    lora_cfg = LoraConfig(r=4, target_modules=["q_proj", "v_proj", "down_proj"], init_lora_weights=False)
+    policy = get_peft_model(base, lora_cfg)
+    gen.sync_weights(policy)
+    still_unmerged = not any(getattr(m, "merged", False) for m in policy.modules())
+    reference = TransformersGenerator(policy, dtype="float32")
+    return {
+        "lora_synced": _summary(gen.generate(PROMPTS, sampling=greedy)),
+        "lora_reference": _summary(reference.generate(PROMPTS, sampling=greedy)),
+        "lora_still_unmerged": still_unmerged,
+    }
 
 
 # --- tests (main environment) --------------------------------------------------------------
@@ -179,6 +203,12 @@ def test_engine_weight_reload(engine, reference, tiny_model_dir):
     assert [c["token_ids"] for c in engine["perturbed"]] != [c["token_ids"] for c in engine["greedy"]]
     _assert_same_tokens(engine["perturbed"], expected)
     _assert_same_tokens(engine["restored"], _greedy(reference))
+
+
+def test_engine_sync_weights_from_a_lora_policy(engine):
+    assert engine["lora_still_unmerged"]
+    assert [c["token_ids"] for c in engine["lora_synced"]] != [c["token_ids"] for c in engine["greedy"]]
+    _assert_same_tokens(engine["lora_synced"], engine["lora_reference"])
 
 
 # --- the OpenAI-compatible server ----------------------------------------------------------

@@ -104,6 +104,23 @@ class VLLMGenerator:
         self.llm.collective_rpc("reload_weights", kwargs=kwargs)
         self.llm.reset_prefix_cache()
 
+    def sync_weights(self, model) -> None:
+        """Push a trained transformers model into the engine (RL weight sync after each update).
+
+        A peft model's LoRA adapters are merged for the copy and unmerged afterwards, so training
+        continues on the unmerged adapters; the ``base_layer`` names are mapped back to the
+        checkpoint names vLLM expects.
+        """
+        if not hasattr(model, "merge_adapter"):
+            self.load_weights(model.state_dict())
+            return
+        model.merge_adapter()
+        try:
+            state = model.get_base_model().state_dict()
+            self.load_weights({k.replace(".base_layer", ""): v for k, v in state.items() if "lora_" not in k})
+        finally:
+            model.unmerge_adapter()
+
 
 def _completion(prompt_ids: list[int], sample) -> Completion:
     token_ids = list(sample.token_ids)
