@@ -1,1 +1,41 @@
-"""agents"""
+"""Agents: the batched ``Agent`` protocol, LLM and simulated agents, controllers, generators.
+
+Generator backends (``TransformersGenerator``, ``VLLMGenerator``, ``OpenAIGenerator``) and
+``ComedController`` are imported lazily, so ``import councilzoo.agents`` never imports torch,
+vllm or httpx.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from councilzoo.agents.base import Agent, Completion, Generator, Sampling
+from councilzoo.agents.binding import AgentBinding, bind_agents
+from councilzoo.agents.controllers import Controller, FixedController, RandomController, default_mode
+from councilzoo.agents.llm import LLMAgent
+from councilzoo.agents.parsing import parse_action, parse_mode
+from councilzoo.agents.prompts import INSTRUCTIONS, ROLE_PROMPTS, render_messages
+from councilzoo.agents.simulated import SimulatedAgent, TokenModel
+
+_LAZY = {
+    "TransformersGenerator": "councilzoo.agents.generators",
+    "VLLMGenerator": "councilzoo.agents.generators",
+    "OpenAIGenerator": "councilzoo.agents.generators",
+    "ComedController": "councilzoo.agents.comed",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'councilzoo.agents' has no attribute {name!r}")
+
+
+__all__ = [
+    "INSTRUCTIONS", "ROLE_PROMPTS", "Agent", "AgentBinding", "Completion", "Controller", "FixedController",
+    "Generator", "LLMAgent", "RandomController", "Sampling", "SimulatedAgent", "TokenModel", "bind_agents",
+    "default_mode", "parse_action", "parse_mode", "render_messages", *_LAZY,
+]

@@ -1,0 +1,157 @@
+"""Rollout throughput: RolloutEngine at M = 1, 8, 64 envs vs a sequential one-call-per-turn loop.
+
+Subject: ``RolloutEngine`` playing debate-v0 (3 peers x 2 rounds) with ``LLMAgent`` on the
+offline tiny transformers model, M envs in lockstep, one batched ``generate`` call per tick.
+Baseline: the loop of the released TRACER code, one problem after another and one ``generate``
+call per turn (``agent.act([context])``), same agent, env and sampling. Both sample every turn to
+exactly ``max_new_tokens`` tokens of a random model, so the work per token is the same. Target:
+>= 8x episodes/s at M = 64 on CPU. When ``.venv-vllm`` and ``benchmarks/vllm_tokens.py`` exist,
+one generate call of 64 prompts on the same model is timed with the vLLM backend (in its own
+virtualenv, through that script) and with transformers, side by side. Speedups are given in wall
+clock and in process CPU seconds; the latter is robust to other load on a shared machine (with
+``--threads 1`` it equals the wall clock of an idle single core).
+
+    python benchmarks/rollout_throughput.py [--quick] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULT = ROOT / "benchmarks" / "results" / "rollout_throughput.json"
+VLLM_PYTHON, VLLM_SCRIPT = ROOT / ".venv-vllm" / "bin" / "python", ROOT / "benchmarks" / "vllm_tokens.py"
+ENV_ID, ENV_KWARGS = "councilzoo/debate-v0", {"num_agents": 3, "rounds": 2}
+TARGET_SPEEDUP = 8.0
+
+
+def sequential(agent, problems) -> tuple[int, int, float, float]:
+    """The baseline: one env, one problem at a time, one generate call per turn."""
+    from councilzoo.envs import make
+
+    env = make(ENV_ID, **ENV_KWARGS).unwrapped
+    tokens, start, cpu = 0, time.perf_counter(), time.process_time()
+    for problem in problems:
+        env.reset(options={"problem": problem})
+        while not all(env.terminations.values()):
+            env.step(agent.act([env.turn_context(env.agent_selection)])[0])
+        tokens += env.episode_record().cost.completion_tokens
+    return len(problems), tokens, time.perf_counter() - start, time.process_time() - cpu
+
+
+def engine(agent, problems, num_envs: int) -> tuple[int, int, float, float]:
+    from councilzoo.learners import RolloutEngine
+
+    rollout = RolloutEngine(ENV_ID, {"peer": agent}, num_envs=num_envs, env_kwargs=ENV_KWARGS, progress=False)
+    start, cpu = time.perf_counter(), time.process_time()
+    records = rollout.run(problems)
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
+    return len(records), sum(r.cost.completion_tokens for r in records), seconds, cpu_seconds
+
+
+def vllm_prompts(count: int) -> list:
+    """The workload of benchmarks/vllm_tokens.py, to time transformers on the same calls."""
+    return [[{"role": "user", "content": f"What is {i} + {i + 1}?"}] for i in range(count)]
+
+
+def generator_tokens_per_s(generator, max_new_tokens: int, prompts: int = 64) -> float:
+    from councilzoo.agents import Sampling
+
+    sampling = Sampling(max_new_tokens=max_new_tokens, temperature=1.0, seed=0)
+    start = time.perf_counter()
+    out = generator.generate(vllm_prompts(prompts), n=1, sampling=sampling)
+    return sum(c.completion_tokens for group in out for c in group) / (time.perf_counter() - start)
+
+
+def vllm_row(model_dir: Path, max_new_tokens: int, prompts: int = 64) -> dict | None:
+    """vLLM's tokens/s from the generators' benchmark script in its virtualenv, if both exist."""
+    if not (VLLM_PYTHON.exists() and VLLM_SCRIPT.exists()):
+        return None
+    cmd = [str(VLLM_PYTHON), str(VLLM_SCRIPT), "--model", str(model_dir), "--prompts", str(prompts),
+           "--n", "1", "--max-new-tokens", str(max_new_tokens)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        return {"error": lines[-1] if lines else f"exit code {done.returncode}"}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer problems and tokens (a smoke run)")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    args = parser.parse_args()
+
+    import torch
+
+    from councilzoo.agents import LLMAgent, Sampling, TransformersGenerator
+    from councilzoo.tasks import synthetic_problems
+    from councilzoo.testing import build_tiny_model
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    max_new_tokens = 16 if args.quick else 32
+    n_small, n_large = (4, 64) if args.quick else (12, 192)
+    sampling = Sampling(max_new_tokens=max_new_tokens, temperature=1.0, seed=0)
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = build_tiny_model(Path(tmp) / "tiny")
+        agent = LLMAgent(TransformersGenerator(model_dir, device="cpu"), sampling=sampling)
+        problems = synthetic_problems("numeric", n_large, seed=0)
+        agent.act([_warm_context(problems[0])])  # first-call overheads are not throughput
+        runs = {"sequential (1 call per turn)": sequential(agent, problems[:n_small])}
+        for m in (1, 8, 64):
+            runs[f"RolloutEngine M={m}"] = engine(agent, problems[: n_small if m == 1 else n_large], m)
+        vllm = vllm_row(model_dir, max_new_tokens) if not args.quick else None
+        hf_generate = generator_tokens_per_s(agent.generator, max_new_tokens) if vllm else None
+
+    base = runs["sequential (1 call per turn)"]
+    table = []
+    for name, (episodes, tokens, seconds, cpu_seconds) in runs.items():
+        table.append({
+            "run": name, "episodes": episodes, "seconds": round(seconds, 3),
+            "cpu_seconds": round(cpu_seconds, 3),
+            "episodes_per_s": round(episodes / seconds, 3), "tokens_per_s": round(tokens / seconds, 1),
+            "speedup": round(episodes / seconds / (base[0] / base[2]), 2),
+            "speedup_cpu": round(episodes / cpu_seconds / (base[0] / base[3]), 2),
+        })
+    print(f"{'run':30s} {'episodes':>8s} {'seconds':>8s} {'episodes/s':>11s} {'tokens/s':>10s} "
+          f"{'speedup':>8s} {'speedup (CPU s)':>16s}")
+    for row in table:
+        print(f"{row['run']:30s} {row['episodes']:8d} {row['seconds']:8.2f} {row['episodes_per_s']:11.2f} "
+              f"{row['tokens_per_s']:10.1f} {row['speedup']:7.2f}x {row['speedup_cpu']:15.2f}x")
+    m64 = table[-1]
+    summary = {
+        "speedup_m64_vs_sequential": m64["speedup"],
+        "speedup_m64_vs_sequential_cpu_seconds": m64["speedup_cpu"],
+        "target_speedup": TARGET_SPEEDUP, "meets_target": m64["speedup"] >= TARGET_SPEEDUP,
+        "transformers_tokens_per_s_m64": m64["tokens_per_s"],
+        "vllm": vllm if vllm is not None else "skipped (no .venv-vllm or vllm_tokens.py, or --quick)",
+    }
+    if isinstance(vllm, dict) and "tokens_per_s" in vllm:
+        summary["transformers_generate_tokens_per_s"] = round(hf_generate, 1)
+        summary["vllm_vs_transformers_generate"] = round(vllm["tokens_per_s"] / hf_generate, 2)
+        print(f"one generate call, 64 prompts x {max_new_tokens} tokens: vLLM {vllm['tokens_per_s']:.1f} "
+              f"tokens/s, transformers {hf_generate:.1f} tokens/s")
+    print(f"speedup at M=64: {m64['speedup']:.1f}x wall clock, {m64['speedup_cpu']:.1f}x in process CPU "
+          f"seconds (target >= {TARGET_SPEEDUP:.0f}x)")
+    config = {"env": ENV_ID, "env_kwargs": ENV_KWARGS, "max_new_tokens": max_new_tokens, "quick": args.quick,
+              "torch_threads": torch.get_num_threads()}
+    RESULT.parent.mkdir(parents=True, exist_ok=True)
+    RESULT.write_text(json.dumps({"config": config, "table": table, "summary": summary}, indent=2) + "\n")
+    return 0
+
+
+def _warm_context(problem):
+    from councilzoo.envs.core import Mode, TurnContext
+
+    return TurnContext(0, "peer_0", "peer", 1, problem, (), (Mode.SPEAK,), None, {})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

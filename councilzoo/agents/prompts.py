@@ -1,0 +1,130 @@
+"""Role prompts and the rendering of a turn context into chat messages.
+
+Every prompt text lives here, in ``ROLE_PROMPTS`` (system prompts per role) and ``INSTRUCTIONS``
+(the closing request per role), so a config can override any of them by role name. Rendering
+produces ``[{"role": "system", ...}, {"role": "user", ...}]``; the generator applies the
+tokenizer's chat template. The user message holds the question (with lettered options for
+multiple choice), what the others said most recently (answers and verdicts, each text cut to
+``max_chars``), and the role's instruction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from councilzoo.agents.controllers import is_silent
+from councilzoo.envs.core import Turn, TurnContext
+
+LETTERS = "ABCDEFGHIJ"
+MAX_CHARS = 600  # per quoted utterance: long enough for a short solution, bounded for tiny models
+
+ROLE_PROMPTS: dict[str, str] = {
+    "peer": "You are one of several agents solving a problem together. Think step by step, weigh "
+    "the other agents' answers critically, and keep your own answer if you still believe it.",
+    "proposer": "You propose solutions to problems. Think step by step. When reviewers object, "
+    "fix the mistake they point out.",
+    "reviewer": "You review a proposed solution. Check every step carefully and judge whether "
+    "its final answer is right.",
+    "anchor": "You are a careful problem solver. Think step by step.",
+    "probe": "You are a careful problem solver. Answer concisely.",
+    "verifier": "You adjudicate between two candidate answers to a problem. Check both and pick "
+    "the one that is right.",
+    "member": "You are a careful problem solver. Think step by step.",
+    "controller": "You decide how much collaboration a problem needs, given a first answer.",
+}
+
+INSTRUCTIONS: dict[str, str] = {
+    "peer": "Give your final answer as \\boxed{...}.",
+    "proposer": "Give your final answer as \\boxed{...}.",
+    "reviewer": "End with exactly one line: 'Verdict: RIGHT' or 'Verdict: WRONG'.",
+    "anchor": "Give your final answer as \\boxed{...}.",
+    "probe": "Give only your final answer as \\boxed{...}.",
+    "verifier": "Give the answer you judge right as \\boxed{...}.",
+    "member": "Give your final answer as \\boxed{...}.",
+    "controller": "Reply with one word: ACCEPT, VERIFY or ESCALATE.",
+}
+
+
+def _clip(text: str, max_chars: int) -> str:
+    text = text.strip()
+    return text if len(text) <= max_chars else "..." + text[-max_chars:]
+
+
+def _question(problem) -> str:
+    lines = [f"Question: {problem.question}"]
+    lines += [f"({LETTERS[i]}) {choice}" for i, choice in enumerate(problem.choices)]
+    return "\n".join(lines)
+
+
+def latest_turns(transcript: tuple[Turn, ...], exclude: str) -> list[Turn]:
+    """The latest speaking turn of every agent but ``exclude``, in order of first appearance."""
+    latest: dict[str, Turn] = {}
+    for turn in transcript:
+        if turn.agent != exclude and not is_silent(turn.mode):
+            latest[turn.agent] = turn
+    return list(latest.values())
+
+
+def last_turn(transcript: tuple[Turn, ...], role: str, agent: str | None = None) -> Turn | None:
+    """The latest speaking turn of ``role`` (of ``agent`` when given), or None."""
+    for turn in reversed(transcript):
+        if turn.role == role and not is_silent(turn.mode) and (agent is None or turn.agent == agent):
+            return turn
+    return None
+
+
+def _quote(turn: Turn, max_chars: int) -> str:
+    return f"[{turn.agent} ({turn.role})]\n{_clip(turn.text, max_chars)}"
+
+
+def _context_section(ctx: TurnContext, max_chars: int) -> str:
+    """What the role needs to see of the transcript."""
+    t = ctx.transcript
+    if ctx.role == "reviewer":
+        proposal = last_turn(t, "proposer")
+        return f"Proposed solution:\n{_quote(proposal, max_chars)}" if proposal else "No proposal yet."
+    if ctx.role == "proposer":
+        own = last_turn(t, "proposer", ctx.agent)
+        reviews = [x for x in t if x.role == "reviewer" and x.text and (own is None or x.round > own.round)]
+        parts = [f"Your current proposal:\n{_clip(own.text, max_chars)}"] if own else []
+        parts += [f"Review:\n{_quote(r, max_chars)}" for r in reviews]
+        return "\n\n".join(parts)
+    if ctx.role == "verifier":
+        parts = []
+        for name, role in (("Candidate 1", "anchor"), ("Candidate 2", "probe")):
+            turn, key = last_turn(t, role), f"{role}_answer"
+            if turn is not None:
+                parts.append(f"{name}:\n{_clip(turn.text, max_chars)}")
+            elif ctx.extras.get(key) is not None:
+                parts.append(f"{name}: \\boxed{{{ctx.extras[key]}}}")
+        return "\n\n".join(parts)
+    if ctx.role == "controller":
+        anchor = last_turn(t, "anchor")
+        return f"First answer:\n{_quote(anchor, max_chars)}" if anchor else ""
+    others = [x for x in latest_turns(t, ctx.agent) if x.text]
+    if not others:
+        return ""
+    return "Answers from the other agents:\n\n" + "\n\n".join(_quote(x, max_chars) for x in others)
+
+
+def render_messages(
+    ctx: TurnContext,
+    role_prompts: Mapping[str, str] | None = None,
+    instructions: Mapping[str, str] | None = None,
+    *,
+    max_chars: int = MAX_CHARS,
+) -> list[dict[str, str]]:
+    """Chat messages for ``ctx``: the role's system prompt, then question, context, instruction.
+
+    ``role_prompts`` / ``instructions`` override the defaults per role; an unknown role uses the
+    ``peer`` texts.
+    """
+    prompts = {**ROLE_PROMPTS, **(role_prompts or {})}
+    closing = {**INSTRUCTIONS, **(instructions or {})}
+    section = _context_section(ctx, max_chars)
+    parts = (_question(ctx.problem), section, closing.get(ctx.role, closing["peer"]))
+    user = "\n\n".join(p for p in parts if p)
+    return [
+        {"role": "system", "content": prompts.get(ctx.role, prompts["peer"])},
+        {"role": "user", "content": user},
+    ]

@@ -1,0 +1,328 @@
+"""The rollout engine: many envs in lockstep, one batched generate call per model per tick.
+
+``RolloutEngine(env, agents, num_envs=M).run(problems)`` plays every (problem, episode) pair and
+returns their ``EpisodeRecord``s in input order. ``M`` raw envs advance together: each tick
+collects the turn pending in every live env, groups the turns of ``LLMAgent``s by generator and
+sampling settings (two roles or two agents sharing one model make ONE call), calls ``generate``
+once per group (a turn drawing n samples is n rows of that call), calls
+every other agent's ``act`` once with all its turns, then steps each env. A speaking LLM turn's
+``Turn`` gets the prompt token ids, completion token ids and log-probs of the completion it
+committed to, for learners.
+
+Results stream to ``jsonl_path`` (one line per finished episode, appended, flushed and fsynced,
+keyed by problem id and episode index). Rerunning with the same path skips every finished key,
+so an interrupted evaluation resumes where it stopped with no lost and no duplicated episode; a
+last line cut off by a crash is dropped. An error raised by an agent or a generator stops the
+run after the episodes already finished are on disk.
+
+Determinism: agents see ``TurnContext.extras["episode"]`` (the episode index); simulated agents
+draw from counters keyed by problem, episode, round and turn, so records do not depend on ``M``.
+LLM sampling is seeded per generate call from ``seed`` (or the agent's ``Sampling.seed``) and the
+engine's call counter: reproducible for a given ``M``, never the same seed twice.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pettingzoo import ParallelEnv
+
+from councilzoo.agents.base import Agent, Completion
+from councilzoo.agents.binding import AgentBinding, bind_agents
+from councilzoo.agents.llm import LLMAgent, call_sampling, generate_requests
+from councilzoo.envs.core import Action, Cost, EpisodeRecord, Mode, Turn, TurnContext
+from councilzoo.tasks import Problem
+
+Key = tuple[str, int]  # (problem id, episode index)
+
+
+def record_from_dict(data: Mapping[str, Any]) -> EpisodeRecord:
+    """Inverse of ``EpisodeRecord.to_dict`` (extra keys such as ``episode`` are ignored)."""
+    turns = []
+    for t in data["turns"]:
+        fields = {"mode": Mode[t["mode"]], "cost": Cost(**t["cost"]), "samples": tuple(t["samples"])}
+        turns.append(Turn(**{**t, **fields}))
+    return EpisodeRecord(
+        env_id=data["env_id"],
+        problem_id=data["problem_id"],
+        final_answer=data["final_answer"],
+        correct=data["correct"],
+        reward=data["reward"],
+        cost=Cost(**data["cost"]),
+        cost_by_agent={k: Cost(**v) for k, v in data["cost_by_agent"].items()},
+        turns=turns,
+        info=data.get("info", {}),
+    )
+
+
+class EpisodeLog:
+    """Append-only JSONL of finished episodes, safe against crashes (see the module docstring)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self._file = None
+
+    def load(self) -> dict[Key, EpisodeRecord]:
+        """Finished episodes by key. A partial last line (a crash mid-write) is cut from the file;
+        any other unreadable line is an error naming the line."""
+        done: dict[Key, EpisodeRecord] = {}
+        if not self.path.exists():
+            return done
+        raw = self.path.read_bytes()
+        keep = 0
+        for number, line in enumerate(io.BytesIO(raw), start=1):
+            if line.strip():
+                try:
+                    data = json.loads(line)
+                    key = (str(data["problem_id"]), int(data["episode"]))
+                    record = record_from_dict(data)
+                except (ValueError, KeyError, TypeError) as err:
+                    if not line.endswith(b"\n"):
+                        break
+                    raise ValueError(f"{self.path}: line {number} is not an episode record ({err})") from err
+                done.setdefault(key, record)
+            keep += len(line)
+        with self.path.open("r+b") as f:
+            f.truncate(keep)
+            if keep and not raw[:keep].endswith(b"\n"):
+                f.seek(keep)
+                f.write(b"\n")
+        return done
+
+    def __enter__(self) -> EpisodeLog:
+        self._file = self.path.open("a", encoding="utf-8")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._file.close()
+        self._file = None
+
+    def append(self, key: Key, record: EpisodeRecord) -> None:
+        """Write one finished episode durably (flush + fsync) before returning."""
+        self._file.write(json.dumps({"episode": key[1], **record.to_dict()}, default=_jsonable) + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "tolist"):  # numpy scalars and arrays in infos
+        return value.tolist()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    raise TypeError(f"episode record holds a {type(value).__name__}, which JSON cannot store")
+
+
+@dataclass
+class _Slot:
+    env: Any
+    index: int
+    key: Key | None = None
+
+
+@dataclass
+class RolloutStats:
+    """Counters of the last ``run``: ticks, generate calls, episodes played, tokens generated."""
+
+    ticks: int = 0
+    generate_calls: int = 0
+    episodes: int = 0
+    completion_tokens: int = 0
+    batch_sizes: list[int] = field(default_factory=list)
+
+
+class RolloutEngine:
+    """Plays episodes of one game with ``num_envs`` envs in lockstep (see the module docstring).
+
+    ``env`` is an env id (``"councilzoo/debate-v0"``, built with ``env_kwargs``) or a zero-argument
+    callable returning an env; ``agents`` maps agent names or roles to Agents (``bind_agents``).
+    """
+
+    def __init__(
+        self,
+        env: str | Callable[[], Any],
+        agents: Mapping[str, Agent],
+        num_envs: int = 8,
+        *,
+        env_kwargs: Mapping[str, Any] | None = None,
+        seed: int = 0,
+        progress: bool = True,
+        jsonl_path: str | os.PathLike | None = None,
+    ) -> None:
+        if int(num_envs) != num_envs or num_envs < 1:
+            raise ValueError(f"RolloutEngine: num_envs must be an integer >= 1, got {num_envs!r}")
+        if isinstance(env, str):
+            from councilzoo.envs import make
+
+            env_id, kwargs = env, dict(env_kwargs or {})
+            make(env_id, **kwargs)  # unknown ids and keywords fail here, before any work
+            self.env_fn: Callable[[], Any] = lambda: make(env_id, **kwargs)
+        elif callable(env):
+            if env_kwargs:
+                raise ValueError("RolloutEngine: env_kwargs only applies when env is an env id string")
+            self.env_fn = env
+        else:
+            raise TypeError(f"RolloutEngine: env must be an env id or a callable returning one, got {env!r}")
+        self.num_envs, self.seed, self.progress = int(num_envs), seed, progress
+        self.log = EpisodeLog(jsonl_path) if jsonl_path is not None else None
+        self._envs = [self._make_env() for _ in range(self.num_envs)]  # reused across runs
+        self.env_id: str = getattr(self._envs[0], "env_id", type(self._envs[0]).__module__)
+        self.binding: AgentBinding = bind_agents(self._envs[0], agents)
+        self.stats = RolloutStats()
+        self._calls = 0  # generate calls over the engine's life: per-call sampling seeds
+
+    def _make_env(self) -> Any:
+        env = self.env_fn()
+        return getattr(env, "unwrapped", env)
+
+    # ---- public API --------------------------------------------------------------------------
+    def run(self, problems: Sequence[Problem], episodes_per_problem: int = 1) -> list[EpisodeRecord]:
+        """Play ``episodes_per_problem`` episodes of every problem; records in input order."""
+        keys = self._keys(problems, episodes_per_problem)
+        by_id = {p.id: p for p in problems}
+        done = self.log.load() if self.log else {}
+        foreign = {r.env_id for r in done.values()} - {self.env_id}
+        if foreign:
+            raise ValueError(f"{self.log.path} holds episodes of {sorted(foreign)}, not {self.env_id}")
+        queue = [k for k in keys if k not in done]
+        self.stats = RolloutStats()
+        slots = [self._slot(i) for i in range(min(self.num_envs, len(queue)))]
+        bar = _progress(len(keys), len(keys) - len(queue), self.env_id, self.progress)
+        with bar, self.log if self.log else nullcontext():
+            live = []
+            for slot in slots:
+                self._start(slot, queue.pop(0), by_id)
+                live.append(slot)
+            while live:
+                self._tick(live)
+                still = []
+                for slot in live:
+                    if not self._finished(slot.env):
+                        still.append(slot)
+                        continue
+                    done[slot.key] = self._finish(slot)
+                    bar.update(1)
+                    if queue:
+                        self._start(slot, queue.pop(0), by_id)
+                        still.append(slot)
+                live = still
+        return [done[k] for k in keys]
+
+    # ---- internals ---------------------------------------------------------------------------
+    @staticmethod
+    def _keys(problems: Sequence[Problem], episodes: int) -> list[Key]:
+        if int(episodes) != episodes or episodes < 1:
+            raise ValueError(f"episodes_per_problem must be an integer >= 1, got {episodes!r}")
+        seen: set[str] = set()
+        for i, problem in enumerate(problems):
+            if not isinstance(problem, Problem):
+                raise TypeError(f"problems[{i}] is a {type(problem).__name__}; expected a councilzoo Problem")
+            if problem.id in seen:
+                raise ValueError(f"problem id {problem.id!r} appears twice; episodes are keyed by problem id")
+            seen.add(problem.id)
+        return [(p.id, k) for p in problems for k in range(int(episodes))]
+
+    def _slot(self, index: int) -> _Slot:
+        env = self._envs[index]
+        env.env_index = index
+        return _Slot(env, index)
+
+    def _start(self, slot: _Slot, key: Key, by_id: Mapping[str, Problem]) -> None:
+        slot.key = key
+        slot.env.reset(options={"problem": by_id[key[0]]})
+
+    @staticmethod
+    def _finished(env: Any) -> bool:
+        if isinstance(env, ParallelEnv):
+            return not env.agents
+        return all(env.terminations.values())
+
+    def _finish(self, slot: _Slot) -> EpisodeRecord:
+        record = slot.env.episode_record()
+        self.stats.episodes += 1
+        if self.log:
+            self.log.append(slot.key, record)
+        return record
+
+    def _pending(self, slot: _Slot) -> list[TurnContext]:
+        env = slot.env
+        names = list(env.agents) if isinstance(env, ParallelEnv) else [env.agent_selection]
+        contexts = []
+        for name in names:
+            ctx = env.turn_context(name)
+            ctx.extras["episode"] = slot.key[1]
+            contexts.append(ctx)
+        return contexts
+
+    def _tick(self, live: list[_Slot]) -> None:
+        """One lockstep step of every live env."""
+        self.stats.ticks += 1
+        turns = [(slot, ctx) for slot in live for ctx in self._pending(slot)]
+        actions = self._act([ctx for _, ctx in turns])
+        by_slot: dict[int, list[tuple[TurnContext, Action, Completion | None]]] = {}
+        for (slot, ctx), (action, completion) in zip(turns, actions, strict=True):
+            by_slot.setdefault(slot.index, []).append((ctx, action, completion))
+        for slot in live:
+            entries = by_slot[slot.index]
+            before = len(slot.env.transcript)
+            if isinstance(slot.env, ParallelEnv):
+                slot.env.step({ctx.agent: action for ctx, action, _ in entries})
+            else:
+                slot.env.step(entries[0][1])
+            completions = {ctx.agent: completion for ctx, _, completion in entries}
+            for turn in slot.env.transcript[before:]:
+                _attach(turn, completions.get(turn.agent))
+
+    def _act(self, contexts: list[TurnContext]) -> list[tuple[Action, Completion | None]]:
+        """Actions for ``contexts``: one generate call per (generator, sampling), one act per agent."""
+        groups: dict[int, tuple[Agent, list[int]]] = {}
+        for i, ctx in enumerate(contexts):
+            agent = self.binding.agent_for(ctx.agent, ctx.role)
+            groups.setdefault(id(agent), (agent, []))[1].append(i)
+        out: list[tuple[Action, Completion | None] | None] = [None] * len(contexts)
+        calls: dict[tuple[int, Any], tuple[Any, Any, list]] = {}  # (generator, sampling) -> requests
+        for agent, indices in groups.values():
+            batch = [contexts[i] for i in indices]
+            if isinstance(agent, LLMAgent):
+                key = (id(agent.generator), agent.sampling)
+                entry = calls.setdefault(key, (agent.generator, agent.sampling, []))
+                entry[2].extend((agent, i, req) for i, req in zip(indices, agent.plan(batch), strict=True))
+                continue
+            actions = agent.act(batch)
+            if len(actions) != len(batch):
+                raise ValueError(f"{agent!r}.act returned {len(actions)} actions for {len(batch)} contexts")
+            for i, action in zip(indices, actions, strict=True):
+                out[i] = (action, None)
+        for generator, sampling, planned in calls.values():
+            requests = [req for _, _, req in planned]
+            if any(r.messages is not None for r in requests):
+                self.stats.generate_calls += 1
+                self.stats.batch_sizes.append(sum(r.n for r in requests if r.messages is not None))
+            base = sampling if sampling.seed is not None else replace(sampling, seed=self.seed)
+            results = generate_requests(generator, requests, call_sampling(base, self._calls))
+            self._calls += 1
+            for (agent, i, request), completions in zip(planned, results, strict=True):
+                out[i] = agent.finish(request, completions)
+                self.stats.completion_tokens += sum(c.completion_tokens for c in completions)
+        return out  # type: ignore[return-value]
+
+
+def _attach(turn: Turn, completion: Completion | None) -> None:
+    """Copy the tokens a learner needs from ``completion`` onto ``turn``."""
+    if completion is None:
+        return
+    turn.prompt_token_ids = list(completion.prompt_token_ids)
+    turn.token_ids = list(completion.token_ids)
+    turn.logprobs = None if completion.logprobs is None else list(completion.logprobs)
+
+
+def _progress(total: int, initial: int, desc: str, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc=desc, unit="ep", disable=not enabled, dynamic_ncols=True)

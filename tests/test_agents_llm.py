@@ -1,0 +1,100 @@
+"""LLMAgent with the offline tiny transformers model: every game to termination, bad output is data."""
+
+from __future__ import annotations
+
+import pytest
+
+from councilzoo.agents import LLMAgent, Sampling, render_messages
+from councilzoo.envs.core import SILENT_MODES, Mode, Turn, TurnContext
+from councilzoo.envs.escalation_v0 import PHASE
+from councilzoo.learners import RolloutEngine
+from councilzoo.tasks import synthetic_problems
+
+SAMPLING = Sampling(max_new_tokens=8, temperature=1.0, seed=0)
+
+
+class ProbeThenEscalate:
+    """A Controller (the protocol is one method): VERIFY at the gate, ESCALATE after the probe."""
+
+    def choose(self, contexts: list[TurnContext]) -> list[Mode]:
+        return [Mode.ESCALATE if ctx.features[PHASE] else Mode.VERIFY for ctx in contexts]
+
+
+@pytest.fixture(scope="module")
+def generator(tiny_model_dir):
+    from councilzoo.agents import TransformersGenerator
+
+    return TransformersGenerator(tiny_model_dir, device="cpu", seed=0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("env_id", "kwargs"),
+    [
+        ("councilzoo/debate-v0", {"num_agents": 3, "rounds": 2}),
+        ("councilzoo/review-v0", {"num_agents": 2, "rounds": 3}),
+        ("councilzoo/escalation-v0", {"num_peers": 2, "debate_rounds": 1, "anchor_samples": 3}),
+        ("councilzoo/cohort-v0", {"num_agents": 2, "num_samples": 2}),
+    ],
+)
+def test_llm_agent_plays_every_game_to_the_end(generator, env_id, kwargs):
+    problems = synthetic_problems("numeric", 2, seed=0)
+    agents = {"*": LLMAgent(generator, sampling=SAMPLING)}
+    if env_id == "councilzoo/escalation-v0":  # walk the longest path: probe, then debate
+        agents["controller"] = LLMAgent(generator, controller=ProbeThenEscalate())
+    engine = RolloutEngine(env_id, agents, env_kwargs=kwargs, num_envs=2, progress=False)
+    records = engine.run(problems)
+    assert [r.problem_id for r in records] == [p.id for p in problems]
+    for record in records:
+        spoken = [t for t in record.turns if t.mode not in SILENT_MODES]
+        assert spoken and record.cost.calls >= len(spoken)
+        for turn in spoken:  # learners get the tokens of every spoken turn
+            assert turn.prompt_token_ids and turn.token_ids and len(turn.logprobs) == len(turn.token_ids)
+            assert turn.cost.completion_tokens >= len(turn.token_ids)
+    if env_id == "councilzoo/escalation-v0":
+        assert all(r.info["path"] == "probe_escalate" for r in records)
+
+
+def test_random_model_output_parses_to_no_answer(generator):
+    """The untrained model writes noise: the agent returns actions with no answer, never raises."""
+    problems = synthetic_problems("numeric", 4, seed=1)
+    contexts = [TurnContext(0, "peer_0", "peer", 1, p, (), (Mode.SPEAK,), None, {}) for p in problems]
+    actions = LLMAgent(generator, sampling=SAMPLING).act(contexts)
+    assert len(actions) == 4
+    assert all(a.mode is Mode.SPEAK and a.answer is None and a.calls == 1 for a in actions)
+    assert all(a.completion_tokens > 0 and a.prompt_tokens > 0 for a in actions)
+
+
+@pytest.mark.slow
+def test_anchor_draws_n_samples_and_commits_to_one(generator):
+    problem = synthetic_problems("numeric", 1, seed=2)[0]
+    ctx = TurnContext(0, "anchor", "anchor", 0, problem, (), (Mode.ANSWER,), None, {"num_samples": 3})
+    (action,) = LLMAgent(generator, sampling=SAMPLING).act([ctx])
+    assert len(action.samples) == 3 and action.text in action.samples and action.calls == 3
+
+
+def test_prompts_show_the_role_and_what_others_said():
+    problem = synthetic_problems("multiple_choice", 1, seed=3)[0]
+    proposal = Turn("proposer_0", "proposer", 1, Mode.REFRESH, "So the answer is \\boxed{B}.", answer="B")
+    ctx = TurnContext(0, "reviewer_0", "reviewer", 2, problem, (proposal,), (Mode.SKIP, Mode.SPEAK), None, {})
+    system, user = render_messages(ctx)
+    assert "review" in system["content"].lower()
+    assert problem.question in user["content"] and "(A) " in user["content"]
+    assert "\\boxed{B}" in user["content"] and "Verdict: RIGHT" in user["content"]
+    custom = render_messages(ctx, {"reviewer": "Be terse."})
+    assert custom[0]["content"] == "Be terse."
+
+
+def test_verifier_prompt_shows_anchor_and_probe_answers():
+    problem = synthetic_problems("numeric", 1, seed=4)[0]
+    anchor = Turn("anchor", "anchor", 0, Mode.ANSWER, "I get \\boxed{12}.", answer="12")
+    probe = Turn("peer_0", "probe", 0, Mode.ANSWER, "\\boxed{15}", answer="15")
+    ctx = TurnContext(0, "verifier", "verifier", 0, problem, (anchor, probe), (Mode.ANSWER,), None,
+                      {"anchor_answer": "12", "probe_answer": "15"})
+    user = render_messages(ctx)[1]["content"]
+    assert "\\boxed{12}" in user and "\\boxed{15}" in user
+
+
+def test_non_generator_is_rejected():
+    with pytest.raises(TypeError, match="generator"):
+        LLMAgent(object())
