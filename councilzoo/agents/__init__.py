@@ -16,12 +16,16 @@ from councilzoo.agents.controllers import Controller, FixedController, RandomCon
 from councilzoo.agents.llm import LLMAgent
 from councilzoo.agents.parsing import parse_action, parse_mode
 from councilzoo.agents.prompts import INSTRUCTIONS, ROLE_PROMPTS, render_messages
+from councilzoo.agents.regret_controller import RegretMatchingController
 from councilzoo.agents.simulated import SimulatedAgent, TokenModel
 
 _LAZY = {
     "TransformersGenerator": "councilzoo.agents.generators",
     "VLLMGenerator": "councilzoo.agents.generators",
     "OpenAIGenerator": "councilzoo.agents.generators",
+    "make_generator": "councilzoo.agents.generators",
+    "GenerationError": "councilzoo.agents.generators",
+    "ModelNotCachedError": "councilzoo.agents.generators",
     "ComedController": "councilzoo.agents.comed",
 }
 
@@ -36,6 +40,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "INSTRUCTIONS", "ROLE_PROMPTS", "Agent", "AgentBinding", "Completion", "Controller", "FixedController",
-    "Generator", "LLMAgent", "RandomController", "Sampling", "SimulatedAgent", "TokenModel", "bind_agents",
+    "Generator", "LLMAgent", "RandomController", "RegretMatchingController", "Sampling", "SimulatedAgent",
+    "TokenModel", "bind_agents",
     "default_mode", "parse_action", "parse_mode", "render_messages", *_LAZY,
 ]

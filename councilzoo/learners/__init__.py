@@ -1,4 +1,5 @@
-"""Learners: the rollout engine, and (imported lazily, they pull in torch/TRL) Co-RL and TRACER."""
+"""Learners: the rollout engine; Co-RL, baselines, TRACER, the policy update and checkpoints are
+imported lazily (they pull in torch and transformers)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,20 @@ from typing import Any
 
 from councilzoo.learners.rollout import RolloutEngine, RolloutStats, record_from_dict
 
-_LAZY = {"CoRL": "councilzoo.learners.corl", "Tracer": "councilzoo.learners.tracer"}
+_MODULES = {
+    "councilzoo.learners.corl": ("CoRL", "CoRLConfig", "CohortLearner", "CohortConfig", "MemberConfig"),
+    "councilzoo.learners.baselines": ("Baseline", "BaselineConfig"),
+    "councilzoo.learners.tracer": ("Tracer",),
+    "councilzoo.learners.tracer_config": ("TracerConfig",),
+    "councilzoo.learners.policy_update": (
+        "PolicyUpdater", "PolicyUpdateConfig", "LoraSettings", "RolloutBatch", "group_advantages",
+        "policy_loss", "completion_logps",
+    ),
+    "councilzoo.learners.checkpoint": ("save_checkpoint", "load_checkpoint", "latest_checkpoint"),
+    "councilzoo.learners.distributed": ("CohortLink", "DistributedConfig", "PeerFailure"),
+    "councilzoo.learners.logging": ("MetricsLogger",),
+}
+_LAZY = {name: module for module, names in _MODULES.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:
