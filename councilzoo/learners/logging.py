@@ -76,7 +76,7 @@ class MetricsLogger:
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
         """Record ``metrics`` for ``step`` (non-finite values are written as null in JSONL)."""
         clean = {k: (float(v) if math.isfinite(float(v)) else None) for k, v in metrics.items()}
-        self._file.write(json.dumps({"step": step, **clean}) + "\n")
+        self._file.write(json.dumps({**clean, "step": step}) + "\n")  # the step argument wins
         self._file.flush()
         finite = {k: v for k, v in clean.items() if v is not None}
         if self._tb is not None:
