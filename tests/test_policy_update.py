@@ -117,7 +117,7 @@ def test_loss_and_gradients_equal_trl(trl_trainer, batch, tiny_model_dir, level,
     trl_loss = trainer.compute_loss(trainer.model, inputs)
     trl_loss.backward()
 
-    assert float(loss) == pytest.approx(float(trl_loss), abs=1e-6)
+    assert loss.item() == pytest.approx(trl_loss.item(), abs=1e-6)
     ours_grads, trl_grads = _grads(ours), _grads(trainer.model)
     assert ours_grads.keys() == trl_grads.keys()
     assert sum(float(g.abs().sum()) for g in ours_grads.values()) > 0

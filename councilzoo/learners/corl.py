@@ -371,7 +371,8 @@ class CohortLearner:
             out[f"{name}/completion_tokens"] = float(batches[m].completion_mask.sum(-1).float().mean())
             out.update({f"{name}/{k}": v for k, v in M.group_diversity(answers[m], kinds).items()})
         for key in ("reward", "label_accuracy", "oracle_reward", "collapse", "answer_entropy"):
-            out[key] = float(np.nanmean([out[f"{m.cfg.name}/{key}"] for m in self.members]))
+            values = np.array([out[f"{m.cfg.name}/{key}"] for m in self.members], dtype=float)
+            out[key] = float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
         if len(self.cfg.members) > 1:
             out["agreement"] = M.pairwise_agreement(all_own, kinds)
         out["step_time_s"] = time.perf_counter() - start
