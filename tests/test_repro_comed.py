@@ -1,34 +1,87 @@
-"""`councilzoo repro comed --quick`: the sweep runs, the verdict follows from the numbers."""
+"""`councilzoo repro comed`: the tiny-LM seats speak the SFT format; --quick's verdict follows
+from its numbers, per part."""
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
+from councilzoo.agents.llm import LLMAgent
 from councilzoo.cli import main as cli_main
+from councilzoo.envs.core import Mode, Turn, TurnContext
+from councilzoo.repro import comed
+from councilzoo.repro.tiny_lms import addition_problems, solver_messages, tiny_lm
+
+
+@pytest.fixture(scope="session")
+def tiny_solvers() -> dict[str, str]:
+    """The council's quick tiny solvers (what --quick uses), built or found in the cache once."""
+    names = dict.fromkeys([comed.LM_ANCHOR, *comed.LM_PEERS, comed.LM_VERIFIER])
+    return {name: str(tiny_lm(name, quick=True)) for name in names}
+
+
+def test_solver_format_agent_renders_every_seat_as_the_sft_prompt(tiny_model_dir):
+    problem = addition_problems("test", 1)[0]
+    anchor = Turn("anchor", "anchor", 0, Mode.ANSWER, text="The answer is \\boxed{7}.", answer="7")
+    features = np.zeros(9, dtype=np.float32)
+    seats = {"anchor": ("anchor", ()), "peer_0": ("probe", (anchor,)), "verifier": ("verifier", (anchor,)),
+             "peer_1": ("peer", (anchor,))}
+    contexts = [TurnContext(0, agent, role, 0, problem, seen, (Mode.ANSWER,), features)
+                for agent, (role, seen) in seats.items()]
+    agent = comed.SolverFormatAgent(str(tiny_model_dir), name="solver")
+    requests = agent.plan(contexts)
+    for request, ctx in zip(requests, contexts, strict=True):
+        assert request.messages == solver_messages(problem, comed.solver_role(ctx.role))
+        assert request.context is ctx  # parsing still sees the game's own role
+    assert comed.solver_role("verifier") == "member"
+    # what a plain LLMAgent would have shown the probe: the anchor's answer, outside the SFT format
+    plain = LLMAgent(agent.generator).plan(contexts[1:2])[0].messages
+    assert "\\boxed{7}" in plain[1]["content"] and plain != requests[1].messages
 
 
 @pytest.mark.slow
-def test_quick_repro_writes_a_consistent_report(tmp_path):
+def test_quick_repro_writes_a_consistent_report(tmp_path, tiny_solvers):
     assert cli_main(["repro", "comed", "--quick", "--out", str(tmp_path)]) == 0
     out = tmp_path / "comed"
     report = json.loads((out / "report.json").read_text())
     for figure in report["figures"]:
         assert (out / figure).stat().st_size > 0
-    checks = report["results"]["checks"]
-    assert report["verdict"]["held"] == all(c["held"] for c in checks)
-    rows = report["results"]["sweep"]
+    results = report["results"]
+    parts = {p["part"]: p["held"] for p in results["parts"]}
+    assert set(parts) == {"simulated", "tiny_lm"}
+    assert report["verdict"]["held"] == all(parts.values())
+    assert parts["simulated"] == all(c["held"] for c in results["checks"])
+    assert parts["tiny_lm"] == results["tiny_lm_check"][0]["held"]
+
+    rows = results["sweep"]
     levels = sorted({r["swayed_prob"] for r in rows})
     debate = {r["swayed_prob"]: r for r in rows if r["protocol"] == "debate"}
     single = {r["swayed_prob"]: r for r in rows if r["protocol"] == "single"}
     # harm grows with the peers' harm propensity; rescue - harm == accuracy change, per row
     assert debate[levels[-1]]["harm"] > debate[levels[0]]["harm"]
-    for r in rows:
+    for r in rows + results["tiny_lm_protocols"]:
         assert abs(r["net"] - (r["rescue"] - r["harm"])) < 1e-9
-    cross = report["results"]["dense_loses_to_anchor_from_swayed_prob"]
+    cross = results["dense_loses_to_anchor_from_swayed_prob"]
     if cross is not None:  # interpolated between the grid levels where debate's lead changes sign
         above = min(lv for lv in levels if lv >= cross)
         assert debate[above]["accuracy"] < single[above]["accuracy"]
         assert all(debate[lv]["accuracy"] >= single[lv]["accuracy"] for lv in levels if lv < cross)
-    assert "Verdict" in (out / "report.md").read_text()
+
+    lm = {r["protocol"]: r for r in results["tiny_lm_protocols"]}
+    assert set(lm) == {*comed.PROTOCOLS, "oracle_gate"}
+    for r in lm.values():  # Acc = Acc_anchor + Rescue - Harm, each against its own anchor
+        assert abs(r["accuracy"] - (r["anchor_accuracy"] + r["net"])) < 1e-9
+    assert lm["debate"]["anchor_accuracy"] == lm["single"]["accuracy"]  # one anchor sample
+    assert lm["oracle_gate"]["anchor_accuracy"] == lm["comed"]["anchor_accuracy"]  # COMED's samples
+    assert lm["oracle_gate"]["harm"] == 0
+    check = results["tiny_lm_check"][0]
+    assert check["held"] == (
+        lm["comed"]["accuracy"] >= lm["debate"]["accuracy"]
+        and lm["comed"]["calls"] < lm["debate"]["calls"]
+        and lm["comed"]["tokens"] < lm["debate"]["tokens"]
+        and lm["comed"]["harm"] < lm["debate"]["harm"]
+    )
+    md = (out / "report.md").read_text()
+    assert "Verdict" in md and "tiny_lm_protocols" in md

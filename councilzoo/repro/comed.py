@@ -18,9 +18,22 @@ Verdict (computed): the claim holds when, at every harm level, COMED's mean accu
 dense debate's while it makes fewer invocations and decodes fewer tokens, and its harm rate is
 below debate's.
 
-Sections: the result is assembled from sections (``SECTIONS``); ``simulated`` is the one above.
-A tiny-LM section (real tiny language models of different skill, ``councilzoo.repro.tiny_lms``)
-plugs in as another ``(name, function)`` entry returning the same kind of dict.
+Tiny-LM part (``tiny_lm``): the same protocols with real language models of different skill,
+the SFT'd tiny solvers of ``councilzoo.repro.tiny_lms`` (two-digit addition), sampled at
+temperature ``LM_TEMPERATURE`` so the anchor's self-consistency carries signal. The anchor is
+the weak solver (~15-30% greedy accuracy); the peers are the strong Llama-style solver (the
+probe), and the two mid-skill solvers of each family; the strong solver adjudicates VERIFY.
+COMED's thresholds and the router are fitted on the ``dev`` split, everything is scored on
+``test``. The tiny solvers were SFT'd on first-turn prompts only (``tiny_lms.solver_messages``:
+the question, no transcript), so ``SolverFormatAgent`` renders every turn in that format: each
+seat answers the question independently and the games' own rules do the collaborating (debate:
+plurality of the debaters' final answers; VERIFY: the verifier's answer). Harm here is a wrong
+collaborative answer replacing a right anchor answer, not a peer being talked out of it. Same
+check as above, per seed-averaged row.
+
+Sections: the result is assembled from sections (``SECTIONS``), each returning its results,
+setup, figures and a sub-verdict; the claim's verdict holds when every part's does, and the
+report lists each part's verdict and reason (``results["parts"]``).
 """
 
 from __future__ import annotations
@@ -35,11 +48,24 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from councilzoo.agents.base import Sampling  # noqa: E402
+from councilzoo.agents.generators.transformers_backend import TransformersGenerator  # noqa: E402
+from councilzoo.agents.llm import LLMAgent, Request  # noqa: E402
 from councilzoo.config import load_config  # noqa: E402
+from councilzoo.envs.core import TurnContext  # noqa: E402
 from councilzoo.evaluation.council import CouncilConfig  # noqa: E402
 from councilzoo.evaluation.demo import DEMO_COUNCIL  # noqa: E402
 from councilzoo.evaluation.harness import Evaluation  # noqa: E402
-from councilzoo.evaluation.report import frontier_plot  # noqa: E402
+from councilzoo.evaluation.report import frontier_plot, pareto_frontier, rescue_harm_plot  # noqa: E402
+from councilzoo.repro.tiny_lms import (  # noqa: E402
+    MAX_NEW_TOKENS,
+    SOLVER_ROLES,
+    addition_problems,
+    solver_messages,
+    tiny_lm,
+    tiny_lm_info,
+    torch_threads,
+)
 from councilzoo.tasks import synthetic_problems  # noqa: E402
 from councilzoo.theory.stats import mean_ci  # noqa: E402
 
@@ -52,9 +78,17 @@ COLORS = {
     "debate": "tab:red",
     "comed": "tab:purple",
 }
-METRICS = ("accuracy", "calls", "tokens", "rescue", "harm", "net", "escalation_rate")
-FULL = {"levels": (0.0, 0.15, 0.3, 0.45, 0.6), "seeds": 3, "test": 200, "dev": 200}
-QUICK = {"levels": (0.0, 0.3, 0.6), "seeds": 2, "test": 80, "dev": 100}
+METRICS = ("accuracy", "calls", "tokens", "anchor_accuracy", "rescue", "harm", "net", "escalation_rate")
+FULL = {"levels": (0.0, 0.15, 0.3, 0.45, 0.6), "seeds": 3, "test": 200, "dev": 200,
+        "lm_seeds": 3, "lm_test": 250, "lm_dev": 250, "quick_lms": False}
+QUICK = {"levels": (0.0, 0.3, 0.6), "seeds": 2, "test": 80, "dev": 100,
+         "lm_seeds": 1, "lm_test": 24, "lm_dev": 24,
+         "quick_lms": True}  # under-trained tiny LMs (tiny_lms.quick_spec): checks the pipeline only
+# The tiny-LM council: seat -> tiny_lms.REGISTRY name. peers[0] is COMED's probe.
+LM_ANCHOR, LM_VERIFIER = "solver-weak", "solver-strong"
+LM_PEERS = ("solver-strong", "solver-qwen-a", "solver-llama-b")
+LM_TEMPERATURE = 0.8
+LM_SAMPLES = 5  # anchor samples (self-consistency and COMED's consistency signal)
 
 
 def council_at(swayed: float, seed: int, dev_size: int) -> CouncilConfig:
@@ -137,8 +171,27 @@ def _plot_sweep(levels: list[float], table: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def simulated(out_dir: Path, seeds: int, sizes: dict[str, Any]) -> dict[str, Any]:
-    """The simulated sweep: rows per (level, protocol), crossover, frontier, figures, checks."""
+def _comed_check(comed: dict[str, Any], debate: dict[str, Any]) -> dict[str, Any]:
+    """The claim's test on one pair of seed-averaged rows: COMED at least as accurate as dense
+    debate, with fewer invocations and tokens, and less harm."""
+    return {
+        "comed_acc_minus_debate": comed["accuracy"] - debate["accuracy"],
+        "calls_ratio": comed["calls"] / debate["calls"],
+        "tokens_ratio": comed["tokens"] / debate["tokens"],
+        "comed_harm": comed["harm"],
+        "debate_harm": debate["harm"],
+        "held": bool(
+            comed["accuracy"] >= debate["accuracy"]
+            and comed["calls"] < debate["calls"]
+            and comed["tokens"] < debate["tokens"]
+            and comed["harm"] < debate["harm"]
+        ),
+    }
+
+
+def simulated(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dict[str, Any]:
+    """The simulated sweep: rows per (level, protocol), crossover, frontier, figures, sub-verdict."""
+    seeds = seeds or sizes["seeds"]
     levels = list(sizes["levels"])
     table: dict[float, dict[str, dict]] = {}
     for level in levels:
@@ -158,46 +211,9 @@ def simulated(out_dir: Path, seeds: int, sizes: dict[str, Any]) -> dict[str, Any
         for lv in levels
         for p in PROTOCOLS
     ]
-    checks = []
-    for lv in levels:
-        c, d = table[lv]["comed"], table[lv]["debate"]
-        checks.append(
-            {
-                "swayed_prob": lv,
-                "comed_acc_minus_debate": c["accuracy"] - d["accuracy"],
-                "calls_ratio": c["calls"] / d["calls"],
-                "tokens_ratio": c["tokens"] / d["tokens"],
-                "comed_harm": c["harm"],
-                "debate_harm": d["harm"],
-                "held": bool(
-                    c["accuracy"] >= d["accuracy"]
-                    and c["calls"] < d["calls"]
-                    and c["tokens"] < d["tokens"]
-                    and c["harm"] < d["harm"]
-                ),
-            }
-        )
-    return {
-        "rows": rows,
-        "checks": checks,
-        "dense_loses_to_anchor_from_swayed_prob": _crossover(levels, table),
-        "figures": ["sweep.png", "frontier.png"],
-    }
-
-
-SECTIONS = (("simulated", simulated),)
-
-
-def run(out_dir: str | Path, seeds: int | None = None, quick: bool = False) -> dict[str, Any]:
-    """Run every section into ``out_dir``; the result dict of ``councilzoo.repro.report``."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    sizes = QUICK if quick else FULL
-    seeds = seeds or sizes["seeds"]
-    sections = {name: fn(out_dir, seeds, sizes) for name, fn in SECTIONS}
-    sim = sections["simulated"]
-    failed = [c["swayed_prob"] for c in sim["checks"] if not c["held"]]
-    cross = sim["dense_loses_to_anchor_from_swayed_prob"]
+    checks = [{"swayed_prob": lv, **_comed_check(table[lv]["comed"], table[lv]["debate"])} for lv in levels]
+    cross = _crossover(levels, table)
+    failed = [c["swayed_prob"] for c in checks if not c["held"]]
     cross_text = (
         f"dense debate falls below the anchor alone from swayed_prob ~ {cross:.2f}"
         if cross is not None
@@ -209,29 +225,174 @@ def run(out_dir: str | Path, seeds: int | None = None, quick: bool = False) -> d
             f"{cross_text}."
         )
     else:
-        worst = sim["checks"][-1]
         reason = (
             f"at every harm level COMED matched or beat dense debate's accuracy with less harm, "
-            f"using {worst['calls_ratio']:.2f}x its invocations and {worst['tokens_ratio']:.2f}x its tokens "
-            f"at the most harm-prone level; {cross_text}."
+            f"using {checks[-1]['calls_ratio']:.2f}x its invocations and {checks[-1]['tokens_ratio']:.2f}x "
+            f"its tokens at the most harm-prone level; {cross_text}."
         )
     return {
-        "claim": CLAIM,
         "setup": {
             "council": "councilzoo.evaluation.demo.DEMO_COUNCIL (simulated)",
             "swept": "peers' swayed_prob",
-            "levels": list(sizes["levels"]),
+            "levels": levels,
             "seeds": seeds,
             "test_problems": sizes["test"],
             "dev_problems": sizes["dev"],
-            "protocols": list(PROTOCOLS),
-            "quick": quick,
+        },
+        "results": {"sweep": rows, "checks": checks, "dense_loses_to_anchor_from_swayed_prob": cross},
+        "held": not failed,
+        "reason": reason,
+        "figures": ["sweep.png", "frontier.png"],
+    }
+
+
+# --- tiny-LM part -----------------------------------------------------------------------------
+
+
+def solver_role(role: str) -> str:
+    """The SFT role a game role is rendered as: itself if the solvers were trained on it, else member."""
+    return role if role in SOLVER_ROLES else "member"
+
+
+class SolverFormatAgent(LLMAgent):
+    """An ``LLMAgent`` over a tiny solver whose every prompt is the solver's SFT format.
+
+    ``LLMAgent`` renders the transcript (other agents' answers) into the prompt of the probe,
+    the verifier and every debater, and uses the ``verifier`` role prompt; the tiny solvers saw
+    neither in SFT. This agent keeps ``LLMAgent``'s modes, samples, batching and parsing and
+    replaces only the messages: ``tiny_lms.solver_messages(problem, solver_role(role))``.
+    """
+
+    def __init__(self, model: str, *, name: str, temperature: float = LM_TEMPERATURE, seed: int = 0):
+        generator = TransformersGenerator(model, batch_size=512, seed=seed)
+        sampling = Sampling(max_new_tokens=MAX_NEW_TOKENS, temperature=temperature)
+        super().__init__(generator, sampling=sampling, name=name)
+
+    def plan(self, contexts: list[TurnContext]) -> list[Request]:
+        requests = super().plan(contexts)
+        for request in requests:
+            if request.messages is not None:
+                request.messages = solver_messages(request.context.problem, solver_role(request.context.role))
+        return requests
+
+
+def lm_council(seed: int, dev_size: int, quick: bool = False) -> CouncilConfig:
+    """The tiny-LM council (``LM_ANCHOR``, ``LM_PEERS``, ``LM_VERIFIER``), sampled from ``seed``."""
+    names = list(dict.fromkeys([LM_ANCHOR, *LM_PEERS, LM_VERIFIER]))
+    agent = f"{__name__}:{SolverFormatAgent.__name__}"
+    models = {
+        name: {"type": agent,
+               "kwargs": {"model": str(tiny_lm(name, quick=quick)), "name": name, "seed": 1000 * seed + i}}
+        for i, name in enumerate(names)
+    }
+    return load_config(
+        {
+            "models": models,
+            "anchor": LM_ANCHOR,
+            "peers": list(LM_PEERS),
+            "verifier": LM_VERIFIER,
+            "samples": LM_SAMPLES,
+            "debate_rounds": 2,
+            "comed": {"lam": 0.02, "cost_unit": "calls", "dev_size": dev_size},
+        },
+        CouncilConfig,
+    )
+
+
+def run_lm_cell(seed: int, n_test: int, n_dev: int, quick: bool = False) -> dict[str, dict[str, Any]]:
+    """One seed of the tiny-LM council: each protocol's summary row (plus the oracle gate)."""
+    test, dev = addition_problems("test", n_test, seed=seed), addition_problems("dev", n_dev, seed=seed)
+    ev = Evaluation(lm_council(seed, n_dev, quick), test, dev, progress=False, num_envs=n_test, seed=seed)
+    return {row["protocol"]: row for row in ev.rows([*PROTOCOLS, "oracle_gate"])}
+
+
+def tiny_lms_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dict[str, Any]:
+    """The tiny-LM council on addition: protocol rows with rescue/harm, frontier, sub-verdict."""
+    lm_seeds = seeds or sizes["lm_seeds"]
+    with torch_threads():
+        cells = [run_lm_cell(seed, sizes["lm_test"], sizes["lm_dev"], sizes["quick_lms"])
+                 for seed in range(lm_seeds)]
+    protocols = [*PROTOCOLS, "oracle_gate"]
+    table = {p: _aggregate(cells, p) for p in protocols}
+    rows = [{"protocol": p, "oracle": p == "oracle_gate", **table[p]} for p in protocols]
+    frontier_plot(rows, out_dir / "tiny_lm_frontier.png")
+    rescue_harm_plot([r for r in rows if r["protocol"] != "single"], out_dir / "tiny_lm_rescue_harm.png")
+    comed_runs = [
+        {"seed": seed, **c["comed"]["thresholds"], **{f"path_{k}": v for k, v in c["comed"]["paths"].items()}}
+        for seed, c in enumerate(cells)
+    ]
+    gap = mean_ci([c["comed"]["accuracy"] - c["debate"]["accuracy"] for c in cells])
+    check = {**_comed_check(table["comed"], table["debate"]), "acc_gap_ci_seeds": [gap[1], gap[2]]}
+    frontier = {cost: pareto_frontier(rows, cost) for cost in ("calls", "tokens")}
+    comed, debate = table["comed"], table["debate"]
+    wanted = {"accuracy": "higher", "calls": "lower", "tokens": "lower", "harm": "lower"}
+    misses = [
+        f"{m} {comed[m]:.3f} vs debate's {debate[m]:.3f} (wanted {want})"
+        for m, want in wanted.items()
+        if (comed[m] < debate[m] if want == "higher" else comed[m] >= debate[m])
+    ]
+    summary = (
+        f"COMED {comed['accuracy']:.3f} (rescue {comed['rescue']:.3f}, harm {comed['harm']:.3f}, "
+        f"{comed['calls']:.2f} calls) vs dense debate {debate['accuracy']:.3f} "
+        f"(rescue {debate['rescue']:.3f}, harm {debate['harm']:.3f}, {debate['calls']:.2f} calls), "
+        f"anchor alone {table['single']['accuracy']:.3f}; "
+        f"accuracy-calls frontier: {', '.join(frontier['calls'])}"
+    )
+    reason = summary + ("." if not misses else f"; COMED missed the check on {'; '.join(misses)}.")
+    models = {}
+    for name in dict.fromkeys([LM_ANCHOR, *LM_PEERS, LM_VERIFIER]):
+        info = tiny_lm_info(tiny_lm(name, quick=sizes["quick_lms"]))
+        models[name] = {k: info[k] for k in ("parameters", "test_accuracy", "build_seconds")}
+    keep = ("protocol", "oracle", *METRICS, "accuracy_ci")
+    return {
+        "setup": {
+            "lm_task": "two-digit addition (councilzoo.repro.tiny_lms); fitted on dev, scored on test",
+            "lm_council": f"anchor {LM_ANCHOR}, peers {list(LM_PEERS)} (1st probes), verifier {LM_VERIFIER}",
+            "lm_models_greedy_test_accuracy": {n: round(m["test_accuracy"], 3) for n, m in models.items()},
+            "lm_sampling": f"temperature {LM_TEMPERATURE}, anchor samples {LM_SAMPLES}, debate 3 x 2 rounds",
+            "lm_prompts": "tiny_lms.solver_messages on every turn (SolverFormatAgent): independent answers",
+            "lm_seeds": lm_seeds,
+            "lm_test_problems": sizes["lm_test"],
+            "lm_dev_problems": sizes["lm_dev"],
         },
         "results": {
-            "sweep": sim["rows"],
-            "checks": sim["checks"],
-            "dense_loses_to_anchor_from_swayed_prob": cross,
+            "tiny_lm_protocols": [{k: r[k] for k in keep} for r in rows],
+            "tiny_lm_check": [check],
+            "tiny_lm_comed_fits": comed_runs,
+            "tiny_lm_frontier_calls": frontier["calls"],
+            "tiny_lm_frontier_tokens": frontier["tokens"],
         },
-        "verdict": {"held": not failed, "reason": reason},
-        "figures": [f for s in sections.values() for f in s["figures"]],
+        "held": not misses,
+        "reason": reason,
+        "figures": ["tiny_lm_frontier.png", "tiny_lm_rescue_harm.png"],
+    }
+
+
+SECTIONS = (("simulated", simulated), ("tiny_lm", tiny_lms_part))
+
+
+def run(out_dir: str | Path, seeds: int | None = None, quick: bool = False) -> dict[str, Any]:
+    """Run every section into ``out_dir``; the result dict of ``councilzoo.repro.report``.
+
+    ``seeds`` overrides each part's default number of seeds.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sizes = QUICK if quick else FULL
+    parts = {name: fn(out_dir, seeds, sizes) for name, fn in SECTIONS}
+    held = all(p["held"] for p in parts.values())
+    return {
+        "claim": CLAIM,
+        "setup": {k: v for p in parts.values() for k, v in p["setup"].items()}
+        | {"protocols": list(PROTOCOLS), "quick": quick},
+        "results": {
+            "parts": [{"part": name, "held": p["held"], "reason": p["reason"]} for name, p in parts.items()],
+            **{k: v for p in parts.values() for k, v in p["results"].items()},
+        },
+        "verdict": {
+            "held": held,
+            "reason": " ".join(f"[{name}: {'held' if p['held'] else 'not held'}] {p['reason']}"
+                               for name, p in parts.items()),
+        },
+        "figures": [f for p in parts.values() for f in p["figures"]],
     }

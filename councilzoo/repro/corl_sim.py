@@ -1,0 +1,126 @@
+"""Simulated companion of the Co-RL reproduction: where do peer rewards tip into collapse?
+
+Each cohort member is a tabular softmax policy over a problem's candidate answers: index 0 is the
+gold answer, index 1 a *shared distractor* (the wrong answer that similar models share), the
+rest member-specific slips. A member starts with one preferred answer per problem (its *mode*,
+logit ``mode_logit`` above the others): gold with probability ``skill``, otherwise a wrong one.
+The error-correlation knob ``rho`` sets how much the members' mistakes coincide: with
+probability ``rho`` a member takes the cohort's shared draw for *whether* it errs on a problem
+(else its own), and with probability ``rho`` its wrong mode is the shared distractor (else a
+random slip). At ``rho = 0`` errors are independent; at ``rho = 1`` the members err on the same
+problems with the same wrong answer.
+
+Every step each member samples G answers per problem, the rewards come from
+``councilzoo.envs.rewards.compute_rewards`` (the rule the LM learners use), and each member takes
+a policy-gradient step with group-normalised advantages (GRPO's, without clipping: on-policy).
+Measured at the end, per member and problem: greedy accuracy (argmax is gold) and *wrong
+consensus* (the probability mass of the argmax when the argmax is wrong: the share of samples
+that agree on a wrong answer, the collapse indicator of the LM runs).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from councilzoo.envs.rewards import compute_rewards
+
+RULES = ("ground_truth", "self_majority", "ring", "peer_majority")
+LETTERS = "ABCDEFGHIJ"  # candidate i is answer LETTERS[i]; compared as multiple-choice letters
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """The simulated cohort and the sweep."""
+
+    members: int = 3  # 3, so that ring and peer_majority differ
+    problems: int = 48
+    candidates: int = 8  # gold, shared distractor, 6 member-specific slips
+    skill: float = 0.6  # chance a member's initial mode is gold
+    mode_logit: float = 1.5
+    samples: int = 8  # G
+    steps: int = 40
+    learning_rate: float = 0.5
+    correlations: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+
+
+def initial_logits(cfg: SimConfig, rho: float, rng: np.random.Generator) -> np.ndarray:
+    """(members, problems, candidates) starting logits at error correlation ``rho``."""
+    n, p, k = cfg.members, cfg.problems, cfg.candidates
+    shared_draw = rng.random(p)
+    own_draw = rng.random((n, p))
+    draw = np.where(rng.random((n, p)) < rho, shared_draw, own_draw)
+    slips = rng.integers(2, k, size=(n, p))
+    wrong_mode = np.where(rng.random((n, p)) < rho, 1, slips)
+    mode = np.where(draw < cfg.skill, 0, wrong_mode)
+    logits = np.zeros((n, p, k))
+    np.put_along_axis(logits, mode[..., None], cfg.mode_logit, axis=-1)
+    return logits
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    z = np.exp(x - x.max(axis=-1, keepdims=True))
+    return z / z.sum(axis=-1, keepdims=True)
+
+
+@functools.lru_cache(maxsize=200_000)
+def _rewards(rule: str, answers: tuple[tuple[str, ...], ...]) -> tuple[tuple[float, ...], ...]:
+    """``compute_rewards`` on letters (gold is "A"), memoised: sharpened policies repeat often."""
+    return tuple(map(tuple, compute_rewards(rule, answers, "multiple_choice", gold="A").rewards))
+
+
+def _advantages(rewards: np.ndarray) -> np.ndarray:
+    """GRPO's group-normalised advantages along the last axis (unbiased std + 1e-4)."""
+    centred = rewards - rewards.mean(axis=-1, keepdims=True)
+    return centred / (rewards.std(axis=-1, ddof=1, keepdims=True) + 1e-4)
+
+
+def measure(logits: np.ndarray) -> dict[str, float]:
+    """Greedy accuracy and wrong consensus, averaged over members and problems."""
+    probs = _softmax(logits)
+    top = probs.argmax(axis=-1)
+    wrong_mass = np.where(top != 0, probs.max(axis=-1), 0.0)
+    return {"accuracy": float((top == 0).mean()), "collapse": float(wrong_mass.mean())}
+
+
+def train(cfg: SimConfig, rule: str, rho: float, seed: int) -> dict[str, float]:
+    """Train one cohort under ``rule`` from the ``rho``-correlated start; start and end metrics."""
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
+    rng = np.random.default_rng(seed)
+    logits = initial_logits(cfg, rho, rng)
+    start = measure(logits)
+    n, p, k, g = cfg.members, cfg.problems, cfg.candidates, cfg.samples
+    eye = np.eye(k)
+    for _ in range(cfg.steps):
+        probs = _softmax(logits)
+        cdf = probs.cumsum(axis=-1)
+        u = rng.random((n, p, g, 1))
+        picks = np.minimum((u > cdf[:, :, None, :]).sum(axis=-1), k - 1)  # (n, p, g)
+        rewards = np.empty((n, p, g))
+        for j in range(p):
+            answers = tuple(tuple(LETTERS[a] for a in picks[m, j]) for m in range(n))
+            rewards[:, j] = _rewards(rule, answers)
+        adv = _advantages(rewards)
+        # d log pi(a) / d logits = onehot(a) - pi; mean over the group's samples
+        grad = (adv[..., None] * (eye[picks] - probs[:, :, None, :])).mean(axis=2)
+        logits += cfg.learning_rate * grad
+    end = measure(logits)
+    return {
+        "start_accuracy": start["accuracy"],
+        "start_collapse": start["collapse"],
+        "accuracy": end["accuracy"],
+        "collapse": end["collapse"],
+    }
+
+
+def sweep(cfg: SimConfig, seeds: int) -> list[dict[str, float | str]]:
+    """One row per (rule, rho, seed)."""
+    return [
+        {"rule": rule, "rho": rho, "seed": seed, **train(cfg, rule, rho, seed)}
+        for rule in RULES
+        for rho in cfg.correlations
+        for seed in range(seeds)
+    ]
