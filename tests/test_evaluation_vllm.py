@@ -7,83 +7,33 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
-import subprocess
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+import vllm_server
 import yaml
 
 from councilzoo.evaluation.harness import main
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[1]
-VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
-STARTUP_S = 300
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
-def vllm_server(tiny_model_dir, tmp_path_factory):
-    if not VLLM_PYTHON.exists():
-        pytest.skip(".venv-vllm is absent: run scripts/setup_vllm_env.sh to enable the vllm tier")
-    port = _free_port()
-    env = {
-        **os.environ,
-        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-        "VLLM_HOST_IP": "127.0.0.1",
-        "HF_HUB_OFFLINE": "1",
-        "VLLM_CPU_KVCACHE_SPACE": "1",
-    }
-    log = (tmp_path_factory.mktemp("vllm") / "server.log").open("w")
-    cmd = [
-        str(VLLM_PYTHON),
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        str(tiny_model_dir),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--enforce-eager",
-        "--max-model-len",
-        "512",
-    ]
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+def server_url(tiny_model_dir, tmp_path_factory):
+    if not vllm_server.VLLM_PYTHON.exists():
+        pytest.skip(vllm_server.SKIP_REASON)
+    log = tmp_path_factory.mktemp("vllm") / "server.log"
+    proc, url = vllm_server.start(tiny_model_dir, log)
     try:
-        deadline = time.time() + STARTUP_S
-        while time.time() < deadline:
-            if proc.poll() is not None:
-                pytest.fail(f"vLLM server exited with {proc.returncode}; see {log.name}")
-            try:
-                urllib.request.urlopen(f"{url}/v1/models", timeout=2)
-                break
-            except OSError:
-                time.sleep(1)
-        else:
-            pytest.fail(f"vLLM server did not start within {STARTUP_S} s; see {log.name}")
-        yield f"{url}/v1", str(tiny_model_dir)
+        vllm_server.wait_healthy(proc, url, log)
+        yield f"{url}/v1"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        vllm_server.stop(proc)
 
 
-def test_eval_runs_against_the_vllm_endpoint(vllm_server, tmp_path):
-    base_url, model = vllm_server
+def test_eval_runs_against_the_vllm_endpoint(server_url, tmp_path):
+    base_url, model = server_url, vllm_server.SERVED_NAME
     council = yaml.safe_load((ROOT / "configs" / "eval_openai.yaml").read_text())
     council["models"]["llm"]["kwargs"] = {"base_url": base_url, "model": model}
     council["models"]["llm"]["agent"] = {"sampling": {"max_new_tokens": 16, "temperature": 1.0}}

@@ -11,17 +11,14 @@ and killed by the last test (the fault test). About 3 minutes on 2 busy cores.
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+import vllm_server
+from vllm_server import VLLM_PYTHON
 
-ROOT = Path(__file__).resolve().parents[1]
-VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
 ENGINE = {"dtype": "float32"}  # the tiny model is float32; vLLM would run CPU models in bf16
 PROMPTS = [
     [{"role": "user", "content": "What is 2 + 3?"}],
@@ -33,13 +30,6 @@ PROMPTS = [
     [{"role": "user", "content": "compute 17 modulo 5 and give the final answer \\boxed{ }"}],
 ]
 MAX_NEW = 24
-CPU_ENV = {
-    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-    "VLLM_HOST_IP": "127.0.0.1",
-    "HF_HUB_OFFLINE": "1",
-    "VLLM_LOGGING_LEVEL": "WARNING",
-    "TOKENIZERS_PARALLELISM": "false",
-}
 
 
 def perturb(state_dict: dict) -> dict:
@@ -93,7 +83,7 @@ def _lora_sync_checks(gen, model_dir: str, greedy) -> dict:
     and the policy must keep training on unmerged adapters."""
     import torch
     from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from councilzoo.agents.generators import TransformersGenerator
 
@@ -103,7 +93,8 @@ def _lora_sync_checks(gen, model_dir: str, greedy) -> dict:
     policy = get_peft_model(base, lora_cfg)
     gen.sync_weights(policy)
     still_unmerged = not any(getattr(m, "merged", False) for m in policy.modules())
-    reference = TransformersGenerator(policy, dtype="float32")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    reference = TransformersGenerator(policy, tokenizer=tokenizer, dtype="float32")
     return {
         "lora_synced": _summary(gen.generate(PROMPTS, sampling=greedy)),
         "lora_reference": _summary(reference.generate(PROMPTS, sampling=greedy)),
@@ -115,15 +106,8 @@ def _lora_sync_checks(gen, model_dir: str, greedy) -> dict:
 
 pytestmark = [
     pytest.mark.vllm,
-    pytest.mark.skipif(
-        not VLLM_PYTHON.exists(),
-        reason=".venv-vllm is absent: build it with `bash scripts/setup_vllm_env.sh`",
-    ),
+    pytest.mark.skipif(not VLLM_PYTHON.exists(), reason=vllm_server.SKIP_REASON),
 ]
-
-
-def _env() -> dict:
-    return {**os.environ, **CPU_ENV}
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +116,7 @@ def engine(tiny_model_dir, tmp_path_factory, server_boot) -> dict:
     out = tmp_path_factory.mktemp("vllm") / "engine.json"
     proc = subprocess.run(
         [str(VLLM_PYTHON), __file__, str(out), str(tiny_model_dir)],
-        env=_env(),
+        env=vllm_server.cpu_env(),
         capture_output=True,
         text=True,
         timeout=600,
@@ -214,48 +198,21 @@ def test_engine_sync_weights_from_a_lora_policy(engine):
 # --- the OpenAI-compatible server ----------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server_boot(tiny_model_dir, tmp_path_factory):
     """Start the server without waiting, so that it boots while the engine worker runs."""
-    port = _free_port()
     log = tmp_path_factory.mktemp("vllm_server") / "server.log"
-    cmd = [
-        str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model_dir),
-        "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-        "--enforce-eager", "--kv-cache-memory-bytes", str(64 << 20), "--logprobs-mode", "processed_logprobs",
-    ]  # fmt: skip
-    with open(log, "w") as sink:
-        proc = subprocess.Popen(cmd, env=_env(), stdout=sink, stderr=subprocess.STDOUT)
-    yield proc, f"http://127.0.0.1:{port}", log
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait(timeout=30)
+    proc, url = vllm_server.start(tiny_model_dir, log)
+    yield proc, url, log
+    vllm_server.stop(proc)
 
 
 @pytest.fixture(scope="module")
 def server(server_boot):
     """The booted server once /health answers: (process, base URL with /v1)."""
-    import httpx
-
     proc, url, log = server_boot
-    deadline = time.monotonic() + 400
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"vLLM server exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return proc, f"{url}/v1"
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            pytest.fail(f"vLLM server not healthy after 400 s:\n{log.read_text()[-4000:]}")
-        time.sleep(1)
+    vllm_server.wait_healthy(proc, url, log)
+    return proc, f"{url}/v1"
 
 
 def test_server_greedy_equals_transformers(server, reference):
@@ -263,7 +220,9 @@ def test_server_greedy_equals_transformers(server, reference):
     from councilzoo.agents.generators import OpenAIGenerator
 
     _, url = server
-    client = OpenAIGenerator(url, "tiny", extra_body={"return_tokens_as_token_ids": True}, max_concurrency=4)
+    client = OpenAIGenerator(
+        url, vllm_server.SERVED_NAME, extra_body={"return_tokens_as_token_ids": True}, max_concurrency=4
+    )
     out = client.generate(PROMPTS, n=2, sampling=Sampling(max_new_tokens=MAX_NEW, temperature=0.0))
     for group, [expected] in zip(
         out,
@@ -284,7 +243,7 @@ def test_server_killed_mid_run_raises_after_retries_and_keeps_finished_work(serv
     from councilzoo.agents.generators import GenerationError, OpenAIGenerator
 
     proc, url = server
-    client = OpenAIGenerator(url, "tiny", max_retries=2, backoff=0.05, timeout=10)
+    client = OpenAIGenerator(url, vllm_server.SERVED_NAME, max_retries=2, backoff=0.05, timeout=10)
     sampling = Sampling(max_new_tokens=8, temperature=1.0, seed=0)
     finished, error = [], None
     for step in range(6):

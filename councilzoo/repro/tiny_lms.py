@@ -59,7 +59,7 @@ SOLVER_ROLES = ("member", "anchor", "peer", "probe", "proposer")
 ANSWER_TEMPLATE = "The answer is \\boxed{{{answer}}}."
 VERDICT_TEMPLATE = "Verdict: {verdict}"
 MAX_NEW_TOKENS = 16
-QUICK_STEPS = 150  # SFT steps of the --quick variants (see quick_spec)
+QUICK_STEPS = 60  # SFT steps of the --quick variants (see quick_spec)
 META_FILE = "tiny_lm.json"
 log = logging.getLogger(__name__)
 

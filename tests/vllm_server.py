@@ -1,0 +1,74 @@
+"""vLLM's OpenAI-compatible CPU server for the vllm test tier: one way to start, await and stop it.
+
+The server runs in .venv-vllm (built by ``scripts/setup_vllm_env.sh``); the tests that talk to it
+run in the main environment.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
+SERVED_NAME = "tiny"
+CPU_ENV = {
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+    "VLLM_HOST_IP": "127.0.0.1",
+    "HF_HUB_OFFLINE": "1",
+    "VLLM_LOGGING_LEVEL": "WARNING",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+SKIP_REASON = ".venv-vllm is absent: build it with `bash scripts/setup_vllm_env.sh`"
+
+
+def cpu_env() -> dict[str, str]:
+    return {**os.environ, **CPU_ENV}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(model_dir: Path, log: Path) -> tuple[subprocess.Popen, str]:
+    """Launch the server on a free loopback port without waiting; (process, base URL)."""
+    port = free_port()
+    cmd = [
+        str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+        "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
+        "--enforce-eager", "--kv-cache-memory-bytes", str(64 << 20), "--logprobs-mode", "processed_logprobs",
+    ]  # fmt: skip
+    with open(log, "w") as sink:
+        proc = subprocess.Popen(cmd, env=cpu_env(), stdout=sink, stderr=subprocess.STDOUT)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def wait_healthy(proc: subprocess.Popen, url: str, log: Path, timeout_s: float = 400) -> None:
+    """Block until ``/health`` answers 200; fail the test with the server's log otherwise."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"vLLM server exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            pytest.fail(f"vLLM server not healthy after {timeout_s:.0f} s:\n{log.read_text()[-4000:]}")
+        time.sleep(1)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=30)
