@@ -1,19 +1,51 @@
-"""``councilzoo repro tracer --quick``: result shape, figures, and a verdict derived from numbers."""
+"""``councilzoo repro tracer``: prompt formats of the tiny-LM part, and the quick run's report."""
 
 from __future__ import annotations
 
 import pytest
 
+from councilzoo.agents.prompts import render_messages
+from councilzoo.envs import review_v0
+from councilzoo.envs.core import Action, Mode
 from councilzoo.repro import run_claim
+from councilzoo.repro.tiny_lms import addition_problems, reviewer_messages, solver_messages, tiny_lm
+from councilzoo.repro.tracer import LM_PROPOSER, LM_REVIEWER, LM_ROUNDS, sft_messages
+
+
+@pytest.fixture(scope="session")
+def tiny_lms():
+    """The quick proposer and reviewer tiny LMs (what --quick uses), built once into the cache."""
+    return {name: tiny_lm(name, quick=True) for name in (LM_PROPOSER, LM_REVIEWER)}
+
+
+def test_sft_messages_are_the_formats_the_tiny_lms_were_trained_on():
+    problem = addition_problems("test", 1)[0]
+    env = review_v0.raw_env(problems=[problem])
+    env.reset(options={"problem": problem})
+    first = env.turn_context("proposer_0")
+    assert sft_messages(first) == solver_messages(problem, "proposer") == render_messages(first)
+    env.step(Action(Mode.REFRESH, text="The answer is \\boxed{12}.", answer="12"))
+    review = env.turn_context("reviewer_0")
+    assert sft_messages(review) == reviewer_messages(problem, "12")
+    env.step(Action(Mode.SPEAK, text="Verdict: WRONG", verdict="WRONG"))
+    # A later REFRESH: review-v0 shows the proposal and the review; the solver never saw that.
+    again = env.turn_context("proposer_0")
+    assert render_messages(again) != solver_messages(problem, "proposer")
+    assert sft_messages(again) == solver_messages(problem, "proposer")
 
 
 @pytest.mark.slow
-def test_quick_repro_writes_report_figures_and_a_computed_verdict(tmp_path):
+def test_quick_repro_writes_report_figures_and_computed_verdicts(tmp_path, tiny_lms):
     result = run_claim("tracer", tmp_path, seeds=2, quick=True)
     out = tmp_path / "tracer"
     assert (out / "report.md").is_file() and (out / "report.json").is_file()
     assert all((out / f).is_file() and (out / f).stat().st_size > 1000 for f in result["figures"])
     res = result["results"]
+    parts = {p["part"]: p["held"] for p in res["parts"]}
+    assert set(parts) == {"simulated", "tiny_lm"}
+    assert result["verdict"]["held"] == all(parts.values())
+
+    # Simulated part.
     assert res["all_states_within_bound"] and res["max_regret_over_bound"] <= 1.0
     rows = res["protocols"]
     assert {r["protocol"] for r in rows} == {"tracer", "always_speak", "never_review"}
@@ -21,4 +53,17 @@ def test_quick_repro_writes_report_figures_and_a_computed_verdict(tmp_path):
     expected = (res["all_states_within_bound"] and bool(res["levels_where_speaking_helps"])
                 and all(res["learns_where_speaking_helps"].values())
                 and min(res["mean_gap_to_best_fixed"].values()) > -0.02)
-    assert result["verdict"]["held"] == expected
+    assert parts["simulated"] == expected
+
+    # Tiny-LM part: the fixed protocols cost what their rules say, the verdict follows the numbers.
+    lm = {r["protocol"]: r for r in res["tiny_lm_protocols"]}
+    assert lm["always_speak"]["calls_per_question"] == LM_ROUNDS
+    assert lm["never_review"]["calls_per_question"] == 1
+    assert 1 <= lm["tracer"]["calls_per_question"] <= LM_ROUNDS
+    assert all(0 <= r["accuracy"] <= 1 and len(r["accuracy_ci"]) == 2 for r in lm.values())
+    check = res["tiny_lm_check"][0]
+    assert check["calls_gap"] == pytest.approx(lm["tracer"]["calls_per_question"] - LM_ROUNDS)
+    assert check["accuracy_gap"] == pytest.approx(lm["tracer"]["accuracy"] - lm["always_speak"]["accuracy"])
+    assert check["fewer_calls"] == (check["calls_gap_ci"][1] < 0)
+    assert parts["tiny_lm"] == (check["fewer_calls"] and check["accuracy_gap"] > -0.02)
+    assert {r["role"] for r in res["tiny_lm_learned_policy"]} <= {"proposer", "reviewer"}

@@ -52,4 +52,6 @@ class Generator(Protocol):
     """A text backend. ``prompts`` are chat message lists (``[{"role", "content"}, ...]``) or
     already-rendered strings; the result holds ``n`` completions per prompt, in prompt order."""
 
-    def generate(self, prompts: list, n: int = 1, sampling: Sampling | None = None) -> list[list[Completion]]: ...
+    def generate(
+        self, prompts: list, n: int = 1, sampling: Sampling | None = None
+    ) -> list[list[Completion]]: ...

@@ -141,7 +141,8 @@ def save_checkpoint(
             torch.save(obj.state_dict(), tmp / name / f"{key}.pt")
     torch.save(rng_state(generators), tmp / "rng.pt")
     if arrays:
-        save_numpy({k: np.require(v, requirements="C") for k, v in arrays.items()}, str(tmp / "arrays.safetensors"))
+        contiguous = {k: np.require(v, requirements="C") for k, v in arrays.items()}  # 0-d stays 0-d
+        save_numpy(contiguous, str(tmp / "arrays.safetensors"))
     (tmp / "state.json").write_text(json.dumps({**(state or {}), "step": step}, indent=1))
     _fsync_tree(tmp)
     if final.exists():  # re-saving a step: move the old one aside first, then drop it
