@@ -30,7 +30,7 @@ def test_solver_format_agent_renders_every_seat_as_the_sft_prompt(tiny_model_dir
              "peer_1": ("peer", (anchor,))}
     contexts = [TurnContext(0, agent, role, 0, problem, seen, (Mode.ANSWER,), features)
                 for agent, (role, seen) in seats.items()]
-    agent = comed.SolverFormatAgent(str(tiny_model_dir), name="solver")
+    agent = comed.solver_agent(str(tiny_model_dir), name="solver")
     requests = agent.plan(contexts)
     for request, ctx in zip(requests, contexts, strict=True):
         assert request.messages == solver_messages(problem, comed.solver_role(ctx.role))

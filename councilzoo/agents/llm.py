@@ -13,7 +13,7 @@ all of them. Bad output parses to "no answer"; generator errors propagate.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from councilzoo.agents.base import Completion, Generator, Sampling
@@ -76,7 +76,9 @@ class LLMAgent:
 
     ``role_prompts`` / ``instructions`` override ``councilzoo.agents.prompts`` per role;
     ``samples_per_turn`` maps a role to its number of samples (default anchor 5, member 4, others
-    1); ``max_chars`` bounds each quoted utterance in the prompt.
+    1); ``max_chars`` bounds each quoted utterance in the prompt. ``render`` replaces the prompt
+    renderer altogether (``TurnContext -> chat messages``), e.g. for a model fine-tuned on its own
+    prompt format; modes, sampling, batching and parsing stay the same.
     """
 
     def __init__(
@@ -89,6 +91,7 @@ class LLMAgent:
         sampling: Sampling | None = None,
         samples_per_turn: Mapping[str, int] | None = None,
         max_chars: int = MAX_CHARS,
+        render: Callable[[TurnContext], list[dict[str, str]]] | None = None,
         name: str = "llm",
     ) -> None:
         if not isinstance(generator, Generator):
@@ -105,7 +108,13 @@ class LLMAgent:
                     f"LLMAgent {name!r}: samples_per_turn[{role!r}] must be an int >= 1, got {n!r}"
                 )
         self.max_chars = max_chars
+        self.render = render
         self.name = name
+        self._calls = 0
+
+    def reset_seeds(self) -> None:
+        """Replay the per-call sampling seeds from the first call (``call_sampling``), so protocols
+        evaluated one after another draw the same samples on the same turns (common random numbers)."""
         self._calls = 0
 
     def __repr__(self) -> str:
@@ -121,7 +130,10 @@ class LLMAgent:
                 requests.append(Request(ctx, mode))
                 continue
             n = int(ctx.extras.get("num_samples", self.samples_per_turn.get(ctx.role, 1)))
-            messages = render_messages(ctx, self.role_prompts, self.instructions, max_chars=self.max_chars)
+            messages = (
+                self.render(ctx) if self.render is not None
+                else render_messages(ctx, self.role_prompts, self.instructions, max_chars=self.max_chars)
+            )
             requests.append(Request(ctx, mode, messages, n))
         return requests
 

@@ -25,7 +25,7 @@ the weak solver (~15-30% greedy accuracy); the peers are the strong Llama-style 
 probe), and the two mid-skill solvers of each family; the strong solver adjudicates VERIFY.
 COMED's thresholds and the router are fitted on the ``dev`` split, everything is scored on
 ``test``. The tiny solvers were SFT'd on first-turn prompts only (``tiny_lms.solver_messages``:
-the question, no transcript), so ``SolverFormatAgent`` renders every turn in that format: each
+the question, no transcript), so ``solver_prompt`` renders every turn in that format: each
 seat answers the question independently and the games' own rules do the collaborating (debate:
 plurality of the debaters' final answers; VERIFY: the verifier's answer). Harm here is a wrong
 collaborative answer replacing a right anchor answer, not a peer being talked out of it. Same
@@ -50,7 +50,7 @@ import numpy as np  # noqa: E402
 
 from councilzoo.agents.base import Sampling  # noqa: E402
 from councilzoo.agents.generators.transformers_backend import TransformersGenerator  # noqa: E402
-from councilzoo.agents.llm import LLMAgent, Request  # noqa: E402
+from councilzoo.agents.llm import LLMAgent  # noqa: E402
 from councilzoo.config import load_config  # noqa: E402
 from councilzoo.envs.core import TurnContext  # noqa: E402
 from councilzoo.evaluation.council import CouncilConfig  # noqa: E402
@@ -254,32 +254,26 @@ def solver_role(role: str) -> str:
     return role if role in SOLVER_ROLES else "member"
 
 
-class SolverFormatAgent(LLMAgent):
-    """An ``LLMAgent`` over a tiny solver whose every prompt is the solver's SFT format.
+def solver_prompt(ctx: TurnContext) -> list[dict[str, str]]:
+    """Every seat's prompt in the tiny solvers' SFT format: the question alone, no transcript.
 
-    ``LLMAgent`` renders the transcript (other agents' answers) into the prompt of the probe,
-    the verifier and every debater, and uses the ``verifier`` role prompt; the tiny solvers saw
-    neither in SFT. This agent keeps ``LLMAgent``'s modes, samples, batching and parsing and
-    replaces only the messages: ``tiny_lms.solver_messages(problem, solver_role(role))``.
+    ``LLMAgent``'s own renderer shows the probe, the verifier and every debater the other agents'
+    answers, and uses the ``verifier`` role prompt; the tiny solvers saw neither in SFT.
     """
+    return solver_messages(ctx.problem, solver_role(ctx.role))
 
-    def __init__(self, model: str, *, name: str, temperature: float = LM_TEMPERATURE, seed: int = 0):
-        generator = TransformersGenerator(model, batch_size=512, seed=seed)
-        sampling = Sampling(max_new_tokens=MAX_NEW_TOKENS, temperature=temperature)
-        super().__init__(generator, sampling=sampling, name=name)
 
-    def plan(self, contexts: list[TurnContext]) -> list[Request]:
-        requests = super().plan(contexts)
-        for request in requests:
-            if request.messages is not None:
-                request.messages = solver_messages(request.context.problem, solver_role(request.context.role))
-        return requests
+def solver_agent(model: str, *, name: str, temperature: float = LM_TEMPERATURE, seed: int = 0) -> LLMAgent:
+    """An ``LLMAgent`` over the tiny solver at ``model``, prompted by ``solver_prompt``."""
+    generator = TransformersGenerator(model, batch_size=512, seed=seed)
+    sampling = Sampling(max_new_tokens=MAX_NEW_TOKENS, temperature=temperature)
+    return LLMAgent(generator, sampling=sampling, render=solver_prompt, name=name)
 
 
 def lm_council(seed: int, dev_size: int, quick: bool = False) -> CouncilConfig:
     """The tiny-LM council (``LM_ANCHOR``, ``LM_PEERS``, ``LM_VERIFIER``), sampled from ``seed``."""
     names = list(dict.fromkeys([LM_ANCHOR, *LM_PEERS, LM_VERIFIER]))
-    agent = f"{__name__}:{SolverFormatAgent.__name__}"
+    agent = f"{__name__}:{solver_agent.__name__}"
     models = {
         name: {"type": agent,
                "kwargs": {"model": str(tiny_lm(name, quick=quick)), "name": name, "seed": 1000 * seed + i}}
@@ -350,7 +344,7 @@ def tiny_lms_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> di
             "lm_council": f"anchor {LM_ANCHOR}, peers {list(LM_PEERS)} (1st probes), verifier {LM_VERIFIER}",
             "lm_models_greedy_test_accuracy": {n: round(m["test_accuracy"], 3) for n, m in models.items()},
             "lm_sampling": f"temperature {LM_TEMPERATURE}, anchor samples {LM_SAMPLES}, debate 3 x 2 rounds",
-            "lm_prompts": "tiny_lms.solver_messages on every turn (SolverFormatAgent): independent answers",
+            "lm_prompts": "tiny_lms.solver_messages on every turn (solver_prompt): independent answers",
             "lm_seeds": lm_seeds,
             "lm_test_problems": sizes["lm_test"],
             "lm_dev_problems": sizes["lm_dev"],

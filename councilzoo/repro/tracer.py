@@ -17,7 +17,7 @@ protocol (mean gap > -0.02) at any level.
 
 **Tiny LMs** (CPU, minutes). The proposer is a tiny solver SFT'd on two-digit addition and the
 reviewer a tiny LM SFT'd to judge a proposed sum RIGHT/WRONG (``councilzoo.repro.tiny_lms``),
-both ``LLMAgent``s on ``TransformersGenerator`` prompted in their SFT format (``SFTFormatAgent``:
+both ``LLMAgent``s on ``TransformersGenerator`` prompted in their SFT format (``render=sft_messages``:
 the proposer never learned to read reviews, so a REFRESH is a fresh sampled attempt; the reviewer
 judges greedily). TRACER's controllers (RM+, counterfactual values; the GSPO layer off) train on
 the ``rl`` split and are scored on ``test`` beside always-speak and never-review. Check: the
@@ -39,7 +39,7 @@ import numpy as np  # noqa: E402
 
 from councilzoo.agents.base import Sampling  # noqa: E402
 from councilzoo.agents.generators.transformers_backend import TransformersGenerator  # noqa: E402
-from councilzoo.agents.llm import LLMAgent, Request  # noqa: E402
+from councilzoo.agents.llm import LLMAgent  # noqa: E402
 from councilzoo.config import load_config  # noqa: E402
 from councilzoo.envs.core import TurnContext  # noqa: E402
 from councilzoo.learners.tracer import Tracer, baseline_controllers  # noqa: E402
@@ -196,31 +196,12 @@ def sft_messages(ctx: TurnContext) -> list[dict[str, str]]:
     return solver_messages(ctx.problem, "proposer")
 
 
-class SFTFormatAgent(LLMAgent):
-    """An ``LLMAgent`` whose prompts are the tiny LMs' SFT format (``sft_messages``).
-
-    ``LLMAgent`` renders review-v0's transcript into the prompt (the proposer's own proposal and
-    the reviews; the proposal quoted under ``proposer_0``), which the tiny LMs never saw. This
-    agent keeps ``LLMAgent``'s modes, batching and parsing and replaces only the messages.
-    """
-
-    def restart(self) -> None:
-        """Replay the per-call sampling seeds from the first call (``call_sampling``), so protocols
-        evaluated one after the other see the same samples on the same turns (common random numbers)."""
-        self._calls = 0
-
-    def plan(self, contexts: list[TurnContext]) -> list[Request]:
-        requests = super().plan(contexts)
-        for request in requests:
-            if request.messages is not None:
-                request.messages = sft_messages(request.context)
-        return requests
-
-
-def lm_agents(generators: dict[str, TransformersGenerator], seed: int) -> dict[str, SFTFormatAgent]:
-    """The proposer samples (so a REFRESH is a new attempt), the reviewer judges greedily."""
+def lm_agents(generators: dict[str, TransformersGenerator], seed: int) -> dict[str, LLMAgent]:
+    """The proposer samples (so a REFRESH is a new attempt), the reviewer judges greedily; both
+    are prompted in their SFT format (``sft_messages``: ``LLMAgent``'s own renderer would show the
+    proposer its earlier proposal and the reviews, which the tiny LMs never saw)."""
     temperature = {"proposer": LM_TEMPERATURE, "reviewer": 0.0}
-    return {role: SFTFormatAgent(gen, name=role, sampling=Sampling(
+    return {role: LLMAgent(gen, name=role, render=sft_messages, sampling=Sampling(
         max_new_tokens=MAX_NEW_TOKENS, temperature=temperature[role], seed=1000 * seed + k))
             for k, (role, gen) in enumerate(generators.items())}
 
@@ -241,7 +222,7 @@ def run_lm_cell(generators: dict[str, TransformersGenerator], seed: int, sizes: 
     out = {}
     for protocol in PROTOCOLS:
         for agent in tracer.binding.agents():
-            agent.restart()
+            agent.reset_seeds()
         out[protocol] = tracer.evaluate(test, baselines.get(protocol))
     return out
 
@@ -323,7 +304,7 @@ def tiny_lm_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dic
                                 f"{'accuracy' if role == 'proposer' else 'judge accuracy'} "
                                 f"{info[role]['test_accuracy']:.3f})" for role in paths},
             "lm_sampling": f"proposer temperature {LM_TEMPERATURE} (REFRESH: a new attempt), reviewer greedy",
-            "lm_prompts": "the SFT format (SFTFormatAgent: tiny_lms.solver_messages / reviewer_messages)",
+            "lm_prompts": "the SFT format (LLMAgent(render=sft_messages): tiny_lms solver/reviewer messages)",
             "lm_env": f"review-v0, 1 proposer + 1 reviewer, {LM_ROUNDS} rounds, lambda {LAM}",
             "lm_training": f"{sizes['lm_steps']} steps x {sizes['lm_problems']} problems, RM+, "
                            "counterfactual values; generation layer (GSPO) off",
