@@ -34,7 +34,10 @@ vllm-env:
 test-vllm: setup vllm-env
 	$(VENV)/bin/pytest -q -m vllm
 
-test: lint test-core test-vllm
+# The vLLM environment (a ~2.5 GB install, mostly download) is built while the core tiers run.
+test: lint
+	$(MAKE) -j2 --output-sync=target test-core vllm-env
+	$(MAKE) test-vllm
 
 clean:
 	rm -rf $(VENV) .venv-vllm demo-out .pytest_cache .ruff_cache
