@@ -7,6 +7,7 @@ importing heavy modules lazily so ``councilzoo --help`` stays instant.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -86,7 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError) as err:  # bad user input: a message, not a traceback
+        if os.environ.get("COUNCILZOO_TRACEBACK"):
+            raise
+        print(f"councilzoo {args.command}: error: {err}\n(set COUNCILZOO_TRACEBACK=1 for the traceback)",
+              file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
