@@ -29,7 +29,7 @@ def server_url(tiny_model_dir, tmp_path_factory):
         vllm_server.wait_healthy(proc, url, log)
         yield f"{url}/v1"
     finally:
-        vllm_server.stop(proc)
+        vllm_server.kill(proc)
 
 
 def test_eval_runs_against_the_vllm_endpoint(server_url, tmp_path):

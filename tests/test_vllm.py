@@ -204,7 +204,7 @@ def server_boot(tiny_model_dir, tmp_path_factory):
     log = tmp_path_factory.mktemp("vllm_server") / "server.log"
     proc, url = vllm_server.start(tiny_model_dir, log)
     yield proc, url, log
-    vllm_server.stop(proc)
+    vllm_server.kill(proc)
 
 
 @pytest.fixture(scope="module")
@@ -248,8 +248,7 @@ def test_server_killed_mid_run_raises_after_retries_and_keeps_finished_work(serv
     finished, error = [], None
     for step in range(6):
         if step == 3:
-            proc.kill()
-            proc.wait(timeout=30)
+            vllm_server.kill(proc)
         try:
             finished.append(client.generate(PROMPTS, sampling=sampling))
         except GenerationError as exc:

@@ -7,6 +7,7 @@ run in the main environment.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -46,7 +47,10 @@ def start(model_dir: Path, log: Path) -> tuple[subprocess.Popen, str]:
         "--enforce-eager", "--kv-cache-memory-bytes", str(64 << 20), "--logprobs-mode", "processed_logprobs",
     ]  # fmt: skip
     with open(log, "w") as sink:
-        proc = subprocess.Popen(cmd, env=cpu_env(), stdout=sink, stderr=subprocess.STDOUT)
+        # its own session, so that kill() also reaches the engine-core process the server spawns
+        proc = subprocess.Popen(
+            cmd, env=cpu_env(), stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+        )
     return proc, f"http://127.0.0.1:{port}"
 
 
@@ -68,7 +72,11 @@ def wait_healthy(proc: subprocess.Popen, url: str, log: Path, timeout_s: float =
         time.sleep(1)
 
 
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.kill()
+def kill(proc: subprocess.Popen) -> None:
+    """SIGKILL the server and every process it started (no orphaned engine core left running)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
     proc.wait(timeout=30)
+
