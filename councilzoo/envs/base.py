@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import string
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import asdict, replace
 from typing import Any
@@ -225,7 +226,7 @@ def render_turn(turn: Turn) -> str:
     return f"{head}: {turn.text}" if turn.text else head
 
 
-class CouncilEnv(AECEnv):
+class CouncilEnv(AECEnv, ABC):
     """AEC base of the turn-based games; subclasses define the rules through the hooks below."""
 
     metadata: dict[str, Any] = {"name": "council", "render_modes": ["ansi"], "is_parallelizable": False}
@@ -263,22 +264,27 @@ class CouncilEnv(AECEnv):
         self._record: EpisodeRecord | None = None
 
     # ---- hooks -------------------------------------------------------------------------------
+    @abstractmethod
     def _start(self) -> None:
         """Initialise the game state for ``self.problem`` and set ``agent_selection``."""
         raise NotImplementedError
 
+    @abstractmethod
     def _legal(self, agent: str) -> tuple[Mode, ...]:
         """Modes ``agent`` may choose now (empty when it is not its turn)."""
         raise NotImplementedError
 
+    @abstractmethod
     def _advance(self, turn: Turn) -> bool:
         """Apply ``turn`` (already appended to the transcript); select the next agent or return True
         when the game is over."""
         raise NotImplementedError
 
+    @abstractmethod
     def _features(self, agent: str) -> np.ndarray:
         raise NotImplementedError
 
+    @abstractmethod
     def _outcome(self) -> tuple[str | None, dict[str, Any], dict[str, dict[str, Any]]]:
         """(final answer, episode info, per-agent info) once the game is over."""
         raise NotImplementedError

@@ -57,6 +57,7 @@ from councilzoo.evaluation.council import CouncilConfig  # noqa: E402
 from councilzoo.evaluation.demo import DEMO_COUNCIL  # noqa: E402
 from councilzoo.evaluation.harness import Evaluation  # noqa: E402
 from councilzoo.evaluation.report import frontier_plot, pareto_frontier, rescue_harm_plot  # noqa: E402
+from councilzoo.repro.report import combine_parts  # noqa: E402
 from councilzoo.repro.tiny_lms import (  # noqa: E402
     MAX_NEW_TOKENS,
     SOLVER_ROLES,
@@ -374,19 +375,4 @@ def run(out_dir: str | Path, seeds: int | None = None, quick: bool = False) -> d
     out_dir.mkdir(parents=True, exist_ok=True)
     sizes = QUICK if quick else FULL
     parts = {name: fn(out_dir, seeds, sizes) for name, fn in SECTIONS}
-    held = all(p["held"] for p in parts.values())
-    return {
-        "claim": CLAIM,
-        "setup": {k: v for p in parts.values() for k, v in p["setup"].items()}
-        | {"protocols": list(PROTOCOLS), "quick": quick},
-        "results": {
-            "parts": [{"part": name, "held": p["held"], "reason": p["reason"]} for name, p in parts.items()],
-            **{k: v for p in parts.values() for k, v in p["results"].items()},
-        },
-        "verdict": {
-            "held": held,
-            "reason": " ".join(f"[{name}: {'held' if p['held'] else 'not held'}] {p['reason']}"
-                               for name, p in parts.items()),
-        },
-        "figures": [f for p in parts.values() for f in p["figures"]],
-    }
+    return combine_parts(CLAIM, parts, {"protocols": list(PROTOCOLS), "quick": quick})

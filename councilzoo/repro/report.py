@@ -83,6 +83,25 @@ def render_markdown(result: dict[str, Any], metadata: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def combine_parts(claim: str, parts: dict[str, dict[str, Any]], setup: dict[str, Any]) -> dict[str, Any]:
+    """One result from a claim's parts (each ``{"setup", "results", "held", "reason", "figures"}``):
+    the claim holds only if every part holds; ``results["parts"]`` keeps each part's verdict."""
+    return {
+        "claim": claim,
+        "setup": {k: v for p in parts.values() for k, v in p["setup"].items()} | setup,
+        "results": {
+            "parts": [{"part": name, "held": p["held"], "reason": p["reason"]} for name, p in parts.items()],
+            **{k: v for p in parts.values() for k, v in p["results"].items()},
+        },
+        "verdict": {
+            "held": all(p["held"] for p in parts.values()),
+            "reason": " ".join(f"[{name}: {'held' if p['held'] else 'not held'}] {p['reason']}"
+                               for name, p in parts.items()),
+        },
+        "figures": [f for p in parts.values() for f in p["figures"]],
+    }
+
+
 def write_report(out_dir: str | Path, result: dict[str, Any]) -> dict[str, Path]:
     """Write ``report.json`` and ``report.md`` for ``result`` into ``out_dir``; return their paths.
 

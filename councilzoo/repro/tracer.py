@@ -44,6 +44,7 @@ from councilzoo.config import load_config  # noqa: E402
 from councilzoo.envs.core import TurnContext  # noqa: E402
 from councilzoo.learners.tracer import Tracer, baseline_controllers  # noqa: E402
 from councilzoo.learners.tracer_config import TracerConfig  # noqa: E402
+from councilzoo.repro.report import combine_parts  # noqa: E402
 from councilzoo.repro.tiny_lms import (  # noqa: E402
     MAX_NEW_TOKENS,
     addition_problems,
@@ -340,17 +341,4 @@ def run(out_dir: str | Path, seeds: int | None = None, quick: bool = False) -> d
     out.mkdir(parents=True, exist_ok=True)
     sizes = QUICK if quick else FULL
     parts = {name: fn(out, seeds, sizes) for name, fn in SECTIONS}
-    return {
-        "claim": CLAIM,
-        "setup": {k: v for p in parts.values() for k, v in p["setup"].items()} | {"quick": quick},
-        "results": {
-            "parts": [{"part": name, "held": p["held"], "reason": p["reason"]} for name, p in parts.items()],
-            **{k: v for p in parts.values() for k, v in p["results"].items()},
-        },
-        "verdict": {
-            "held": all(p["held"] for p in parts.values()),
-            "reason": " ".join(f"[{name}: {'held' if p['held'] else 'not held'}] {p['reason']}"
-                               for name, p in parts.items()),
-        },
-        "figures": [f for p in parts.values() for f in p["figures"]],
-    }
+    return combine_parts(CLAIM, parts, {"quick": quick})
