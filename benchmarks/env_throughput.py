@@ -4,8 +4,20 @@ Subject: debate-v0, review-v0, escalation-v0 (AEC) and cohort-v0 (parallel), pla
 policy that picks a random legal mode and sends a pre-built Action (so the time measured is the
 env's: action coercion, answer/verdict parsing, cost accounting, observation, features, grading
 at the end). Baseline: PettingZoo's classic tictactoe_v3 (AEC) and rps_v2 (parallel) stepped by
-the identical loop with int actions. Target: <= 50 us per agent-step, i.e. < 0.5% of a 10 ms LLM
-turn (a real turn is 10 ms - 10 s).
+the identical loop with int actions.
+
+Loop floor: the loop itself costs time (agent_iter, last(), reading the mask, drawing a mode,
+calling the policy, PettingZoo's dead-agent steps). It is measured by stepping a no-op env of the
+same API with the identical loop: ``NoOpAEC`` / ``NoOpParallel``, unwrapped, whose step only
+passes the turn and whose observation is a constant dict with an all-legal mask. Each row reports
+``us/step`` (everything) and ``own us`` = us/step minus its API's floor: the env's own overhead,
+PettingZoo wrappers that its ``env()`` factory adds included.
+
+Target: own us <= 50 per agent-step, i.e. <= 0.5% of a 10 ms LLM turn (a real turn is 10 ms - 10
+s); ``target met?`` and ``all_within_target`` are computed from the own-overhead column. The
+pre-built texts repeat, so per-text parse caches (``extract_answer``, ``extract_verdict``) hit as
+they do when an env re-reads a text its agent already parsed; a never-seen text pays one parse.
+Absolute numbers depend on the machine and its load: compare rows of one run.
 
     python benchmarks/env_throughput.py [--quick]
 
@@ -16,10 +28,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
 import numpy as np
+from gymnasium import spaces
+from pettingzoo import AECEnv, ParallelEnv
 
 from councilzoo.envs import cohort_v0, debate_v0, escalation_v0, review_v0
 from councilzoo.envs.core import Action, Mode
@@ -28,6 +43,68 @@ from councilzoo.tasks import synthetic_problems
 TARGET_US = 50.0
 LLM_TURN_US = 10_000.0  # a fast real LLM turn (10 ms); the target is 0.5% of it
 RESULT = Path(__file__).parent / "results" / "env_throughput.json"
+
+
+class NoOpAEC(AECEnv):
+    """The AEC loop floor: three agents take turns for nine steps; a step only passes the turn."""
+
+    metadata = {"name": "noop_aec"}
+    EPISODE_STEPS = 9
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.possible_agents = ["a_0", "a_1", "a_2"]
+        self._obs = {"action_mask": np.ones(2, np.int8)}
+        self._space = spaces.Discrete(2)
+
+    def observation_space(self, agent):
+        return spaces.Dict({"action_mask": spaces.Box(0, 1, (2,), np.int8)})
+
+    def action_space(self, agent):
+        return self._space
+
+    def reset(self, seed=None, options=None) -> None:
+        self.agents = list(self.possible_agents)
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
+        self.terminations = dict.fromkeys(self.agents, False)
+        self.truncations = dict.fromkeys(self.agents, False)
+        self.infos = {a: {} for a in self.agents}
+        self.agent_selection, self._steps = self.agents[0], 0
+
+    def observe(self, agent):
+        return self._obs
+
+    def step(self, action) -> None:
+        if self.terminations[self.agent_selection]:
+            self._was_dead_step(action)
+            return
+        self._steps += 1
+        self.agent_selection = self.possible_agents[self._steps % 3]
+        if self._steps == self.EPISODE_STEPS:
+            self.terminations = dict.fromkeys(self.agents, True)
+
+
+class NoOpParallel(ParallelEnv):
+    """The parallel loop floor: three agents, one step per episode, constant observations."""
+
+    metadata = {"name": "noop_parallel"}
+
+    def __init__(self) -> None:
+        self.possible_agents = ["a_0", "a_1", "a_2"]
+        self._obs = {a: {"action_mask": np.ones(2, np.int8)} for a in self.possible_agents}
+
+    def action_space(self, agent):
+        return spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        self.agents = list(self.possible_agents)
+        return self._obs, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        done = dict.fromkeys(self.agents, True)
+        self.agents = []
+        return self._obs, dict.fromkeys(done, 0.0), done, dict.fromkeys(done, False), {a: {} for a in done}
 
 
 def councilzoo_actions() -> dict[int, Action]:
@@ -87,7 +164,7 @@ def parallel_loop(env, policy, steps: int, rng: np.random.Generator) -> tuple[in
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke run)")
-    parser.add_argument("--repeats", type=int, default=3, help="best of this many timed runs")
+    parser.add_argument("--repeats", type=int, default=3, help="best of this many timed runs per env")
     args = parser.parse_args()
     steps = 2_000 if args.quick else 10_000
     from pettingzoo.classic import rps_v2, tictactoe_v3
@@ -99,6 +176,7 @@ def main() -> None:
         return (reviewed if agent.startswith("reviewer") else plain)[mode]
 
     cases = [
+        ("no-op AEC env (loop floor)", "aec", NoOpAEC, lambda m, a: m),
         ("tictactoe_v3 (classic, baseline)", "aec", lambda: tictactoe_v3.env(), lambda m, a: m),
         (
             "debate-v0 (3 peers x 3 rounds)",
@@ -118,6 +196,7 @@ def main() -> None:
             lambda: escalation_v0.env(num_peers=3, debate_rounds=2, problems=problems),
             lambda m, a: plain[m],
         ),
+        ("no-op parallel env (loop floor)", "parallel", NoOpParallel, lambda m, a: m),
         ("rps_v2 (classic parallel, baseline)", "parallel", lambda: rps_v2.parallel_env(), lambda m, a: m),
         (
             "cohort-v0 (N=3, G=5, peer_majority)",
@@ -126,49 +205,74 @@ def main() -> None:
             lambda m, a: plain[m],
         ),
     ]
-    rows = []
-    for name, api, make, policy in cases:
+    load_before = os.getloadavg()
+    envs = []
+    for _, api, make, policy in cases:
         loop = aec_loop if api == "aec" else parallel_loop
         env = make()
         loop(env, policy, steps // 10, np.random.default_rng(0))  # warm caches (grading is lru-cached)
-        best = min(
-            (loop(env, policy, steps, np.random.default_rng(r)) for r in range(args.repeats)),
-            key=lambda t: t[1] / t[0],
-        )
-        us = 1e6 * best[1] / best[0]
-        rows.append(
-            {
-                "env": name,
-                "api": api,
-                "agent_steps": best[0],
-                "steps_per_s": best[0] / best[1],
-                "us_per_agent_step": us,
-            }
-        )
+        envs.append((loop, env, policy))
+    # Repeats go round-robin over the cases, so a change in the machine's load hits every row alike.
+    best: list[tuple[int, float] | None] = [None] * len(cases)
+    for r in range(args.repeats):
+        for i, (loop, env, policy) in enumerate(envs):
+            run = loop(env, policy, steps, np.random.default_rng(r))
+            if best[i] is None or run[1] / run[0] < best[i][1] / best[i][0]:
+                best[i] = run
+    rows = [
+        {
+            "env": name,
+            "api": api,
+            "agent_steps": n,
+            "steps_per_s": n / seconds,
+            "us_per_agent_step": 1e6 * seconds / n,
+        }
+        for (name, api, _, _), (n, seconds) in zip(cases, best, strict=True)
+    ]
+    floor = {r["api"]: r["us_per_agent_step"] for r in rows if "loop floor" in r["env"]}
     base = {r["api"]: r["us_per_agent_step"] for r in rows if "baseline" in r["env"]}
     for row in rows:
+        own = row["us_per_agent_step"] - floor[row["api"]]
+        row["loop_floor_us"] = floor[row["api"]]
+        row["own_us_per_agent_step"] = own
         row["vs_classic"] = row["us_per_agent_step"] / base[row["api"]]
-        row["share_of_10ms_llm_turn"] = row["us_per_agent_step"] / LLM_TURN_US
-    header = f"{'env':<40} {'steps/s':>10} {'us/step':>9} {'x classic':>10} {'% of 10ms turn':>15}"
+        row["own_vs_classic"] = own / (base[row["api"]] - floor[row["api"]])
+        row["own_share_of_10ms_llm_turn"] = own / LLM_TURN_US
+        row["target_met"] = own <= TARGET_US
+    header = (
+        f"{'env':<38} {'steps/s':>8} {'us/step':>8} {'floor':>6} {'own us':>7} "
+        f"{'own x classic':>13} {'own % of 10ms turn':>18} {'target met?':>11}"
+    )
     print(header)
     print("-" * len(header))
     for r in rows:
         print(
-            f"{r['env']:<40} {r['steps_per_s']:>10.0f} {r['us_per_agent_step']:>9.1f} "
-            f"{r['vs_classic']:>10.2f} {100 * r['share_of_10ms_llm_turn']:>14.3f}%"
+            f"{r['env']:<38} {r['steps_per_s']:>8.0f} {r['us_per_agent_step']:>8.1f} "
+            f"{r['loop_floor_us']:>6.1f} {r['own_us_per_agent_step']:>7.1f} {r['own_vs_classic']:>13.2f} "
+            f"{100 * r['own_share_of_10ms_llm_turn']:>17.3f}% {'yes' if r['target_met'] else 'NO':>11}"
         )
-    ours = [r for r in rows if "baseline" not in r["env"]]
+    ours = [r for r in rows if r["env"].split("-v0")[0] in ("debate", "review", "escalation", "cohort")]
     summary = {
-        "target_us_per_agent_step": TARGET_US,
-        "max_us_per_agent_step": max(r["us_per_agent_step"] for r in ours),
-        "all_within_target": all(r["us_per_agent_step"] <= TARGET_US for r in ours),
+        "definition": "own us/agent-step = us/agent-step minus the no-op env's (same API, same loop)",
+        "target_own_us_per_agent_step": TARGET_US,
+        "loop_floor_us_per_agent_step": floor,
+        "max_own_us_per_agent_step": max(r["own_us_per_agent_step"] for r in ours),
+        "all_within_target": all(r["target_met"] for r in ours),
+        "own_us_per_agent_step": {r["env"]: round(r["own_us_per_agent_step"], 2) for r in ours},
         "us_per_agent_step": {r["env"]: round(r["us_per_agent_step"], 2) for r in ours},
-        "ratio_vs_classic": {r["env"]: round(r["vs_classic"], 2) for r in ours},
-        "max_share_of_10ms_llm_turn": max(r["share_of_10ms_llm_turn"] for r in ours),
+        "own_ratio_vs_classic": {r["env"]: round(r["own_vs_classic"], 2) for r in ours},
+        "max_own_share_of_10ms_llm_turn": max(r["own_share_of_10ms_llm_turn"] for r in ours),
     }
     print(json.dumps(summary, indent=2))
     RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps({"quick": args.quick, "rows": rows, "summary": summary}, indent=2) + "\n")
+    machine = {
+        "cpus": os.cpu_count(),
+        "load_average_1_5_15_before": [round(x, 2) for x in load_before],
+        "load_average_1_5_15_after": [round(x, 2) for x in os.getloadavg()],
+    }
+    print(f"machine: {machine}")
+    result = {"quick": args.quick, "repeats": args.repeats, "machine": machine, "rows": rows}
+    RESULT.write_text(json.dumps({**result, "summary": summary}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

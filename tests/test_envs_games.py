@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from pettingzoo.utils.wrappers import OrderEnforcingWrapper
 
 from councilzoo.envs import (
     IllegalModeError,
@@ -292,6 +293,42 @@ def test_long_and_unprintable_utterances_are_truncated_and_sanitised():
     assert not second.truncated and second.answer == "42"
     text = env.observe("peer_0")["transcript"]
     assert env.observation_space("peer_0")["transcript"].contains(text) and "\\u03c0" in text
+
+
+def test_cached_observations_follow_every_turn():
+    """The transcript text and the debate vote are cached; a new turn or round must show at once."""
+    env = debate_v0.raw_env(num_agents=2, rounds=3, problems=[PROBLEM])
+    env.reset(seed=0)
+    run(env, [say(Mode.SPEAK, "40"), say(Mode.SPEAK, "42")])
+    obs = env.observe("peer_0")
+    assert "answer=40" in obs["transcript"] and "answer=42" in obs["transcript"]
+    assert obs["features"][debate_v0.TOP_SHARE] == pytest.approx(0.5)
+    run(env, [say(Mode.SPEAK, "42"), Action(Mode.SKIP)])  # round 2: both now hold 42
+    obs = env.observe("peer_0")
+    assert obs["transcript"].count("answer=42") == 2 and "SKIP" in obs["transcript"]
+    assert obs["features"][debate_v0.TOP_SHARE] == 1.0 and obs["features"][debate_v0.AGREES_WITH_TOP] == 1.0
+    env = escalation_v0.raw_env(num_peers=2, problems=[PROBLEM])
+    env.reset(seed=0)
+    seen = [env.observe("controller")["transcript"]]
+    for action in (say(Mode.ANSWER, "42"), Action(Mode.VERIFY), say(Mode.ANSWER, "41")):
+        env.step(action)
+        seen.append(env.observe("controller")["transcript"])
+    assert [text.count("\n") for text in seen] == [0, 1, 2, 3]
+    assert "answer=41" in seen[-1] and env.observe("controller")["features"][PROBE_AGREES] == 0.0
+
+
+def test_order_enforcing_wrapper_forwards_state_and_keeps_the_checks():
+    env = debate_v0.env(num_agents=2, problems=[PROBLEM])
+    assert isinstance(env, OrderEnforcingWrapper) and str(env) == "debate_v0"
+    for name in ("agents", "agent_selection", "rewards", "terminations", "truncations", "infos"):
+        with pytest.raises(AttributeError, match="before reset"):
+            getattr(env, name)
+    env.reset(seed=0)
+    raw = env.unwrapped
+    for name in ("agents", "rewards", "_cumulative_rewards", "terminations", "truncations", "infos"):
+        assert getattr(env, name) is getattr(raw, name)
+    env.step(say(Mode.SPEAK, "42"))
+    assert env.agent_selection == raw.agent_selection == "peer_1"
 
 
 def test_masks_are_int8_and_only_the_acting_agent_has_legal_modes():

@@ -127,6 +127,15 @@ def test_last_number_fallback_is_explicit():
     assert extract_answer(text, "numeric", fallback_last_number=True) == "7"
 
 
+def test_parse_cache_is_keyed_by_text_kind_and_fallback():
+    text = "Options weighed: \\boxed{B}, and 3 + 4 = 7"
+    for _ in range(2):  # the second pass is served from the cache
+        assert extract_answer(text, "multiple_choice") == "B"
+        assert extract_answer(text, "numeric") is None
+        assert extract_answer(text, "numeric", fallback_last_number=True) == "7"
+        assert extract_verdict(text + " RIGHT") == "RIGHT" and extract_verdict(text + " WRONG") == "WRONG"
+
+
 def test_bad_kind_raises():
     with pytest.raises(ValueError, match="kind"):
         extract_answer("\\boxed{1}", "essay")

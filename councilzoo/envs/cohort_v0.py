@@ -137,6 +137,7 @@ class parallel_env(ParallelEnv):
         self.member_problems = {
             a: paraphrase(self.problem, v) for a, v in zip(self.possible_agents, self.views, strict=True)
         }
+        self._questions = {a: render_problem(p) for a, p in self.member_problems.items()}
         self.agents = list(self.possible_agents)
         self.transcript: list[Turn] = []
         self._record = None
@@ -146,7 +147,7 @@ class parallel_env(ParallelEnv):
         mask = np.zeros(NUM_MODES, np.int8)
         if agent in self.agents:
             mask[Mode.ANSWER] = 1
-        text = render_problem(self.member_problems[agent])
+        text = self._questions[agent]
         for turn in self.transcript:
             if turn.agent == agent:
                 text += "\n" + "\n".join(
@@ -188,7 +189,8 @@ class parallel_env(ParallelEnv):
         rewards, infos = {}, {}
         for i, agent in enumerate(self.agents):
             sample_rewards = result.rewards[i]
-            rewards[agent] = float(np.mean(sample_rewards)) if sample_rewards else 0.0
+            # rewards are 0/1, so this sum is exact and equals np.mean's
+            rewards[agent] = sum(sample_rewards) / len(sample_rewards) if sample_rewards else 0.0
             infos[agent] = {
                 "sample_answers": answers[i],
                 "sample_rewards": sample_rewards,

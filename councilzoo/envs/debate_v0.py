@@ -68,10 +68,10 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-from pettingzoo.utils import wrappers
 
 from councilzoo.envs.base import CouncilEnv
 from councilzoo.envs.core import Mode, Turn
+from councilzoo.envs.wrappers import OrderEnforcing
 from councilzoo.tasks import Problem, answers_equivalent, plurality
 
 FEATURE_NAMES = ("round", "is_last_round", "has_answer", "num_answered", "top_share", "agrees_with_top")
@@ -84,7 +84,8 @@ class DebateRounds:
     """The debate schedule and vote among ``peers`` for ``rounds`` rounds (also escalation's sub-game).
 
     ``answers`` holds each peer's latest answer; ``seen`` the answers as of the end of the
-    previous round, which is what a peer sees in a simultaneous round.
+    previous round, which is what a peer sees in a simultaneous round. ``seen`` changes only
+    between rounds, so its vote is computed once per round (``seen_majority``).
     """
 
     def __init__(self, peers: list[str], rounds: int) -> None:
@@ -92,6 +93,7 @@ class DebateRounds:
         self.round, self.position = 1, 0
         self.answers: dict[str, str | None] = dict.fromkeys(peers)
         self.seen: dict[str, str | None] = dict.fromkeys(peers)
+        self._seen_vote: tuple[str, tuple[str | None, float]] | None = None  # (kind, vote) of seen
 
     @property
     def current(self) -> str:
@@ -108,7 +110,7 @@ class DebateRounds:
         if self.position < len(self.peers):
             return False, False
         self.position, self.round = 0, self.round + 1
-        self.seen = dict(self.answers)
+        self.seen, self._seen_vote = dict(self.answers), None
         return True, self.round > self.rounds
 
     def majority(self, kind: str, answers: dict[str, str | None] | None = None) -> tuple[str | None, float]:
@@ -116,10 +118,16 @@ class DebateRounds:
         answers = self.answers if answers is None else answers
         return plurality([answers[p] for p in self.peers], kind)
 
+    def seen_majority(self, kind: str) -> tuple[str | None, float]:
+        """``majority`` of ``seen``, cached until the next round starts."""
+        if self._seen_vote is None or self._seen_vote[0] != kind:
+            self._seen_vote = (kind, self.majority(kind, self.seen))
+        return self._seen_vote[1]
+
     def features(self, agent: str, kind: str) -> list[float]:
         """The six debate features (see FEATURE_NAMES) for ``agent`` from what it can see."""
         own = self.answers[agent]
-        top, share = self.majority(kind, self.seen)
+        top, share = self.seen_majority(kind)
         agrees = own is not None and top is not None and answers_equivalent(own, top, kind)
         return [
             float(min(self.round, self.rounds)),
@@ -195,7 +203,7 @@ class raw_env(CouncilEnv):
         return final, {"top_share": share, "answers": dict(self.debate.answers)}, per_agent
 
 
-def env(**kwargs: Any) -> wrappers.OrderEnforcingWrapper:
-    """``raw_env`` in PettingZoo's order-enforcing wrapper (actions may be Action objects, so no
-    out-of-bounds assertion wrapper)."""
-    return wrappers.OrderEnforcingWrapper(raw_env(**kwargs))
+def env(**kwargs: Any) -> OrderEnforcing:
+    """``raw_env`` in the order-enforcing wrapper (``councilzoo.envs.wrappers.OrderEnforcing``);
+    actions may be Action objects, so no out-of-bounds assertion wrapper."""
+    return OrderEnforcing(raw_env(**kwargs))

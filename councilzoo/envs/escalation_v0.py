@@ -77,11 +77,11 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-from pettingzoo.utils import wrappers
 
 from councilzoo.envs.base import CouncilEnv, grade
 from councilzoo.envs.core import Action, Mode, Turn
 from councilzoo.envs.debate_v0 import TOP_SHARE, DebateRounds
+from councilzoo.envs.wrappers import OrderEnforcing
 from councilzoo.tasks import Problem, answers_equivalent, extract_answer, plurality
 
 FEATURE_NAMES = (
@@ -302,6 +302,6 @@ class raw_env(CouncilEnv):
         return final, info, {}
 
 
-def env(**kwargs: Any) -> wrappers.OrderEnforcingWrapper:
-    """``raw_env`` in PettingZoo's order-enforcing wrapper."""
-    return wrappers.OrderEnforcingWrapper(raw_env(**kwargs))
+def env(**kwargs: Any) -> OrderEnforcing:
+    """``raw_env`` in the order-enforcing wrapper (``councilzoo.envs.wrappers``)."""
+    return OrderEnforcing(raw_env(**kwargs))

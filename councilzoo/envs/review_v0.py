@@ -77,10 +77,10 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-from pettingzoo.utils import wrappers
 
 from councilzoo.envs.base import CouncilEnv, grade
 from councilzoo.envs.core import Mode, Turn
+from councilzoo.envs.wrappers import OrderEnforcing
 from councilzoo.tasks import Problem, plurality
 
 FEATURE_NAMES = (
@@ -220,7 +220,7 @@ class raw_env(CouncilEnv):
             mine = [r for t, r in scored if t.agent == agent and r is not None]
             per_agent[agent] = {
                 "role": self.roles[agent],
-                "role_reward": float(np.mean(mine)) if mine else None,
+                "role_reward": sum(mine) / len(mine) if mine else None,  # exact: rewards are +-1 or 0
             }
         info = {
             "pending_answer": self.pending,
@@ -261,6 +261,6 @@ class raw_env(CouncilEnv):
         }
 
 
-def env(**kwargs: Any) -> wrappers.OrderEnforcingWrapper:
-    """``raw_env`` in PettingZoo's order-enforcing wrapper."""
-    return wrappers.OrderEnforcingWrapper(raw_env(**kwargs))
+def env(**kwargs: Any) -> OrderEnforcing:
+    """``raw_env`` in the order-enforcing wrapper (``councilzoo.envs.wrappers``)."""
+    return OrderEnforcing(raw_env(**kwargs))

@@ -42,8 +42,12 @@ LETTERS = "ABCDEFGHIJ"  # up to MMLU-Pro's ten options
 RIGHT, WRONG = "RIGHT", "WRONG"
 MATH_VERIFY_TIMEOUT_S = 5
 MAX_MATH_CHARS = 2_000  # longer "answers" are garbage and can make sympy hang
+# Parses are cached per text: an env re-reads the text an agent already parsed, and a turn's text is
+# usually one of its samples. Bounded: 1,024 utterances of 8k characters are ~8 MB per cache.
+PARSE_CACHE_SIZE = 1_024
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)\b")
+_BRACE_RE = re.compile(r"[{}]")
 _PHRASE_RE = re.compile(
     r"\banswer(?:\s*(?:\*\*|__))?\s*(?:is\b|[:：])\s*(?:\*\*|__)?\s*[:：]?", re.IGNORECASE
 )  # "the answer is", "Final Answer:", "**Answer**:"; never "the answer depends"
@@ -97,11 +101,11 @@ def _boxed_contents(text: str) -> list[str]:
             if token:
                 found.append(token.group(0))
             continue
-        depth, start = 0, i + 1
-        for j in range(i, len(text)):
-            depth += {"{": 1, "}": -1}.get(text[j], 0)
+        depth = 0
+        for brace in _BRACE_RE.finditer(text, i):
+            depth += 1 if brace.group() == "{" else -1
             if depth == 0:
-                found.append(text[start:j])
+                found.append(text[i + 1 : brace.start()])
                 break
     return found
 
@@ -180,6 +184,11 @@ def extract_answer(text: str | None, kind: str, *, fallback_last_number: bool = 
     _check_kind(kind)
     if not isinstance(text, str) or not text.strip():
         return None
+    return _extract_answer(text, kind, bool(fallback_last_number))
+
+
+@lru_cache(maxsize=PARSE_CACHE_SIZE)
+def _extract_answer(text: str, kind: str, fallback_last_number: bool) -> str | None:
     if kind == "multiple_choice":
         return _extract_letter(text)
     boxed = [(raw, True) for raw in reversed(_boxed_contents(text))]
@@ -278,6 +287,11 @@ def extract_verdict(text: str | None) -> str | None:
     """
     if not isinstance(text, str) or not text.strip():
         return None
+    return _extract_verdict(text)
+
+
+@lru_cache(maxsize=PARSE_CACHE_SIZE)
+def _extract_verdict(text: str) -> str | None:
     best: tuple[int, str] | None = None
     for pattern in _VERDICT_RES:
         for match in pattern.finditer(text):
