@@ -34,3 +34,14 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     from councilzoo.testing import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "qwen3")
+
+
+@pytest.fixture(scope="session")
+def quick_repro(tmp_path_factory) -> Path:
+    """``councilzoo repro all --quick --jobs 2`` run once (its claims in two processes); the folder
+    holding ``corl/``, ``comed/`` and ``tracer/``, each with report.md, report.json and figures."""
+    from councilzoo.cli import main as cli_main
+
+    out = tmp_path_factory.mktemp("repro")
+    assert cli_main(["repro", "all", "--quick", "--jobs", "2", "--out", str(out)]) == 0
+    return out

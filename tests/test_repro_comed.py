@@ -9,17 +9,9 @@ import numpy as np
 import pytest
 
 from councilzoo.agents.llm import LLMAgent
-from councilzoo.cli import main as cli_main
 from councilzoo.envs.core import Mode, Turn, TurnContext
 from councilzoo.repro import comed
-from councilzoo.repro.tiny_lms import addition_problems, solver_messages, tiny_lm
-
-
-@pytest.fixture(scope="session")
-def tiny_solvers() -> dict[str, str]:
-    """The council's quick tiny solvers (what --quick uses), built or found in the cache once."""
-    names = dict.fromkeys([comed.LM_ANCHOR, *comed.LM_PEERS, comed.LM_VERIFIER])
-    return {name: str(tiny_lm(name, quick=True)) for name in names}
+from councilzoo.repro.tiny_lms import addition_problems, solver_messages
 
 
 def test_solver_format_agent_renders_every_seat_as_the_sft_prompt(tiny_model_dir):
@@ -42,9 +34,8 @@ def test_solver_format_agent_renders_every_seat_as_the_sft_prompt(tiny_model_dir
 
 
 @pytest.mark.slow
-def test_quick_repro_writes_a_consistent_report(tmp_path, tiny_solvers):
-    assert cli_main(["repro", "comed", "--quick", "--out", str(tmp_path)]) == 0
-    out = tmp_path / "comed"
+def test_quick_repro_writes_a_consistent_report(quick_repro):
+    out = quick_repro / "comed"
     report = json.loads((out / "report.json").read_text())
     for figure in report["figures"]:
         assert (out / figure).stat().st_size > 0

@@ -47,12 +47,9 @@ def test_sim_summary_reports_tipping_points():
 
 
 @pytest.mark.slow
-def test_quick_run_writes_a_report_whose_verdict_follows_from_its_numbers(tmp_path):
-    from councilzoo.repro import run_claim
-
-    result = run_claim("corl", tmp_path, quick=True)
-    out = tmp_path / "corl"
-    report = json.loads((out / "report.json").read_text())
+def test_quick_run_writes_a_report_whose_verdict_follows_from_its_numbers(quick_repro):
+    out = quick_repro / "corl"
+    report = result = json.loads((out / "report.json").read_text())
     assert set(report) >= {"claim", "setup", "results", "verdict", "figures", "run"}
     assert all((out / f).is_file() for f in report["figures"])
     assert "NOT HELD" in (out / "report.md").read_text() or "HELD" in (out / "report.md").read_text()

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from councilzoo.agents.prompts import render_messages
 from councilzoo.envs import review_v0
 from councilzoo.envs.core import Action, Mode
-from councilzoo.repro import run_claim
-from councilzoo.repro.tiny_lms import addition_problems, reviewer_messages, solver_messages, tiny_lm
-from councilzoo.repro.tracer import LM_PROPOSER, LM_REVIEWER, LM_ROUNDS, sft_messages
-
-
-@pytest.fixture(scope="session")
-def tiny_lms():
-    """The quick proposer and reviewer tiny LMs (what --quick uses), built once into the cache."""
-    return {name: tiny_lm(name, quick=True) for name in (LM_PROPOSER, LM_REVIEWER)}
+from councilzoo.repro.tiny_lms import addition_problems, reviewer_messages, solver_messages
+from councilzoo.repro.tracer import LM_ROUNDS, sft_messages
 
 
 def test_sft_messages_are_the_formats_the_tiny_lms_were_trained_on():
@@ -35,9 +30,9 @@ def test_sft_messages_are_the_formats_the_tiny_lms_were_trained_on():
 
 
 @pytest.mark.slow
-def test_quick_repro_writes_report_figures_and_computed_verdicts(tmp_path, tiny_lms):
-    result = run_claim("tracer", tmp_path, seeds=2, quick=True)
-    out = tmp_path / "tracer"
+def test_quick_repro_writes_report_figures_and_computed_verdicts(quick_repro):
+    out = quick_repro / "tracer"
+    result = json.loads((out / "report.json").read_text())
     assert (out / "report.md").is_file() and (out / "report.json").is_file()
     assert all((out / f).is_file() and (out / f).stat().st_size > 1000 for f in result["figures"])
     res = result["results"]

@@ -77,3 +77,39 @@ def test_quick_variant_is_cut_short_and_cached_apart():
     spec = REGISTRY["solver-qwen-a"]
     quick = quick_spec(spec)
     assert quick.max_steps == QUICK_STEPS < spec.max_steps and quick.key() != spec.key()
+
+
+def test_a_continued_model_starts_from_its_parent_and_tracks_its_key(tmp_path, monkeypatch):
+    parent = TinyLMSpec("llama", 32, 1, num_heads=2, band=(0.0, 1.0), max_steps=2, eval_every=2, eval_items=8,
+                        batch_size=8)
+    monkeypatch.setitem(REGISTRY, "probe-parent", parent)
+    child = dataclasses.replace(parent, task="reviewer", init_from="probe-parent", data_seed=7)
+    assert child.parent() == parent
+    changed = dataclasses.replace(parent, data_seed=1)
+    key = child.key()
+    monkeypatch.setitem(REGISTRY, "probe-parent", changed)
+    assert child.key() != key  # a rebuilt parent invalidates its children
+    monkeypatch.setitem(REGISTRY, "probe-parent", parent)
+    with pytest.raises(ValueError, match="share"):
+        dataclasses.replace(child, hidden_size=64).key()
+    with pytest.raises(ValueError, match="init_from"):
+        dataclasses.replace(child, init_from="no-such-model").key()
+    path = build("probe-child", child, cache_dir=tmp_path)
+    names = sorted(p.name.rsplit("-", 1)[0] for p in tmp_path.iterdir())
+    assert names == ["probe-child", "probe-parent"]  # the parent was built on the way, into the same cache
+    import torch
+    from safetensors.torch import load_file
+
+    parent_weights = load_file(tmp_path / f"probe-parent-{parent.key()}" / "model.safetensors")
+    child_weights = load_file(path / "model.safetensors")
+    assert parent_weights.keys() == child_weights.keys()
+    assert any(not torch.equal(parent_weights[k], child_weights[k]) for k in parent_weights)  # trained on
+
+
+def test_reviewer_target_states_the_sum_then_the_verdict():
+    from councilzoo.tasks import extract_answer, extract_verdict
+
+    for right in (True, False):
+        text = tiny_lms.reviewer_target("68", right)
+        assert extract_answer(text, "numeric") == "68"
+        assert extract_verdict(text) == ("RIGHT" if right else "WRONG")

@@ -4,13 +4,16 @@ Claims: ``corl`` (councilzoo.repro.corl), ``comed`` (councilzoo.repro.comed), ``
 (councilzoo.repro.tracer), or ``all``. Each module exposes ``run(out_dir, seeds, quick) -> dict``
 (the result format of ``councilzoo.repro.report``); ``main`` imports it lazily, runs it into
 ``OUT/<claim>/`` and writes ``report.md`` + ``report.json`` there. ``seeds=None`` lets each claim
-use its own default number of seeds.
+use its own default number of seeds. ``all --jobs J`` runs the claims in J processes (each on one
+torch thread) after building the tiny LMs they share once, so two claims never build the same one.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from councilzoo.repro.report import write_report
@@ -34,8 +37,21 @@ def run_claim(claim: str, out: str | Path, seeds: int | None = None, quick: bool
 def main(args: argparse.Namespace) -> int:
     """Entry point of ``councilzoo repro``; exit status 0 when every claim ran (held or not)."""
     claims = CLAIMS if args.claim == "all" else (args.claim,)
-    for claim in claims:
-        result = run_claim(claim, args.out, args.seeds, args.quick)
+    jobs = min(getattr(args, "jobs", 1), len(claims))
+    if jobs < 1:
+        raise ValueError(f"jobs must be a positive int, got {args.jobs!r}")
+    runs = [(claim, args.out, args.seeds, args.quick) for claim in claims]
+    if jobs == 1:
+        results = [run_claim(*run) for run in runs]
+    else:
+        from councilzoo.repro.tiny_lms import REGISTRY, tiny_lm
+
+        for name in REGISTRY:
+            tiny_lm(name, quick=args.quick)
+        spawn = multiprocessing.get_context("spawn")  # no forked torch or matplotlib state
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=spawn) as pool:
+            results = list(pool.map(run_claim, *zip(*runs, strict=True)))
+    for claim, result in zip(claims, results, strict=True):
         verdict = "HELD" if result["verdict"]["held"] else "NOT HELD"
         report = Path(args.out) / claim / "report.md"
         print(f"[{claim}] {verdict}: {result['verdict']['reason']}  -> {report}")

@@ -51,7 +51,7 @@ import numpy as np
 
 from councilzoo.tasks import Problem, answers_equivalent, extract_answer, extract_verdict
 
-FORMAT_VERSION = 1  # bump when the task, prompts or SFT loop change: invalidates the cache
+FORMAT_VERSION = 2  # bump when the task, prompts or SFT loop change: invalidates the cache
 MAX_OPERAND = 49
 SPLITS = {"sft": 0.7, "dev": 0.1, "rl": 0.1, "test": 0.1}
 QUESTION_FORMS = ("What is {a} + {b}?", "Add {a} and {b}.", "Compute {a} plus {b}.")
@@ -139,12 +139,20 @@ def reviewer_messages(problem: Problem, proposed: str) -> list[dict[str, str]]:
     return render_messages(ctx)
 
 
+def reviewer_target(answer: str, right: bool) -> str:
+    """What the reviewer learns to say: the sum it gets itself, then whether the proposal matches it
+    (judging by re-solving; a verdict with no work shown was not learnable at this size)."""
+    verdict = VERDICT_TEMPLATE.format(verdict="RIGHT" if right else "WRONG")
+    return f"{ANSWER_TEMPLATE.format(answer=answer)} {verdict}"
+
+
 def sft_examples(
     items: Sequence[Problem], rng: np.random.Generator, task: str, size: int
 ) -> list[tuple[list[dict[str, str]], str]]:
     """One SFT batch of (prompt messages, target): random items and views; for solvers one random
     role per batch (so rows share a prompt length and padding is small), for the reviewer a
-    proposal that is right half of the time and otherwise one of the item's distractors."""
+    proposal that is right half of the time and otherwise one of the item's distractors
+    (``reviewer_target``)."""
     from councilzoo.tasks import paraphrase
 
     role = SOLVER_ROLES[int(rng.integers(len(SOLVER_ROLES)))]
@@ -158,8 +166,7 @@ def sft_examples(
         right = rng.random() < 0.5
         wrong = problem.metadata["distractors"]
         proposed = problem.answer if right else wrong[int(rng.integers(len(wrong)))]
-        verdict = VERDICT_TEMPLATE.format(verdict="RIGHT" if right else "WRONG")
-        batch.append((reviewer_messages(view, proposed), verdict))
+        batch.append((reviewer_messages(view, proposed), reviewer_target(problem.answer, right)))
     return batch
 
 
@@ -182,6 +189,10 @@ class TinyLMSpec:
     eval_items: int = 200
     data_seed: int = 0  # SFT batch order
     init_seed: int = 0  # weights and tokenizer
+    num_heads: int = 4
+    head_dim: int = 16
+    init_from: str | None = None  # start from this REGISTRY model (weights and tokenizer), not at random
+    quick: bool = False  # a quick variant (quick_spec): its init_from is the parent's quick variant
 
     def __post_init__(self) -> None:
         if self.task not in ("solver", "reviewer"):
@@ -190,20 +201,37 @@ class TinyLMSpec:
         if not 0.0 <= lo < hi <= 1.0:
             raise ValueError(f"band must be (lo, hi) with 0 <= lo < hi <= 1, got {self.band!r}")
 
+    def parent(self) -> TinyLMSpec | None:
+        """The spec this one continues from (``init_from``), checked to share its architecture."""
+        if self.init_from is None:
+            return None
+        if self.init_from not in REGISTRY:
+            raise ValueError(f"init_from must name a tiny LM in {sorted(REGISTRY)}, got {self.init_from!r}")
+        parent = quick_spec(REGISTRY[self.init_from]) if self.quick else REGISTRY[self.init_from]
+        arch = ("family", "hidden_size", "num_layers", "num_heads", "head_dim")
+        if any(getattr(self, f) != getattr(parent, f) for f in arch):
+            raise ValueError(f"a model initialised from {self.init_from!r} must share its {arch}")
+        return parent
+
     def key(self) -> str:
-        blob = json.dumps({**dataclasses.asdict(self), "format": FORMAT_VERSION}, sort_keys=True)
+        """Hash of every field, the format version and the parent's key (a changed parent rebuilds)."""
+        parent = self.parent()
+        blob = json.dumps({**dataclasses.asdict(self), "format": FORMAT_VERSION,
+                           "parent": parent.key() if parent else None}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-# Two Co-RL families differ in architecture, width and SFT data order; COMED's weak anchor and
-# strong peer differ in skill; TRACER's reviewer judges the solvers' answers.
+# Two Co-RL families differ in architecture, depth and SFT data order; COMED's weak anchor and
+# strong peer differ in skill (the strong one is the Llama family trained on); TRACER's reviewer
+# is the Llama family taught to judge, so it errs independently of the Qwen proposer.
 REGISTRY: dict[str, TinyLMSpec] = {
-    "solver-qwen-a": TinyLMSpec("qwen3", 64, 2, data_seed=1, init_seed=1),
-    "solver-llama-b": TinyLMSpec("llama", 96, 2, max_steps=2000, data_seed=2, init_seed=2),
-    "solver-weak": TinyLMSpec("qwen3", 64, 2, band=(0.15, 0.3), data_seed=3, init_seed=3),
-    "solver-strong": TinyLMSpec("llama", 96, 2, band=(0.6, 0.8), max_steps=2500, data_seed=4, init_seed=4),
-    "reviewer": TinyLMSpec("qwen3", 64, 2, task="reviewer", band=(0.7, 0.9), max_steps=2500, data_seed=5,
-                           init_seed=5),
+    "solver-qwen-a": TinyLMSpec("qwen3", 64, 2, max_steps=2000, data_seed=1, init_seed=1),
+    "solver-llama-b": TinyLMSpec("llama", 64, 3, max_steps=2500, data_seed=2, init_seed=2),
+    "solver-weak": TinyLMSpec("qwen3", 64, 2, band=(0.15, 0.3), max_steps=2000, data_seed=3, init_seed=3),
+    "solver-strong": TinyLMSpec("llama", 64, 3, band=(0.6, 0.8), max_steps=2000, data_seed=4,
+                                init_from="solver-llama-b"),
+    "reviewer": TinyLMSpec("llama", 64, 3, task="reviewer", band=(0.7, 0.9), max_steps=2000, data_seed=5,
+                           init_from="solver-llama-b"),
 }
 
 
@@ -219,7 +247,7 @@ def quick_spec(spec: TinyLMSpec) -> TinyLMSpec:
     """``spec`` cut to ``QUICK_STEPS`` SFT steps and one small evaluation: a model that builds in
     seconds for ``--quick`` runs and CI. It is under-trained (its record says ``in_band: false``), so
     quick reports check the pipeline, not the claim."""
-    return dataclasses.replace(spec, max_steps=QUICK_STEPS, eval_every=QUICK_STEPS, eval_items=40)
+    return dataclasses.replace(spec, max_steps=QUICK_STEPS, eval_every=QUICK_STEPS, eval_items=40, quick=True)
 
 
 def tiny_lm(name: str, *, quick: bool = False, cache_dir: str | Path | None = None) -> Path:
@@ -249,7 +277,7 @@ def build(name: str, spec: TinyLMSpec, *, cache_dir: str | Path | None = None) -
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
     log.warning("building tiny LM %r into %s (first use; minutes on a CPU)", name, final)
     try:
-        info = _train(tmp, spec)
+        info = _train(tmp, spec, cache_dir)
         (tmp / META_FILE).write_text(json.dumps({"name": name, **info}, indent=1))
         try:
             os.rename(tmp, final)
@@ -356,7 +384,8 @@ def compact_tokenizer(tokenizer, vocab_size: int = 512):
         for v in range(len(QUESTION_FORMS)):
             view = paraphrase(problem, v)
             pairs = [(solver_messages(view, r), ANSWER_TEMPLATE) for r in SOLVER_ROLES]
-            pairs.append((reviewer_messages(view, problem.answer), "Verdict: RIGHT WRONG"))
+            pairs.append((reviewer_messages(view, problem.answer), reviewer_target(problem.answer, True)))
+            pairs.append((reviewer_messages(view, problem.answer), reviewer_target(problem.answer, False)))
             for messages, target in pairs:
                 prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
                 texts.append(prompt + target)
@@ -365,23 +394,38 @@ def compact_tokenizer(tokenizer, vocab_size: int = 512):
     return new
 
 
-def _train(folder: Path, spec: TinyLMSpec) -> dict[str, Any]:
-    """Build a random model in ``folder``, SFT it until its dev accuracy is in the band, save it."""
+def _start(folder: Path, spec: TinyLMSpec, cache_dir: str | Path | None):
+    """The model and tokenizer SFT starts from: a copy of the ``init_from`` tiny LM, else a random
+    ``build_tiny_model`` with the task's compact tokenizer."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from councilzoo.agents.generators.transformers_backend import TransformersGenerator
     from councilzoo.testing import build_tiny_model
 
-    start = time.perf_counter()
+    parent = spec.parent()
+    if parent is not None:
+        source = build(spec.init_from + ("-quick" if spec.quick else ""), parent, cache_dir=cache_dir)
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        return AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32), tokenizer
     build_tiny_model(folder, family=spec.family, hidden_size=spec.hidden_size, num_layers=spec.num_layers,
-                     seed=spec.init_seed)
+                     num_heads=spec.num_heads, head_dim=spec.head_dim, seed=spec.init_seed)
     (folder / "councilzoo_tiny.json").unlink()  # the weights below are no longer the random ones
     tokenizer = compact_tokenizer(AutoTokenizer.from_pretrained(folder))
-    tokenizer.save_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     if model.get_input_embeddings().num_embeddings != len(tokenizer):
         model.resize_token_embeddings(len(tokenizer))
+    return model, tokenizer
+
+
+def _train(folder: Path, spec: TinyLMSpec, cache_dir: str | Path | None = None) -> dict[str, Any]:
+    """SFT the starting model (``_start``) until its dev accuracy is in the band; save it in ``folder``."""
+    import torch
+
+    from councilzoo.agents.generators.transformers_backend import TransformersGenerator
+
+    start = time.perf_counter()
+    model, tokenizer = _start(folder, spec, cache_dir)
+    tokenizer.save_pretrained(folder)
     generator = TransformersGenerator(model, tokenizer=tokenizer, batch_size=256)
     items = addition_problems("sft")
     dev = addition_problems("dev", spec.eval_items)
