@@ -9,8 +9,9 @@ import pytest
 from councilzoo.agents.prompts import render_messages
 from councilzoo.envs import review_v0
 from councilzoo.envs.core import Action, Mode
-from councilzoo.repro.tiny_lms import addition_problems, reviewer_messages, solver_messages
-from councilzoo.repro.tracer import LM_ROUNDS, sft_messages
+from councilzoo.repro.tiny_lms import addition_problems, solver_messages, tiny_lm
+from councilzoo.repro.tracer import LM_REVIEWER, LM_ROUNDS, lm_agents, resolved_verdict, sft_messages
+from councilzoo.tasks import answers_equivalent, extract_answer
 
 
 def test_sft_messages_are_the_formats_the_tiny_lms_were_trained_on():
@@ -21,12 +22,44 @@ def test_sft_messages_are_the_formats_the_tiny_lms_were_trained_on():
     assert sft_messages(first) == solver_messages(problem, "proposer") == render_messages(first)
     env.step(Action(Mode.REFRESH, text="The answer is \\boxed{12}.", answer="12"))
     review = env.turn_context("reviewer_0")
-    assert sft_messages(review) == reviewer_messages(problem, "12")
+    assert sft_messages(review) == solver_messages(problem, "peer")  # re-solves without the proposal
     env.step(Action(Mode.SPEAK, text="Verdict: WRONG", verdict="WRONG"))
     # A later REFRESH: review-v0 shows the proposal and the review; the solver never saw that.
     again = env.turn_context("proposer_0")
     assert render_messages(again) != solver_messages(problem, "proposer")
     assert sft_messages(again) == solver_messages(problem, "proposer")
+
+
+def test_resolved_verdict_compares_the_reviewers_answer_with_the_proposal():
+    assert resolved_verdict("The answer is \\boxed{68}.", "68", "numeric") == "RIGHT"
+    assert resolved_verdict("The answer is \\boxed{68}.", "68.0", "numeric") == "RIGHT"  # equivalent
+    assert resolved_verdict("The answer is \\boxed{68}.", "67", "numeric") == "WRONG"
+    assert resolved_verdict("The answer is \\boxed{68}.", None, "numeric") == "WRONG"  # unreadable proposal
+    assert resolved_verdict("no idea", "68", "numeric") is None  # no answer of its own: no verdict
+
+
+@pytest.mark.slow
+def test_resolving_reviewer_judges_proposals_by_its_own_tiny_lm_answer():
+    """Played in review-v0 with the quick tiny LM: every verdict is what its own answer implies."""
+    from councilzoo.agents.generators.transformers_backend import TransformersGenerator
+
+    gen = TransformersGenerator(tiny_lm(LM_REVIEWER, quick=True))
+    reviewer = lm_agents({"proposer": gen, "reviewer": gen}, seed=0)["reviewer"]
+    problems = addition_problems("test", 12)
+    envs = [review_v0.raw_env(problems=[p]) for p in problems]
+    for i, (env, p) in enumerate(zip(envs, problems, strict=True)):
+        env.reset(options={"problem": p})
+        shown = p.answer if i % 2 else p.metadata["distractors"][0]
+        env.step(Action(Mode.REFRESH, text=f"The answer is \\boxed{{{shown}}}.", answer=shown))
+    actions = reviewer.act([env.turn_context("reviewer_0") for env in envs])
+    assert any(a.verdict is not None for a in actions)  # the quick model writes readable answers
+    for i, (action, env) in enumerate(zip(actions, envs, strict=True)):
+        shown = problems[i].answer if i % 2 else problems[i].metadata["distractors"][0]
+        own = extract_answer(action.text, "numeric")
+        expected = None if own is None else "RIGHT" if answers_equivalent(own, shown, "numeric") else "WRONG"
+        assert action.mode is Mode.SPEAK and action.verdict == expected
+        env.step(action)
+        assert env.transcript[-1].verdict == expected  # the env records the reviewer's verdict
 
 
 @pytest.mark.slow

@@ -106,10 +106,10 @@ def test_a_continued_model_starts_from_its_parent_and_tracks_its_key(tmp_path, m
     assert any(not torch.equal(parent_weights[k], child_weights[k]) for k in parent_weights)  # trained on
 
 
-def test_reviewer_target_states_the_sum_then_the_verdict():
-    from councilzoo.tasks import extract_answer, extract_verdict
+def test_reviewer_target_states_both_sums_then_the_verdict():
+    from councilzoo.tasks import extract_verdict
 
-    for right in (True, False):
-        text = tiny_lms.reviewer_target("68", right)
-        assert extract_answer(text, "numeric") == "68"
-        assert extract_verdict(text) == ("RIGHT" if right else "WRONG")
+    assert extract_verdict(tiny_lms.reviewer_target("68", "68")) == "RIGHT"
+    for wrong in addition_problems("test", 1)[0].metadata["distractors"]:
+        text = tiny_lms.reviewer_target("68", wrong)
+        assert text.startswith(f"68 vs {wrong}.") and extract_verdict(text) == "WRONG"

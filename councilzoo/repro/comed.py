@@ -20,9 +20,12 @@ below debate's.
 
 Tiny-LM part (``tiny_lm``): the same protocols with real language models of different skill,
 the SFT'd tiny solvers of ``councilzoo.repro.tiny_lms`` (two-digit addition), sampled at
-temperature ``LM_TEMPERATURE`` so the anchor's self-consistency carries signal. The anchor is
-the weak solver (~15-30% greedy accuracy); the peers are the strong Llama-style solver (the
-probe), and the two mid-skill solvers of each family; the strong solver adjudicates VERIFY.
+temperature ``LM_TEMPERATURE`` so the anchor's self-consistency carries signal. As in the
+paper's setting (and the simulated demo council) the anchor is the most skilled model, the strong
+solver (60-80% greedy accuracy), answering with ``LM_SAMPLES`` samples as the demo council does;
+the peers are the two mid-skill solvers of each family (the Qwen one probes and adjudicates
+VERIFY) and the weak solver, so collaboration can rescue the anchor's errors and can also
+overturn its right answers.
 COMED's thresholds and the router are fitted on the ``dev`` split, everything is scored on
 ``test``. The tiny solvers were SFT'd on first-turn prompts only (``tiny_lms.solver_messages``:
 the question, no transcript), so ``solver_prompt`` renders every turn in that format: each
@@ -86,10 +89,10 @@ QUICK = {"levels": (0.0, 0.3, 0.6), "seeds": 2, "test": 80, "dev": 100,
          "lm_seeds": 1, "lm_test": 24, "lm_dev": 24,
          "quick_lms": True}  # under-trained tiny LMs (tiny_lms.quick_spec): checks the pipeline only
 # The tiny-LM council: seat -> tiny_lms.REGISTRY name. peers[0] is COMED's probe.
-LM_ANCHOR, LM_VERIFIER = "solver-weak", "solver-strong"
-LM_PEERS = ("solver-strong", "solver-qwen-a", "solver-llama-b")
+LM_ANCHOR, LM_VERIFIER = "solver-strong", "solver-qwen-a"
+LM_PEERS = ("solver-qwen-a", "solver-llama-b", "solver-weak")
 LM_TEMPERATURE = 0.8
-LM_SAMPLES = 5  # anchor samples (self-consistency and COMED's consistency signal)
+LM_SAMPLES = 3  # anchor samples (self-consistency and COMED's consistency signal), as DEMO_COUNCIL's
 
 
 def council_at(swayed: float, seed: int, dev_size: int) -> CouncilConfig:

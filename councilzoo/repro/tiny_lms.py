@@ -17,8 +17,9 @@ accuracy), so no reported number is measured on data a model or a stopping rule 
 
 Solvers are trained on every view and on the prompts of every solver role (``member``,
 ``anchor``, ``peer``, ``probe``, ``proposer``, rendered by ``councilzoo.agents.prompts``), so the
-learners' and councils' own prompts work unchanged. The ``reviewer`` sees a proposer's answer
-(half right, half a plausible slip) and learns to end with ``Verdict: RIGHT`` / ``Verdict: WRONG``.
+learners' and councils' own prompts work unchanged. A ``task="reviewer"`` model sees a proposer's
+answer (half right, half a plausible slip) and learns to end with ``Verdict: RIGHT`` / ``WRONG``
+(``reviewer_target``); at these sizes such judges stayed at chance, so none is registered.
 
 SFT: prompt tokens masked out of the loss, AdamW, one fixed batch order per ``data_seed``; every
 ``eval_every`` steps the greedy accuracy on ``dev`` is measured and training stops at the first
@@ -51,13 +52,15 @@ import numpy as np
 
 from councilzoo.tasks import Problem, answers_equivalent, extract_answer, extract_verdict
 
-FORMAT_VERSION = 2  # bump when the task, prompts or SFT loop change: invalidates the cache
+# Per task: bump when its data, prompts, target, tokenizer or the SFT loop change (invalidates the cache).
+FORMAT_VERSION = {"solver": 2, "reviewer": 3}
 MAX_OPERAND = 49
 SPLITS = {"sft": 0.7, "dev": 0.1, "rl": 0.1, "test": 0.1}
 QUESTION_FORMS = ("What is {a} + {b}?", "Add {a} and {b}.", "Compute {a} plus {b}.")
 SOLVER_ROLES = ("member", "anchor", "peer", "probe", "proposer")
 ANSWER_TEMPLATE = "The answer is \\boxed{{{answer}}}."
 VERDICT_TEMPLATE = "Verdict: {verdict}"
+VERDICTS = ("RIGHT", "WRONG")
 MAX_NEW_TOKENS = 16
 QUICK_STEPS = 60  # SFT steps of the --quick variants (see quick_spec)
 META_FILE = "tiny_lm.json"
@@ -139,11 +142,17 @@ def reviewer_messages(problem: Problem, proposed: str) -> list[dict[str, str]]:
     return render_messages(ctx)
 
 
-def reviewer_target(answer: str, right: bool) -> str:
-    """What the reviewer learns to say: the sum it gets itself, then whether the proposal matches it
-    (judging by re-solving; a verdict with no work shown was not learnable at this size)."""
-    verdict = VERDICT_TEMPLATE.format(verdict="RIGHT" if right else "WRONG")
-    return f"{ANSWER_TEMPLATE.format(answer=answer)} {verdict}"
+def reviewer_target(answer: str, proposed: str) -> str:
+    """What the reviewer learns to say: the sum it gets, the proposed one, then whether they match.
+
+    Judging by re-solving, with both numbers written just before the verdict so the comparison is
+    between tokens at fixed distances. Measured: this judge (SFT'd from ``solver-llama-b``) stayed
+    at 46.5-52% dev judge accuracy for 1,250 steps, as did a bare verdict (2,500 steps from scratch)
+    and the reviewer's own sum before the verdict (750 steps); with the verdict token's loss
+    weighted 10x it stayed at ln 2 for 200 steps.
+    """
+    verdict = VERDICT_TEMPLATE.format(verdict="RIGHT" if proposed == answer else "WRONG")
+    return f"{answer} vs {proposed}. {verdict}"
 
 
 def sft_examples(
@@ -166,7 +175,7 @@ def sft_examples(
         right = rng.random() < 0.5
         wrong = problem.metadata["distractors"]
         proposed = problem.answer if right else wrong[int(rng.integers(len(wrong)))]
-        batch.append((reviewer_messages(view, proposed), reviewer_target(problem.answer, right)))
+        batch.append((reviewer_messages(view, proposed), reviewer_target(problem.answer, proposed)))
     return batch
 
 
@@ -216,22 +225,21 @@ class TinyLMSpec:
     def key(self) -> str:
         """Hash of every field, the format version and the parent's key (a changed parent rebuilds)."""
         parent = self.parent()
-        blob = json.dumps({**dataclasses.asdict(self), "format": FORMAT_VERSION,
+        blob = json.dumps({**dataclasses.asdict(self), "format": FORMAT_VERSION[self.task],
                            "parent": parent.key() if parent else None}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-# Two Co-RL families differ in architecture, depth and SFT data order; COMED's weak anchor and
-# strong peer differ in skill (the strong one is the Llama family trained on); TRACER's reviewer
-# is the Llama family taught to judge, so it errs independently of the Qwen proposer.
+# Two Co-RL families differ in architecture, depth and SFT data order; COMED's anchor and peers
+# differ in skill (the strong solver is the Llama family trained on). A ``task="reviewer"`` spec
+# SFTs a RIGHT/WRONG judge (``reviewer_target``); none is registered: at these sizes judges stayed
+# at chance (docs/reproductions.md), so TRACER's reviewer re-solves (repro.tracer.ResolvingReviewer).
 REGISTRY: dict[str, TinyLMSpec] = {
     "solver-qwen-a": TinyLMSpec("qwen3", 64, 2, max_steps=2000, data_seed=1, init_seed=1),
     "solver-llama-b": TinyLMSpec("llama", 64, 3, max_steps=2500, data_seed=2, init_seed=2),
     "solver-weak": TinyLMSpec("qwen3", 64, 2, band=(0.15, 0.3), max_steps=2000, data_seed=3, init_seed=3),
     "solver-strong": TinyLMSpec("llama", 64, 3, band=(0.6, 0.8), max_steps=2000, data_seed=4,
                                 init_from="solver-llama-b"),
-    "reviewer": TinyLMSpec("llama", 64, 3, task="reviewer", band=(0.7, 0.9), max_steps=2000, data_seed=5,
-                           init_from="solver-llama-b"),
 }
 
 
@@ -384,8 +392,8 @@ def compact_tokenizer(tokenizer, vocab_size: int = 512):
         for v in range(len(QUESTION_FORMS)):
             view = paraphrase(problem, v)
             pairs = [(solver_messages(view, r), ANSWER_TEMPLATE) for r in SOLVER_ROLES]
-            pairs.append((reviewer_messages(view, problem.answer), reviewer_target(problem.answer, True)))
-            pairs.append((reviewer_messages(view, problem.answer), reviewer_target(problem.answer, False)))
+            said = ANSWER_TEMPLATE.format(answer=problem.answer)  # fixed, whatever reviewer_target says
+            pairs += [(reviewer_messages(view, problem.answer), f"{said} Verdict: {v}") for v in VERDICTS]
             for messages, target in pairs:
                 prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
                 texts.append(prompt + target)
@@ -455,7 +463,7 @@ def _train(folder: Path, spec: TinyLMSpec, cache_dir: str | Path | None = None) 
     return {
         "spec": dataclasses.asdict(spec),
         "key": spec.key(),
-        "format": FORMAT_VERSION,
+        "format": FORMAT_VERSION[spec.task],
         "steps": step,
         "dev_curve": curve,
         "dev_accuracy": dev_acc,

@@ -15,11 +15,14 @@ exceeds never-review's by more than 0.02), the learned policy's accuracy exceeds
 are several seeds); (3) on accuracy - lam * calls it is never much worse than the better fixed
 protocol (mean gap > -0.02) at any level.
 
-**Tiny LMs** (CPU, minutes). The proposer is a tiny solver SFT'd on two-digit addition and the
-reviewer a tiny LM SFT'd to judge a proposed sum RIGHT/WRONG (``councilzoo.repro.tiny_lms``),
-both ``LLMAgent``s on ``TransformersGenerator`` prompted in their SFT format (``render=sft_messages``:
-the proposer never learned to read reviews, so a REFRESH is a fresh sampled attempt; the reviewer
-judges greedily). TRACER's controllers (RM+, counterfactual values; the GSPO layer off) train on
+**Tiny LMs** (CPU, minutes). The proposer is a tiny solver SFT'd on two-digit addition
+(``councilzoo.repro.tiny_lms``), an ``LLMAgent`` on ``TransformersGenerator`` prompted in its SFT
+format (``render=sft_messages``: it never learned to read reviews, so a REFRESH is a fresh sampled
+attempt). The reviewer judges by re-solving (``ResolvingReviewer``): the strong tiny solver, of the
+other family, answers the question greedily and says RIGHT exactly when its answer equals the
+pending proposal. (Tiny LMs SFT'd to write the verdict themselves stayed at chance, 50% judge
+accuracy, in every format tried; see docs/reproductions.md.) TRACER's controllers (RM+,
+counterfactual values; the GSPO layer off) train on
 the ``rl`` split and are scored on ``test`` beside always-speak and never-review. Check: the
 learned controllers make fewer calls than always-speak (seed-paired difference, its bootstrap
 interval below 0 with several seeds) at equal or better accuracy (mean seed-paired accuracy gap
@@ -41,19 +44,19 @@ from councilzoo.agents.base import Sampling  # noqa: E402
 from councilzoo.agents.generators.transformers_backend import TransformersGenerator  # noqa: E402
 from councilzoo.agents.llm import LLMAgent  # noqa: E402
 from councilzoo.config import load_config  # noqa: E402
-from councilzoo.envs.core import TurnContext  # noqa: E402
+from councilzoo.envs.core import Mode, TurnContext  # noqa: E402
 from councilzoo.learners.tracer import Tracer, baseline_controllers  # noqa: E402
 from councilzoo.learners.tracer_config import TracerConfig  # noqa: E402
 from councilzoo.repro.report import combine_parts  # noqa: E402
 from councilzoo.repro.tiny_lms import (  # noqa: E402
     MAX_NEW_TOKENS,
     addition_problems,
-    reviewer_messages,
     solver_messages,
     tiny_lm,
     tiny_lm_info,
     torch_threads,
 )
+from councilzoo.tasks import Problem, answers_equivalent, extract_answer  # noqa: E402
 from councilzoo.theory.stats import mean_ci  # noqa: E402
 
 CLAIM = ("TRACER's regret-matching speak/skip controllers converge (every state's regret stays under "
@@ -70,7 +73,7 @@ FULL = {"seeds": 3, "steps": 15, "problems": 48, "test": 256, "levels": (0.55, 0
 QUICK = {"seeds": 2, "steps": 6, "problems": 24, "test": 96, "levels": (0.6, 0.9),
          "lm_seeds": 2, "lm_steps": 3, "lm_problems": 16, "lm_test": 60,
          "quick_lms": True}  # under-trained tiny LMs (tiny_lms.quick_spec): checks the pipeline only
-LM_PROPOSER, LM_REVIEWER = "solver-qwen-a", "reviewer"  # tiny_lms.REGISTRY names
+LM_PROPOSER, LM_REVIEWER = "solver-qwen-a", "solver-strong"  # tiny_lms.REGISTRY names
 LM_TEMPERATURE = 0.8
 LM_ROUNDS = 5
 ACC_TOL = 0.02  # "equal accuracy": the seed-paired mean gap may be this far below 0
@@ -184,27 +187,56 @@ def simulated(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dict[s
 
 
 def sft_messages(ctx: TurnContext) -> list[dict[str, str]]:
-    """The prompt format the tiny LMs were SFT'd on, for a review-v0 turn.
+    """The tiny solvers' SFT prompt for a review-v0 turn: the question alone, no transcript.
 
-    The proposer only ever saw the first-turn solver prompt (no transcript), so every REFRESH is
-    rendered that way: a fresh attempt at the question. The reviewer saw the proposal as
-    ``The answer is \\boxed{X}.`` from a seat named ``proposer``; review-v0 names it
-    ``proposer_0`` and quotes the raw text, so the pending answer is re-rendered in that form
-    (an unreadable proposal as an empty box).
+    The solvers only ever saw the first-turn prompt, so a proposer's REFRESH is a fresh attempt at
+    the question, and the re-solving reviewer (a ``peer`` seat) solves it without seeing the
+    proposal, which ``ResolvingReviewer`` compares with afterwards.
     """
-    if ctx.role == "reviewer":
-        return reviewer_messages(ctx.problem, ctx.extras.get("pending_answer") or "")
-    return solver_messages(ctx.problem, "proposer")
+    return solver_messages(ctx.problem, "peer" if ctx.role == "reviewer" else "proposer")
+
+
+class ResolvingReviewer(LLMAgent):
+    """A reviewer that judges by re-solving: its model answers the question, and the verdict is
+    RIGHT exactly when that answer equals the pending proposal (WRONG otherwise, also when the
+    proposal is unreadable; no verdict when its own answer is). The text is its own solution."""
+
+    def finish(self, request, completions):
+        action, completion = super().finish(request, completions)
+        ctx = request.context
+        if action.mode is Mode.SPEAK and action.text:
+            action.verdict = resolved_verdict(action.text, ctx.extras.get("pending_answer"), ctx.problem.kind)
+        return action, completion
+
+
+def resolved_verdict(solution: str, proposal: str | None, kind: str) -> str | None:
+    """RIGHT when ``solution``'s answer equals ``proposal``, WRONG when not, None if it has none."""
+    own = extract_answer(solution, kind)
+    if own is None:
+        return None
+    return "RIGHT" if proposal is not None and answers_equivalent(own, proposal, kind) else "WRONG"
+
+
+def judge_accuracy(generator: TransformersGenerator, problems: list[Problem]) -> float:
+    """Share of verdicts a greedy re-solving reviewer gets right when shown, for each item, the
+    gold answer on even positions and its first distractor on odd ones."""
+    greedy = Sampling(max_new_tokens=MAX_NEW_TOKENS, temperature=0.0)
+    texts = [g[0].text for g in generator.generate([solver_messages(p, "peer") for p in problems], 1, greedy)]
+    hits = []
+    for i, (problem, text) in enumerate(zip(problems, texts, strict=True)):
+        shown = problem.answer if i % 2 == 0 else problem.metadata["distractors"][0]
+        hits.append(resolved_verdict(text, shown, problem.kind) == ("RIGHT" if i % 2 == 0 else "WRONG"))
+    return float(np.mean(hits))
 
 
 def lm_agents(generators: dict[str, TransformersGenerator], seed: int) -> dict[str, LLMAgent]:
-    """The proposer samples (so a REFRESH is a new attempt), the reviewer judges greedily; both
-    are prompted in their SFT format (``sft_messages``: ``LLMAgent``'s own renderer would show the
+    """The proposer samples (so a REFRESH is a new attempt), the reviewer re-solves greedily; both
+    are prompted in the SFT format (``sft_messages``: ``LLMAgent``'s own renderer would show the
     proposer its earlier proposal and the reviews, which the tiny LMs never saw)."""
-    temperature = {"proposer": LM_TEMPERATURE, "reviewer": 0.0}
-    return {role: LLMAgent(gen, name=role, render=sft_messages, sampling=Sampling(
-        max_new_tokens=MAX_NEW_TOKENS, temperature=temperature[role], seed=1000 * seed + k))
-            for k, (role, gen) in enumerate(generators.items())}
+    sampling = {role: Sampling(max_new_tokens=MAX_NEW_TOKENS, temperature=t, seed=1000 * seed + k)
+                for k, (role, t) in enumerate((("proposer", LM_TEMPERATURE), ("reviewer", 0.0)))}
+    return {role: agent(generators[role], name=role, render=sft_messages, sampling=sampling[role])
+            for role, agent in (("proposer", LLMAgent), ("reviewer", ResolvingReviewer))}
 
 
 def run_lm_cell(generators: dict[str, TransformersGenerator], seed: int, sizes: dict[str, int]) -> dict:
@@ -264,6 +296,7 @@ def tiny_lm_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dic
     paths = {"proposer": tiny_lm(LM_PROPOSER, quick=quick), "reviewer": tiny_lm(LM_REVIEWER, quick=quick)}
     with torch_threads():
         generators = {role: TransformersGenerator(path, batch_size=512) for role, path in paths.items()}
+        judge = judge_accuracy(generators["reviewer"], addition_problems("test"))
         cells = [run_lm_cell(generators, seed, sizes) for seed in range(lm_seeds)]
     rows = []
     for protocol in PROTOCOLS:
@@ -296,16 +329,16 @@ def tiny_lm_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dic
               f"{acc[0]:+.3f} [{acc[1]:+.3f}, {acc[2]:+.3f}] (needs > -{ACC_TOL}), calls gap {calls[0]:+.2f} "
               f"[{calls[1]:+.2f}, {calls[2]:+.2f}] (needs < 0{' with its interval' if lm_seeds > 1 else ''})"
               "; "
-              f"learned speak rate {spoke:.2f} with a reviewer of greedy judge accuracy "
-              f"{info['reviewer']['test_accuracy']:.3f}")
+              f"learned speak rate {spoke:.2f} with a re-solving reviewer of judge accuracy {judge:.3f}")
     return {
         "setup": {
             "lm_task": "two-digit addition (councilzoo.repro.tiny_lms); trained on 'rl', scored on 'test'",
             "lm_models": {role: f"{info[role]['name']} ({info[role]['parameters']} params, greedy test "
-                                f"{'accuracy' if role == 'proposer' else 'judge accuracy'} "
-                                f"{info[role]['test_accuracy']:.3f})" for role in paths},
+                                f"accuracy {info[role]['test_accuracy']:.3f})" for role in paths},
+            "lm_reviewer": "ResolvingReviewer: re-solves greedily, RIGHT iff its answer equals the "
+                           f"proposal; judge accuracy {judge:.3f} on test (gold / distractor shown in turn)",
             "lm_sampling": f"proposer temperature {LM_TEMPERATURE} (REFRESH: a new attempt), reviewer greedy",
-            "lm_prompts": "the SFT format (LLMAgent(render=sft_messages): tiny_lms solver/reviewer messages)",
+            "lm_prompts": "the solvers' SFT format (LLMAgent(render=sft_messages): tiny_lms.solver_messages)",
             "lm_env": f"review-v0, 1 proposer + 1 reviewer, {LM_ROUNDS} rounds, lambda {LAM}",
             "lm_training": f"{sizes['lm_steps']} steps x {sizes['lm_problems']} problems, RM+, "
                            "counterfactual values; generation layer (GSPO) off",
