@@ -17,7 +17,9 @@ Target: own us <= 50 per agent-step, i.e. <= 0.5% of a 10 ms LLM turn (a real tu
 s); ``target met?`` and ``all_within_target`` are computed from the own-overhead column. The
 pre-built texts repeat, so per-text parse caches (``extract_answer``, ``extract_verdict``) hit as
 they do when an env re-reads a text its agent already parsed; a never-seen text pays one parse.
-Absolute numbers depend on the machine and its load: compare rows of one run.
+Times are CPU seconds of the benchmark process (``time.process_time``; the loop is single-threaded),
+so other processes on a shared machine do not inflate them the way they inflate wall time; caches
+and clock speed still vary with the machine and its load: compare rows of one run.
 
     python benchmarks/env_throughput.py [--quick]
 
@@ -132,7 +134,7 @@ def legal_modes(env, agent, obs) -> np.ndarray:
 def aec_loop(env, policy, steps: int, rng: np.random.Generator) -> tuple[int, float]:
     """Play episodes until ``steps`` agent-steps are taken; returns (agent-steps, seconds)."""
     done = 0
-    start = time.perf_counter()
+    start = time.process_time()
     while done < steps:
         env.reset()
         for agent in env.agent_iter():
@@ -143,12 +145,12 @@ def aec_loop(env, policy, steps: int, rng: np.random.Generator) -> tuple[int, fl
             legal = legal_modes(env, agent, obs)
             env.step(policy(int(legal[rng.integers(len(legal))]), agent))
             done += 1
-    return done, time.perf_counter() - start
+    return done, time.process_time() - start
 
 
 def parallel_loop(env, policy, steps: int, rng: np.random.Generator) -> tuple[int, float]:
     done = 0
-    start = time.perf_counter()
+    start = time.process_time()
     while done < steps:
         obs, _ = env.reset()
         while env.agents:
@@ -158,7 +160,7 @@ def parallel_loop(env, policy, steps: int, rng: np.random.Generator) -> tuple[in
                 actions[agent] = policy(int(legal[rng.integers(len(legal))]), agent)
             obs, *_ = env.step(actions)
             done += len(actions)
-    return done, time.perf_counter() - start
+    return done, time.process_time() - start
 
 
 def main() -> None:
