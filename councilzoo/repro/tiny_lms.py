@@ -393,7 +393,7 @@ def compact_tokenizer(tokenizer, vocab_size: int = 512):
             view = paraphrase(problem, v)
             pairs = [(solver_messages(view, r), ANSWER_TEMPLATE) for r in SOLVER_ROLES]
             said = ANSWER_TEMPLATE.format(answer=problem.answer)  # fixed, whatever reviewer_target says
-            pairs += [(reviewer_messages(view, problem.answer), f"{said} Verdict: {v}") for v in VERDICTS]
+            pairs += [(reviewer_messages(view, problem.answer), f"{said} Verdict: {w}") for w in VERDICTS]
             for messages, target in pairs:
                 prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
                 texts.append(prompt + target)
