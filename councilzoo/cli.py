@@ -81,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", default="runs/repro")
     rp.add_argument("--seeds", type=int, default=None)
     rp.add_argument("--quick", action="store_true")
-    rp.add_argument("--jobs", type=int, default=1, help="claims run in parallel processes (with 'all')")
+    rp.add_argument("--jobs", type=int, default=None,
+                    help="with 'all': claims run in this many processes (default: one per CPU core)")
     rp.set_defaults(func=_repro)
     return parser
 

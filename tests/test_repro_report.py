@@ -52,3 +52,10 @@ def test_write_report_rejects_malformed_results(tmp_path, bad, match):
 def test_unknown_claim_is_refused(tmp_path):
     with pytest.raises(ValueError, match="unknown claim"):
         run_claim("nope", tmp_path)
+
+
+def test_negative_jobs_are_refused_before_any_work(tmp_path):
+    from councilzoo.cli import main as cli_main
+
+    assert cli_main(["repro", "all", "--jobs", "-1", "--out", str(tmp_path)]) == 2
+    assert not any(tmp_path.iterdir())

@@ -4,8 +4,9 @@ Claims: ``corl`` (councilzoo.repro.corl), ``comed`` (councilzoo.repro.comed), ``
 (councilzoo.repro.tracer), or ``all``. Each module exposes ``run(out_dir, seeds, quick) -> dict``
 (the result format of ``councilzoo.repro.report``); ``main`` imports it lazily, runs it into
 ``OUT/<claim>/`` and writes ``report.md`` + ``report.json`` there. ``seeds=None`` lets each claim
-use its own default number of seeds. ``all --jobs J`` runs the claims in J processes (each on one
-torch thread) after building the tiny LMs they share once, so two claims never build the same one.
+use its own default number of seeds. ``all`` runs the claims in ``--jobs`` processes (default: one
+per CPU core, at most one per claim; each on one torch thread) after building the tiny LMs they
+share once, so two claims never build the same one.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -37,9 +39,10 @@ def run_claim(claim: str, out: str | Path, seeds: int | None = None, quick: bool
 def main(args: argparse.Namespace) -> int:
     """Entry point of ``councilzoo repro``; exit status 0 when every claim ran (held or not)."""
     claims = CLAIMS if args.claim == "all" else (args.claim,)
-    jobs = min(getattr(args, "jobs", 1), len(claims))
+    jobs = getattr(args, "jobs", None) or os.cpu_count() or 1
     if jobs < 1:
-        raise ValueError(f"jobs must be a positive int, got {args.jobs!r}")
+        raise ValueError(f"jobs must be a positive int, got {jobs!r}")
+    jobs = min(jobs, len(claims))
     runs = [(claim, args.out, args.seeds, args.quick) for claim in claims]
     if jobs == 1:
         results = [run_claim(*run) for run in runs]
