@@ -23,6 +23,9 @@ Checked (each from the numbers, over seeds): heterogeneous Co-RL ends above its 
 (the 95% CI of the gain lies above 0); it is at least as good as TTRL (the CI of the paired
 difference does not lie below 0); its final wrong consensus is below the homogeneous cohort's.
 
+The arm x seed runs are independent and seeded, so they run in one process per CPU core (one
+torch thread each) and give the same curves as one after another.
+
 Simulated part (``councilzoo.repro.corl_sim``): tabular softmax cohorts under the same reward
 rules, sweeping how much the members' errors coincide, to show where peer rewards tip into
 collapse.
@@ -32,7 +35,10 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
+import os
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +150,16 @@ def run_arm(arm: str, seed: int, settings: dict, data: DataConfig, out: Path) ->
         curves["answer_entropy"].append(row["answer_entropy"])
         last = step == settings["steps"]
         curves["accuracy"].append(evaluate() if last or step % settings["eval_every"] == 0 else float("nan"))
+    return curves
+
+
+def _run_job(job: tuple) -> dict[str, list[float]]:
+    """``run_arm`` on one torch thread (a process-pool task: one arm and seed)."""
+    arm, seed = job[:2]
+    with torch_threads():
+        curves = run_arm(*job)
+    accuracy = [round(a, 3) for a in curves["accuracy"] if a == a]
+    log.info("corl: %s seed %d: held-out accuracy %s", arm, seed, accuracy)
     return curves
 
 
@@ -267,13 +283,19 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
     items = out / "rl_items.jsonl"
     items.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in addition_problems("rl")))
     data = DataConfig(dataset="jsonl", path=str(items))
+    for name in (FAMILY_A, FAMILY_B):  # built (or found) once, before any worker needs them
+        tiny_lm(name, quick=settings["quick_lms"])
+    jobs = [(arm, seed, settings, data, out / "runs") for seed in range(n_seeds) for arm in ARMS]
+    workers = min(len(jobs), os.cpu_count() or 1)
+    if workers > 1:  # the arm x seed runs are independent and seeded: same curves in any order
+        spawn = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=spawn) as pool:
+            curves = list(pool.map(_run_job, jobs))
+    else:
+        curves = [_run_job(job) for job in jobs]
     runs: dict[str, list[dict[str, list[float]]]] = {arm: [] for arm in ARMS}
-    with torch_threads():
-        for seed in range(n_seeds):
-            for arm in ARMS:
-                runs[arm].append(run_arm(arm, seed, settings, data, out / "runs"))
-                log.info("corl: %s seed %d: held-out accuracy %s", arm, seed,
-                         [round(a, 3) for a in runs[arm][-1]["accuracy"] if a == a])
+    for (arm, *_), curve in zip(jobs, curves, strict=True):
+        runs[arm].append(curve)  # seeds in order: jobs are listed seed-major
     lm_rows, checks = summarise_lm(runs)
     (out / "curves.json").write_text(json.dumps(runs))  # per arm, per seed, per step
 
