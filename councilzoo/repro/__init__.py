@@ -15,6 +15,7 @@ import argparse
 import importlib
 import multiprocessing
 import os
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -36,24 +37,34 @@ def run_claim(claim: str, out: str | Path, seeds: int | None = None, quick: bool
     return result
 
 
+def map_in_processes(fn: Callable, items: Sequence, workers: int) -> list:
+    """``[fn(item) for item in items]``, in up to ``workers`` spawned processes when more than one
+    (spawned, so no forked torch or matplotlib state); ``fn`` must be importable (a module-level
+    function) and each item independent of the others, so the results do not depend on the order."""
+    workers = min(workers, len(items))
+    if workers <= 1:
+        return [fn(item) for item in items]
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(fn, items))
+
+
+def _run_claim_args(run: tuple) -> dict:
+    return run_claim(*run)
+
+
 def main(args: argparse.Namespace) -> int:
     """Entry point of ``councilzoo repro``; exit status 0 when every claim ran (held or not)."""
     claims = CLAIMS if args.claim == "all" else (args.claim,)
     jobs = getattr(args, "jobs", None) or os.cpu_count() or 1
     if jobs < 1:
         raise ValueError(f"jobs must be a positive int, got {jobs!r}")
-    jobs = min(jobs, len(claims))
-    runs = [(claim, args.out, args.seeds, args.quick) for claim in claims]
-    if jobs == 1:
-        results = [run_claim(*run) for run in runs]
-    else:
+    if min(jobs, len(claims)) > 1:
         from councilzoo.repro.tiny_lms import REGISTRY, tiny_lm
 
-        for name in REGISTRY:
+        for name in REGISTRY:  # built once, before two claims could both build one
             tiny_lm(name, quick=args.quick)
-        spawn = multiprocessing.get_context("spawn")  # no forked torch or matplotlib state
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=spawn) as pool:
-            results = list(pool.map(run_claim, *zip(*runs, strict=True)))
+    runs = [(claim, args.out, args.seeds, args.quick) for claim in claims]
+    results = map_in_processes(_run_claim_args, runs, jobs)
     for claim, result in zip(claims, results, strict=True):
         verdict = "HELD" if result["verdict"]["held"] else "NOT HELD"
         report = Path(args.out) / claim / "report.md"

@@ -35,10 +35,8 @@ from __future__ import annotations
 
 import json
 import logging
-import multiprocessing
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +49,7 @@ import numpy as np  # noqa: E402
 from councilzoo.learners.baselines import Baseline, BaselineConfig  # noqa: E402
 from councilzoo.learners.corl import CoRL, CoRLConfig, DataConfig, MemberConfig  # noqa: E402
 from councilzoo.learners.policy_update import PolicyUpdateConfig  # noqa: E402
-from councilzoo.repro import corl_sim  # noqa: E402
+from councilzoo.repro import corl_sim, map_in_processes  # noqa: E402
 from councilzoo.repro.tiny_lms import (  # noqa: E402
     MAX_NEW_TOKENS,
     addition_problems,
@@ -286,13 +284,7 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
     for name in (FAMILY_A, FAMILY_B):  # built (or found) once, before any worker needs them
         tiny_lm(name, quick=settings["quick_lms"])
     jobs = [(arm, seed, settings, data, out / "runs") for seed in range(n_seeds) for arm in ARMS]
-    workers = min(len(jobs), os.cpu_count() or 1)
-    if workers > 1:  # the arm x seed runs are independent and seeded: same curves in any order
-        spawn = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=spawn) as pool:
-            curves = list(pool.map(_run_job, jobs))
-    else:
-        curves = [_run_job(job) for job in jobs]
+    curves = map_in_processes(_run_job, jobs, os.cpu_count() or 1)  # independent, seeded runs
     runs: dict[str, list[dict[str, list[float]]]] = {arm: [] for arm in ARMS}
     for (arm, *_), curve in zip(jobs, curves, strict=True):
         runs[arm].append(curve)  # seeds in order: jobs are listed seed-major
