@@ -19,7 +19,9 @@ pre-built texts repeat, so per-text parse caches (``extract_answer``, ``extract_
 they do when an env re-reads a text its agent already parsed; a never-seen text pays one parse.
 Times are CPU seconds of the benchmark process (``time.process_time``; the loop is single-threaded),
 so other processes on a shared machine do not inflate them the way they inflate wall time; caches
-and clock speed still vary with the machine and its load: compare rows of one run.
+and clock speed still vary with the machine and its load: compare rows of one run. To compare runs
+across machines, each run also times a pure-Python reference, ``sum(range(100))`` (about 0.6 us on
+a typical desktop core; microseconds per agent-step scale roughly with it).
 
     python benchmarks/env_throughput.py [--quick]
 
@@ -32,6 +34,7 @@ import argparse
 import json
 import os
 import time
+import timeit
 from pathlib import Path
 
 import numpy as np
@@ -163,10 +166,17 @@ def parallel_loop(env, policy, steps: int, rng: np.random.Generator) -> tuple[in
     return done, time.process_time() - start
 
 
+def reference_us() -> float:
+    """Best-of-5 time of ``sum(range(100))`` in microseconds: this machine's pure-Python speed."""
+    timer = timeit.Timer("sum(range(100))")
+    loops, _ = timer.autorange()
+    return 1e6 * min(timer.repeat(5, loops)) / loops
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke run)")
-    parser.add_argument("--repeats", type=int, default=3, help="best of this many timed runs per env")
+    parser.add_argument("--repeats", type=int, default=5, help="best of this many timed runs per env")
     args = parser.parse_args()
     steps = 2_000 if args.quick else 10_000
     from pettingzoo.classic import rps_v2, tictactoe_v3
@@ -269,6 +279,7 @@ def main() -> None:
     RESULT.parent.mkdir(parents=True, exist_ok=True)
     machine = {
         "cpus": os.cpu_count(),
+        "reference_sum_range_100_us": round(reference_us(), 3),
         "load_average_1_5_15_before": [round(x, 2) for x in load_before],
         "load_average_1_5_15_after": [round(x, 2) for x in os.getloadavg()],
     }

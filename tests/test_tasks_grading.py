@@ -148,6 +148,43 @@ def test_plurality_groups_equivalents_and_counts_none():
     assert plurality([], "numeric") == (None, 0.0)
 
 
+def test_plurality_never_groups_unreadable_copies():
+    # A blank answer, or no option letter, is equivalent to nothing, itself included, so each
+    # copy is its own group of one; grouped, the two copies would tie the top and win.
+    assert plurality([" ", " ", "7", "7.0"], "numeric") == ("7", 0.5)
+    assert plurality(["??", "??", "B", "(B)"], "multiple_choice") == ("B", 0.5)
+
+
+def plain_scan_plurality(answers, kind):
+    """The definition: each answer joins the first group whose representative it equals."""
+    groups = []
+    for answer in answers:
+        if answer is None:
+            continue
+        for group in groups:
+            if answers_equivalent(answer, group[0], kind):
+                group[1] += 1
+                break
+        else:
+            groups.append([answer, 1])
+    if not groups:
+        return None, 0.0
+    top = max(groups, key=lambda g: g[1])
+    return top[0], top[1] / len(answers)
+
+
+# Equivalent spellings, blanks and non-letters (equivalent to nothing, not even themselves).
+VOTE_POOL = ["1/2", "0.5", ".5", "3", "3.0", "n/a", "", " ", "x+1", "1+x", "B", "(B)", "??", None]
+
+
+@given(
+    answers=st.lists(st.sampled_from(VOTE_POOL), max_size=14),
+    kind=st.sampled_from(["numeric", "math", "multiple_choice"]),
+)
+def test_plurality_equals_the_plain_scan(answers, kind):
+    assert plurality(answers, kind) == plain_scan_plurality(answers, kind)
+
+
 integers = st.integers(min_value=-(10**6), max_value=10**6).map(str)
 decimals = st.decimals(min_value=-1000, max_value=1000, places=3, allow_nan=False).map(str)
 fractions = st.builds(Fraction, st.integers(-50, 50), st.integers(1, 50)).map(

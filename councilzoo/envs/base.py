@@ -384,7 +384,7 @@ class CouncilEnv(AECEnv, ABC):
             None,
             float(reward),
             self.total_cost(),
-            {a: replace(c) for a, c in self.costs.items()},
+            {a: c.copy() for a, c in self.costs.items()},
             list(self.transcript),
             {"forfeit": agent},
         )
@@ -407,7 +407,7 @@ class CouncilEnv(AECEnv, ABC):
             correct,
             reward,
             cost,
-            {a: replace(c) for a, c in self.costs.items()},
+            {a: c.copy() for a, c in self.costs.items()},
             list(self.transcript),
             info,
         )

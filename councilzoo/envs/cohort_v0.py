@@ -58,7 +58,6 @@ agents are asked for, in `TurnContext.extras`), `tau` (0.0, label share threshol
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -206,7 +205,7 @@ class parallel_env(ParallelEnv):
 
     def _make_record(self, answers: list[list[str | None]], rewards: dict, infos: dict) -> EpisodeRecord:
         final, _ = plurality([a for member in answers for a in member], self.problem.kind)
-        costs = {t.agent: replace(t.cost) for t in self.transcript}
+        costs = {t.agent: t.cost.copy() for t in self.transcript}
         total = Cost()
         for cost in costs.values():
             total.add(cost)
@@ -216,7 +215,7 @@ class parallel_env(ParallelEnv):
             self.problem.id,
             final,
             grade(final, self.problem),
-            float(np.mean(list(rewards.values()))),
+            sum(rewards.values()) / len(rewards),
             total,
             costs,
             list(self.transcript),

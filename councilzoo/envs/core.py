@@ -65,6 +65,10 @@ class Cost:
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
+    def copy(self) -> Cost:
+        """An independent copy (several times cheaper than ``dataclasses.replace``)."""
+        return Cost(self.calls, self.prompt_tokens, self.completion_tokens)
+
 
 @dataclass
 class Turn:

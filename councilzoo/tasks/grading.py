@@ -309,18 +309,29 @@ def plurality(answers: Sequence[str | None], kind: str) -> tuple[str | None, flo
     None answers never win but count in the denominator: share = top count / len(answers).
     Ties keep the first-seen answer; the representative of a group is its first member.
     Returns (None, 0.0) when no answer is given.
+
+    Each answer joins the first group whose representative it is equivalent to. Identical texts
+    compare alike, so a text seen before goes straight to the group its first copy joined; a text
+    that founded its group goes there only if it is equivalent to itself (an unreadable answer is
+    not, so each copy founds its own group, as the plain scan does).
     """
     _check_kind(kind)
     groups: list[list] = []  # [representative, count]
+    group_of: dict[str, list] = {}  # answer text -> the group every copy of it joins
     for answer in answers:
         if answer is None:
             continue
-        for group in groups:
-            if answers_equivalent(answer, group[0], kind):
-                group[1] += 1
-                break
-        else:
-            groups.append([answer, 1])
+        group = group_of.get(answer)
+        if group is None:
+            group = next((g for g in groups if answers_equivalent(answer, g[0], kind)), None)
+            if group is None:
+                group = [answer, 0]
+                groups.append(group)
+                if answers_equivalent(answer, answer, kind):
+                    group_of[answer] = group
+            else:
+                group_of[answer] = group
+        group[1] += 1
     if not groups:
         return None, 0.0
     top = max(groups, key=lambda g: g[1])  # max keeps the first of equal counts
