@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from councilzoo.learners.corl import DataConfig
 from councilzoo.repro import corl, corl_sim
 from councilzoo.repro.corl_sim import SimConfig, initial_logits, train
 
@@ -67,3 +68,16 @@ def test_quick_run_writes_a_report_whose_verdict_follows_from_its_numbers(quick_
     # supervised GRPO's pseudo-labels are the gold answers
     grpo = next(r for r in rows if r["arm"] == "grpo")
     assert grpo["label_accuracy"] == 1.0
+
+
+@pytest.mark.slow
+def test_an_arm_run_in_this_process_matches_the_pooled_run(quick_repro, tmp_path):
+    # The report's arms ran in spawned worker processes; one arm and seed replayed here must give
+    # the same curves, so results never depend on --jobs or on which worker ran what.
+    out = quick_repro / "corl"
+    pooled = json.loads((out / "curves.json").read_text())
+    data = DataConfig(dataset="jsonl", path=str(out / "rl_items.jsonl"))
+    here = corl._run_job(("corl_heterogeneous", 1, corl.QUICK, data, tmp_path))
+    assert set(here) == set(pooled["corl_heterogeneous"][1])
+    for name, curve in here.items():
+        np.testing.assert_array_equal(curve, pooled["corl_heterogeneous"][1][name], err_msg=name)
