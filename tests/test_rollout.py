@@ -7,8 +7,9 @@ import json
 import pytest
 
 from councilzoo.agents import LLMAgent, Sampling, SimulatedAgent, bind_agents
+from councilzoo.agents.controllers import FixedController, default_mode
 from councilzoo.envs import make
-from councilzoo.envs.core import Action, TurnContext
+from councilzoo.envs.core import Action, Mode, TurnContext
 from councilzoo.learners import RolloutEngine
 from councilzoo.tasks import synthetic_problems
 
@@ -174,3 +175,60 @@ def test_binding_prefers_name_over_role_and_resolves_turn_roles():
     binding = bind_agents(make("councilzoo/escalation-v0"), {"peer": a, "peer_0": b, "*": c, "probe": a})
     assert binding.agent_for("peer_0", "peer") is b and binding.agent_for("peer_1", "peer") is a
     assert binding.agent_for("anchor", "anchor") is c and binding.agent_for("peer_1", "probe") is a
+
+
+class DefaultModes:
+    """The controller an agent without one follows: speak whenever speaking is legal."""
+
+    def choose(self, contexts):
+        return [default_mode(ctx) for ctx in contexts]
+
+
+class Recording(SimulatedAgent):
+    """A simulated agent that keeps every context it was asked to act on."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.seen: list[TurnContext] = []
+
+    def act(self, contexts):
+        self.seen.extend(contexts)
+        return super().act(contexts)
+
+
+def review_envs(engine, problems):
+    envs = [engine.env_fn().unwrapped for _ in problems]
+    for env, problem in zip(envs, problems, strict=True):
+        env.reset(options={"problem": problem})
+    return envs
+
+
+def test_play_under_the_agents_own_default_controller_equals_run():
+    problems = synthetic_problems("numeric", 12, seed=4)
+    agents = {"*": SimulatedAgent("s", 0.5, seed=3)}
+    engine = RolloutEngine("councilzoo/review-v0", agents, num_envs=4, progress=False)
+    envs = review_envs(engine, problems)
+    engine.play(envs, [0] * len(envs), controller=DefaultModes())
+    assert dicts(env.episode_record() for env in envs) == dicts(engine.run(problems))
+
+
+def test_play_calls_agents_only_to_speak_forces_first_modes_and_stops_at_max_turns():
+    problems = synthetic_problems("numeric", 6, seed=5)
+    agent = Recording("s", 0.5, seed=3)
+    engine = RolloutEngine("councilzoo/review-v0", {"*": agent}, progress=False)
+    never_review = FixedController({"reviewer": Mode.SKIP, "proposer": Mode.KEEP})
+    envs, seen = review_envs(engine, problems), []
+    engine.play(envs, list(range(6)), controller=never_review, on_turn=lambda i, env, ctx, m: seen.append(m))
+    # Only each episode's opening proposal (REFRESH is its one legal mode) reaches the agent.
+    assert [ctx.legal_modes for ctx in agent.seen] == [(Mode.REFRESH,)] * 6
+    assert [ctx.extras["episode"] for ctx in agent.seen] == list(range(6))
+    assert len(seen) == sum(len(env.transcript) for env in envs)
+    assert all(env.episode_record().cost.calls == 1 for env in envs)
+    # Forcing the second turn's mode (the first review) to SPEAK, for two turns only.
+    agent.seen.clear()
+    envs = review_envs(engine, problems)
+    engine.play(envs, [0] * 6, controller=never_review, max_turns=1)
+    engine.play(envs, [0] * 6, controller=never_review, first_modes=[Mode.SPEAK] * 6, max_turns=1)
+    assert [t.mode for env in envs for t in env.transcript] == [Mode.REFRESH, Mode.SPEAK] * 6
+    assert [ctx.role for ctx in agent.seen] == ["proposer"] * 6 + ["reviewer"] * 6
+    assert not any(all(env.terminations.values()) for env in envs)

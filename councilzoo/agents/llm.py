@@ -112,11 +112,6 @@ class LLMAgent:
         self.name = name
         self._calls = 0
 
-    def reset_seeds(self) -> None:
-        """Replay the per-call sampling seeds from the first call (``call_sampling``), so protocols
-        evaluated one after another draw the same samples on the same turns (common random numbers)."""
-        self._calls = 0
-
     def __repr__(self) -> str:
         return f"LLMAgent({self.name!r}, generator={type(self.generator).__name__})"
 

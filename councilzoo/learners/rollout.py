@@ -15,6 +15,12 @@ so an interrupted evaluation resumes where it stopped with no lost and no duplic
 last line cut off by a crash is dropped. An error raised by an agent or a generator stops the
 run after the episodes already finished are on disk.
 
+``play(envs, episodes, controller=...)`` is the same lockstep loop over envs the caller reset (or
+deep-copied mid-episode): a ``Controller`` picks every turn's mode, the agent is called only for
+speaking modes, with ``legal_modes`` narrowed to the chosen one; a first mode can be forced per
+env and a hook sees every turn before it is stepped. TRACER plays and branches its episodes
+through it (``learners/tracer_values``).
+
 Determinism: agents see ``TurnContext.extras["episode"]`` (the episode index); simulated agents
 draw from counters keyed by problem, episode, round and turn, so records do not depend on ``M``.
 LLM sampling is seeded per generate call from ``seed`` (or the agent's ``Sampling.seed``) and the
@@ -36,11 +42,13 @@ from pettingzoo import ParallelEnv
 
 from councilzoo.agents.base import Agent, Completion
 from councilzoo.agents.binding import AgentBinding, bind_agents
+from councilzoo.agents.controllers import Controller, is_silent
 from councilzoo.agents.llm import LLMAgent, call_sampling, generate_requests
 from councilzoo.envs.core import Action, Cost, EpisodeRecord, Mode, Turn, TurnContext
 from councilzoo.tasks import Problem
 
 Key = tuple[str, int]  # (problem id, episode index)
+TurnHook = Callable[[int, Any, TurnContext, Mode], None]  # (env position, env, context, chosen mode)
 
 
 def record_from_dict(data: Mapping[str, Any]) -> EpisodeRecord:
@@ -127,8 +135,18 @@ class _Slot:
 
 
 @dataclass
+class _Control:
+    """What ``play`` adds to a tick: the controller, modes still to force per env, the hook."""
+
+    controller: Controller
+    forced: list[Mode | None]
+    on_turn: TurnHook | None
+
+
+@dataclass
 class RolloutStats:
-    """Counters of the last ``run``: ticks, generate calls, episodes played, tokens generated."""
+    """Counters since the last ``run`` began (``play`` adds to them): ticks, generate calls, episodes
+    finished by ``run``, tokens generated."""
 
     ticks: int = 0
     generate_calls: int = 0
@@ -214,6 +232,44 @@ class RolloutEngine:
                 live = still
         return [done[k] for k in keys]
 
+    def play(
+        self,
+        envs: Sequence[Any],
+        episodes: Sequence[int],
+        *,
+        controller: Controller,
+        first_modes: Sequence[Mode | None] | None = None,
+        max_turns: int | None = None,
+        on_turn: TurnHook | None = None,
+    ) -> None:
+        """Play raw ``envs`` from where they stand to the end (or ``max_turns`` turns each).
+
+        ``controller`` chooses every turn's mode; ``episodes[i]`` is env i's episode index (what
+        ``TurnContext.extras["episode"]`` holds); ``first_modes[i]`` forces env i's next mode;
+        ``on_turn(i, env, ctx, mode)`` runs before each turn is stepped, with the unnarrowed
+        context. Nothing is logged: the caller owns these envs and their records.
+        """
+        if len(episodes) != len(envs) or (first_modes is not None and len(first_modes) != len(envs)):
+            raise ValueError("play: episodes and first_modes need one entry per env")
+        forced = list(first_modes) if first_modes is not None else [None] * len(envs)
+        control = _Control(controller, forced, on_turn)
+        slots = [_Slot(env, i, ("", int(e))) for i, (env, e) in enumerate(zip(envs, episodes, strict=True))]
+        played = [0] * len(slots)
+        live = [slot for slot in slots if not self._finished(slot.env)]
+        while live:
+            self._tick(live, control)
+            for slot in live:
+                played[slot.index] += 1
+            live = [
+                slot for slot in live
+                if not self._finished(slot.env) and (max_turns is None or played[slot.index] < max_turns)
+            ]
+
+    def reset_seeds(self) -> None:
+        """Replay the per-call sampling seeds from the first call (``call_sampling``), so protocols
+        played one after another draw the same samples on the same calls (common random numbers)."""
+        self._calls = 0
+
     # ---- internals ---------------------------------------------------------------------------
     @staticmethod
     def _keys(problems: Sequence[Problem], episodes: int) -> list[Key]:
@@ -260,11 +316,14 @@ class RolloutEngine:
             contexts.append(ctx)
         return contexts
 
-    def _tick(self, live: list[_Slot]) -> None:
+    def _tick(self, live: list[_Slot], control: _Control | None = None) -> None:
         """One lockstep step of every live env."""
         self.stats.ticks += 1
         turns = [(slot, ctx) for slot in live for ctx in self._pending(slot)]
-        actions = self._act([ctx for _, ctx in turns])
+        if control is None:
+            actions = self._act([ctx for _, ctx in turns])
+        else:
+            actions = self._act_controlled(turns, control)
         by_slot: dict[int, list[tuple[TurnContext, Action, Completion | None]]] = {}
         for (slot, ctx), (action, completion) in zip(turns, actions, strict=True):
             by_slot.setdefault(slot.index, []).append((ctx, action, completion))
@@ -278,6 +337,27 @@ class RolloutEngine:
             completions = {ctx.agent: completion for ctx, _, completion in entries}
             for turn in slot.env.transcript[before:]:
                 _attach(turn, completions.get(turn.agent))
+
+    def _act_controlled(
+        self, turns: list[tuple[_Slot, TurnContext]], control: _Control
+    ) -> list[tuple[Action, Completion | None]]:
+        """The controller's modes; agents speak only where a speaking mode was chosen."""
+        modes = [Mode(m) for m in control.controller.choose([ctx for _, ctx in turns])]
+        out: list[tuple[Action, Completion | None] | None] = [None] * len(turns)
+        speaking = []
+        for k, (slot, ctx) in enumerate(turns):
+            if control.forced[slot.index] is not None:
+                modes[k], control.forced[slot.index] = Mode(control.forced[slot.index]), None
+            if control.on_turn is not None:
+                control.on_turn(slot.index, slot.env, ctx, modes[k])
+            if is_silent(modes[k]):
+                out[k] = (Action(modes[k]), None)
+            else:
+                speaking.append(k)
+        narrowed = [replace(turns[k][1], legal_modes=(modes[k],)) for k in speaking]
+        for k, acted in zip(speaking, self._act(narrowed), strict=True):
+            out[k] = acted
+        return out  # type: ignore[return-value]
 
     def _act(self, contexts: list[TurnContext]) -> list[tuple[Action, Completion | None]]:
         """Actions for ``contexts``: one generate call per (generator, sampling), one act per agent."""

@@ -34,7 +34,6 @@ from pathlib import Path
 
 import numpy as np
 
-from councilzoo.agents.binding import bind_agents
 from councilzoo.agents.controllers import Controller, FixedController, RandomController
 from councilzoo.agents.regret_controller import RegretMatchingController, VoteTimeState
 from councilzoo.agents.simulated import SimulatedAgent
@@ -43,6 +42,7 @@ from councilzoo.envs import review_v0
 from councilzoo.envs.core import Mode
 from councilzoo.learners.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from councilzoo.learners.logging import MetricsLogger
+from councilzoo.learners.rollout import RolloutEngine
 from councilzoo.learners.tracer_config import DataConfig, TracerConfig
 from councilzoo.learners.tracer_metrics import episode_metrics, flatten, regret_summary, speak_rates
 from councilzoo.learners.tracer_values import Player, action_values, branch, play_episodes
@@ -175,23 +175,27 @@ class Tracer:
         if agents is None:
             agents = self.generation.agents if self.generation else simulated_agents(cfg)
         self._envs: list = []
-        self.binding = bind_agents(self._env_pool(1)[0], agents)
-        self.player = Player(self.controller, self.binding)
+        # The engine's own env is never played: episodes run on this learner's pool and snapshots.
+        self.engine = RolloutEngine(self._new_env, agents, num_envs=1, seed=cfg.seed, progress=False)
+        self.player = Player(self.engine, self.controller)
         self.step_count = 0
         self.out_dir = Path(cfg.out_dir)
 
     # ---- episodes ----------------------------------------------------------------------------
-    def _env_pool(self, n: int) -> list:
+    def _new_env(self):
         e = self.cfg.env
+        return review_v0.raw_env(
+            num_agents=e.num_agents,
+            rounds=e.rounds,
+            final_rule=e.final_rule,
+            lam=e.lam,
+            cost_unit=e.cost_unit,
+            problems=self.train_problems[:1],
+        )
+
+    def _env_pool(self, n: int) -> list:
         while len(self._envs) < n:
-            env = review_v0.raw_env(
-                num_agents=e.num_agents,
-                rounds=e.rounds,
-                final_rule=e.final_rule,
-                lam=e.lam,
-                cost_unit=e.cost_unit,
-                problems=self.train_problems[:1],
-            )
+            env = self._new_env()
             env.env_index = len(self._envs)
             self._envs.append(env)
         return self._envs[:n]
@@ -286,7 +290,7 @@ class Tracer:
         learned = controller is None
         controller = self.controller.eval() if learned else controller
         before = {r: h.copy() for r, h in self.controller.untrained_hits.items()}
-        player = Player(controller, self.binding)
+        player = Player(self.engine, controller)
         records, decisions = play_episodes(player, self._reset(problems), [0] * len(problems), self.state_fn)
         self.controller.train()
         out = {

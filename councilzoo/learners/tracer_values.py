@@ -20,22 +20,22 @@ A *decision* is a turn where a role's silent and speaking modes are both legal. 
 
 Correctness is judged against a *label* per problem: the gold answer, or a peer-consensus label
 in the label-free variant (``councilzoo.learners.tracer``); the env's own gold-based rewards are
-never read here. All branches of a batch are played together, one batched agent call per tick.
+never read here. All branches of a batch are played together by the rollout engine's lockstep loop.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from councilzoo.agents.binding import AgentBinding
 from councilzoo.agents.controllers import Controller, is_silent
 from councilzoo.agents.regret_controller import ROLE_MODES, StateFn, is_decision
 from councilzoo.envs.base import team_reward
-from councilzoo.envs.core import Action, EpisodeRecord, Mode, Turn, TurnContext
+from councilzoo.envs.core import EpisodeRecord, Mode, Turn, TurnContext
+from councilzoo.learners.rollout import RolloutEngine, TurnHook
 from councilzoo.tasks import answers_equivalent
 
 VALUE_MODES = ("counterfactual", "myopic", "myopic_released")
@@ -62,22 +62,17 @@ def snapshot(env):
     return copy.deepcopy(env, {id(x): x for x in shared})
 
 
-def finished(env) -> bool:
-    return all(env.terminations.values())
-
-
 @dataclass
 class Player:
-    """Steps many raw review envs in lockstep: a controller picks modes, agents speak.
+    """A controller playing raw review envs through ``engine``'s lockstep loop (``RolloutEngine.play``):
+    agents are called only for speaking turns, LLM turns sharing a model in one generate call."""
 
-    Agents are called only for speaking turns, with ``legal_modes`` narrowed to the chosen mode
-    (an agent without a controller then plays it); one ``act`` call per agent object per tick
-    (bind one ``LLMAgent`` to ``"*"`` so both roles of a shared model make one generate call).
-    """
-
+    engine: RolloutEngine
     controller: Controller
-    binding: AgentBinding
-    ticks: int = field(default=0, init=False)
+
+    @property
+    def ticks(self) -> int:
+        return self.engine.stats.ticks
 
     def play(
         self,
@@ -85,45 +80,13 @@ class Player:
         episodes: Sequence[int],
         first_modes: Sequence[Mode | None] | None = None,
         max_turns: int | None = None,
-        on_turn: Callable[[int, object, TurnContext, Mode], None] | None = None,
+        on_turn: TurnHook | None = None,
     ) -> None:
-        """Play ``envs`` to the end (or ``max_turns`` turns each).
-
-        ``episodes[i]`` is env i's episode index (``TurnContext.extras["episode"]``, as the rollout
-        engine sets it); ``first_modes[i]`` forces env i's next mode; ``on_turn(i, env, ctx,
-        mode)`` runs before every turn is stepped.
-        """
-        forced = list(first_modes) if first_modes is not None else [None] * len(envs)
-        played = [0] * len(envs)
-        live = [i for i, env in enumerate(envs) if not finished(env)]
-        while live:
-            self.ticks += 1
-            contexts = []
-            for i in live:
-                ctx = envs[i].turn_context(envs[i].agent_selection)
-                ctx.extras["episode"] = episodes[i]
-                contexts.append(ctx)
-            modes = [Mode(m) for m in self.controller.choose(contexts)]
-            speaking: dict[int, list[int]] = {}
-            actions: dict[int, Action] = {}
-            for k, (i, ctx) in enumerate(zip(live, contexts, strict=True)):
-                if forced[i] is not None:
-                    modes[k], forced[i] = Mode(forced[i]), None
-                if on_turn is not None:
-                    on_turn(i, envs[i], ctx, modes[k])
-                if is_silent(modes[k]):
-                    actions[k] = Action(modes[k])
-                else:
-                    agent = self.binding.agent_for(ctx.agent, ctx.role)
-                    speaking.setdefault(id(agent), []).append(k)
-            for ks in speaking.values():
-                agent = self.binding.agent_for(contexts[ks[0]].agent, contexts[ks[0]].role)
-                narrowed = [replace(contexts[k], legal_modes=(modes[k],)) for k in ks]
-                actions.update(zip(ks, agent.act(narrowed), strict=True))
-            for k, i in enumerate(live):
-                envs[i].step(actions[k])
-                played[i] += 1
-            live = [i for i in live if not finished(envs[i]) and (max_turns is None or played[i] < max_turns)]
+        """Play ``envs`` to the end (or ``max_turns`` turns each); see ``RolloutEngine.play``."""
+        self.engine.play(
+            envs, episodes, controller=self.controller, first_modes=first_modes, max_turns=max_turns,
+            on_turn=on_turn,
+        )
 
 
 def play_episodes(

@@ -254,8 +254,7 @@ def run_lm_cell(generators: dict[str, TransformersGenerator], seed: int, sizes: 
     baselines = baseline_controllers(PROTOCOLS[1:], seed)
     out = {}
     for protocol in PROTOCOLS:
-        for agent in tracer.binding.agents():
-            agent.reset_seeds()
+        tracer.engine.reset_seeds()
         out[protocol] = tracer.evaluate(test, baselines.get(protocol))
     return out
 
