@@ -71,3 +71,17 @@ def test_cli_entry_writes_metrics_checkpoints_and_summary(tiny_model_dir, tmp_pa
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["eval"]["synthetic:numeric"]) == {"tracer", "never_review"}
     assert (out / "checkpoints" / "step-000001" / "shared").is_dir()
+
+
+@pytest.mark.slow
+def test_a_resumed_llm_run_plays_and_trains_as_the_uninterrupted_one(tiny_model_dir, tmp_path):
+    # Weights, optimizer states, regrets and the engine's sampling-seed counter come back, so the
+    # step after a resume draws the same utterances and makes the same update.
+    agents = {"kind": "llm", "model": str(tiny_model_dir), "max_new_tokens": 12, "stop": ["e", "a"]}
+    straight = Tracer(tiny_config(tiny_model_dir, tmp_path / "a", agents=agents, checkpoint_every=1))
+    history = straight.train()
+    resumed = Tracer(tiny_config(tiny_model_dir, tmp_path / "b", agents=agents, checkpoint_every=1))
+    resumed.load(tmp_path / "a" / "checkpoints" / "step-000001")
+    again = resumed.step()
+    assert again["train"] == history[1]["train"]
+    assert again["generation"] == history[1]["generation"]

@@ -270,6 +270,14 @@ class RolloutEngine:
         played one after another draw the same samples on the same calls (common random numbers)."""
         self._calls = 0
 
+    def state_dict(self) -> dict[str, int]:
+        """The per-call seed counter: checkpointed with a learner, so a resumed run samples what
+        the uninterrupted run would have."""
+        return {"calls": self._calls}
+
+    def load_state_dict(self, state: Mapping[str, int]) -> None:
+        self._calls = int(state["calls"])
+
     # ---- internals ---------------------------------------------------------------------------
     @staticmethod
     def _keys(problems: Sequence[Problem], episodes: int) -> list[Key]:

@@ -316,7 +316,8 @@ class Tracer:
     # ---- checkpoints -------------------------------------------------------------------------
     def save(self, root: str | Path) -> Path:
         """Checkpoint ``root/step-N``: regrets, strategy sums, visits, value ranges (exactly), the
-        step, and with LLMs each model's weights (LoRA adapters) and optimizer state."""
+        step, the engine's sampling-seed counter, and with LLMs each model's weights (LoRA
+        adapters) and optimizer state."""
         # 0-d entries (strings, scalars, the rng state) go to state.json: the array file holds
         # only numeric arrays, restored bit-exactly.
         arrays, scalars = {}, {}
@@ -331,7 +332,7 @@ class Tracer:
             self.step_count,
             arrays=arrays,
             keep_last=self.cfg.keep_last,
-            state={"controller_scalars": scalars},
+            state={"controller_scalars": scalars, "engine": self.engine.state_dict()},
             models=gen.models() if gen else None,
             states=gen.optimizer_states() if gen else None,
         )
@@ -344,6 +345,8 @@ class Tracer:
         )
         scalars = {k: np.array(v) for k, v in ckpt.state["controller_scalars"].items()}
         self.controller.load_state_dict({**ckpt.arrays, **scalars})
+        if "engine" in ckpt.state:  # older checkpoints lack it: sampling seeds then restart from 0
+            self.engine.load_state_dict(ckpt.state["engine"])
         self.step_count = ckpt.step
 
     # ---- the run -----------------------------------------------------------------------------
