@@ -62,18 +62,17 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0)
     ev.set_defaults(func=_eval)
 
-    tr = sub.add_parser("train", help="train with a learner: corl, tracer, grpo, ttrl, rent, intuitor")
+    tr = sub.add_parser("train", help="train with a learner: corl, tracer, grpo, ttrl, rent, intuitor, ...")
     tr.add_argument("learner")
     tr.add_argument("config", help="experiment config (YAML)")
-    tr.add_argument("--out", default=None, help="override the config's output folder")
-    tr.add_argument("--max-steps", type=int, default=None, help="override the config's number of steps")
-    tr.add_argument(
-        "--resume", action="store_true", help="resume from the latest checkpoint in the output folder"
-    )
-    tr.add_argument(
-        "--member", type=int, default=None,
-        help="multi-process corl: this process's cohort member index (else $COUNCILZOO_MEMBER)",
-    )
+    tr.add_argument("--set", action="append", metavar="KEY.SUB=VALUE",
+                    help="override a config value (repeatable), e.g. --set trainer.learning_rate=1e-6")
+    tr.add_argument("--out", default=None, help="override the config's output_dir")
+    tr.add_argument("--max-steps", type=int, default=None, help="override the config's max_steps")
+    tr.add_argument("--resume", action="store_true", help="continue the run in the output folder")
+    tr.add_argument("--overwrite", action="store_true", help="discard the output folder's checkpoints first")
+    tr.add_argument("--members", default=None,
+                    help="cohorts: start only these member indices on this node (e.g. 1,2; multi-node)")
     tr.set_defaults(func=_train)
 
     rp = sub.add_parser("repro", help="reproduce a paper's central claim at toy scale")

@@ -9,8 +9,13 @@ from typing import Any
 from councilzoo.learners.rollout import RolloutEngine, RolloutStats, record_from_dict
 
 _MODULES = {
-    "councilzoo.learners.corl": ("CoRL", "CoRLConfig", "CohortLearner", "CohortConfig", "MemberConfig"),
-    "councilzoo.learners.baselines": ("Baseline", "BaselineConfig"),
+    "councilzoo.learners.base": ("Learner", "register_learner", "get_learner", "learner_names"),
+    "councilzoo.learners.cohort": (
+        "CohortLearner", "CohortConfig", "MemberConfig", "DataConfig", "CohortReward", "launch_cohort",
+        "run_member", "CohortFailed",
+    ),
+    "councilzoo.learners.corl": ("CoRL", "CoRLConfig"),
+    "councilzoo.learners.baselines": ("Baseline", "BaselineConfig", "GRPO", "TTRL", "RENT", "INTUITOR"),
     "councilzoo.learners.tracer": ("Tracer",),
     "councilzoo.learners.tracer_config": ("TracerConfig",),
     "councilzoo.learners.policy_update": (

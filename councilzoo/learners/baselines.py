@@ -1,34 +1,28 @@
-"""Baselines of the Co-RL paper, on the same machinery (sampling, GSPO/GRPO step, metrics).
+"""Baselines of the Co-RL paper on the same engine (TRL ``GRPOTrainer``), one learner each.
 
-| learner    | reward rule      | reward of a sample                                        |
-|------------|------------------|-----------------------------------------------------------|
-| ``grpo``   | ``ground_truth`` | 1[answer == gold] (supervised GRPO)                       |
-| ``ttrl``   | ``self_majority``| 1[answer == the member's own plurality answer] (TTRL)     |
-| ``rent``   | ``entropy``      | -mean_t H(p_t) over completion tokens (RENT)              |
+| learner     | reward rule       | reward of a sample                                       |
+|-------------|-------------------|----------------------------------------------------------|
+| ``grpo``    | ``ground_truth``  | 1[answer == gold] (supervised GRPO)                      |
+| ``ttrl``    | ``self_majority`` | 1[answer == the member's own plurality answer] (TTRL)    |
+| ``rent``    | ``entropy``       | -mean_t H(p_t) over completion tokens (RENT)             |
 | ``intuitor``| ``self_certainty``| mean_t KL(U || p_t) over completion tokens (Intuitor)    |
 
-Label rules come from ``councilzoo.envs.rewards`` like Co-RL's; the intrinsic ones are computed
-here from the member's own next-token distributions at the policy temperature, before its update.
-Members of a baseline run train independently (N >= 1).
+The label rules play ``cohort-v0`` with one player, like Co-RL's peer rules with N; the intrinsic
+ones are computed from the member's own next-token distributions at the sampling temperature,
+before its update. Members of a baseline run train independently (N >= 1), each in its world.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 
-from councilzoo.learners.corl import CohortConfig, CohortLearner
-from councilzoo.learners.policy_update import RolloutBatch, completion_logps
-
-BASELINE_RULES = {
-    "grpo": "ground_truth",
-    "ttrl": "self_majority",
-    "rent": "entropy",
-    "intuitor": "self_certainty",
-}
+from councilzoo.config import ConfigError
+from councilzoo.learners.base import register_learner
+from councilzoo.learners.cohort import CohortConfig, CohortLearner, CohortReward
 
 
 def token_entropy_reward(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -50,36 +44,94 @@ def self_certainty_reward(logits: torch.Tensor, mask: torch.Tensor) -> torch.Ten
 INTRINSIC_REWARDS = {"entropy": token_entropy_reward, "self_certainty": self_certainty_reward}
 
 
+class IntrinsicReward:
+    """TRL reward function scoring each completion by the policy's own token distributions.
+
+    Scores ``micro_batch`` completions per forward (the trainer's micro-batch), so the logits held
+    at once are micro_batch x T x V, never the whole generation batch's.
+    """
+
+    def __init__(self, rule: str) -> None:
+        self.__name__ = rule
+        self.score = INTRINSIC_REWARDS[rule]
+        self.trainer: Any = None
+
+    def bind(self, trainer: Any) -> None:
+        self.trainer = trainer
+
+    @torch.no_grad()
+    def __call__(self, prompts, completions, completion_ids, **_: Any) -> list[float]:
+        trainer = self.trainer
+        tokenizer = trainer.processing_class
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        size = trainer.args.per_device_train_batch_size
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        out: list[float] = []
+        for start in range(0, len(prompts), size):
+            rows = []
+            for prompt, comp in zip(
+                prompts[start : start + size], completion_ids[start : start + size], strict=True
+            ):
+                text = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+                rows.append((tokenizer(text, add_special_tokens=False)["input_ids"], list(comp)))
+            width_p = max(len(p) for p, _ in rows)
+            width_c = max(1, max(len(c) for _, c in rows))
+            ids = torch.full((len(rows), width_p + width_c), pad, dtype=torch.long)
+            attention = torch.zeros_like(ids)
+            mask = torch.zeros((len(rows), width_c))
+            for i, (p, c) in enumerate(rows):
+                ids[i, width_p - len(p) : width_p] = torch.tensor(p)
+                ids[i, width_p : width_p + len(c)] = torch.tensor(c, dtype=torch.long)
+                attention[i, width_p - len(p) : width_p + len(c)] = 1
+                mask[i, : len(c)] = 1
+            device = next(model.parameters()).device
+            position = (attention.cumsum(-1) - 1).clamp(min=0)
+            logits = model(
+                input_ids=ids.to(device),
+                attention_mask=attention.to(device),
+                position_ids=position.to(device),
+                logits_to_keep=width_c + 1,
+            ).logits[:, :-1]
+            logits = logits.float() / trainer.args.temperature
+            out.extend(self.score(logits, mask.to(device)).tolist())
+        return out
+
+
 @dataclass
 class BaselineConfig(CohortConfig):
     """A baseline run: any number of independent members and a non-peer reward rule."""
 
-    RULES: ClassVar[tuple[str, ...]] = tuple(BASELINE_RULES.values())
+    RULES: ClassVar[tuple[str, ...]] = ("ground_truth", "self_majority", "entropy", "self_certainty")
     MIN_MEMBERS: ClassVar[int] = 1
 
 
 class Baseline(CohortLearner):
-    """Supervised GRPO, TTRL, RENT or Intuitor, chosen by ``cfg.reward_rule``."""
+    """A baseline (its ``RULE`` names the reward rule the config must use)."""
 
     config_class = BaselineConfig
+    RULE: ClassVar[str]
 
-    def rewards(self, step, problems, answers, batches):
-        rule = self.cfg.reward_rule
-        if rule not in INTRINSIC_REWARDS:
-            return super().rewards(step, problems, answers, batches)
-        rewards = {}
-        for member in self.members:
-            batch: RolloutBatch = batches[member.index].to(member.model.device)
-            with torch.no_grad():
-                _, logits = completion_logps(
-                    member.model,
-                    batch.prompt_ids,
-                    batch.prompt_mask,
-                    batch.completion_ids,
-                    batch.completion_mask,
-                    self.cfg.policy.temperature,
-                    with_logits=True,
-                )
-            rewards[member.index] = INTRINSIC_REWARDS[rule](logits, batch.completion_mask).cpu()
-        labels = {m: [None] * len(problems) for m in answers}
-        return rewards, labels, [[None] * len(problems) for _ in self.cfg.members]
+    def __init__(self, cfg: BaselineConfig) -> None:
+        super().__init__(cfg)
+        if cfg.reward_rule != self.RULE:
+            raise ConfigError(
+                f"reward_rule: learner {self.name!r} needs {self.RULE!r}, got {cfg.reward_rule!r}"
+            )
+
+    @staticmethod
+    def reward_functions(cfg, index, problems, link) -> list:
+        if cfg.reward_rule in INTRINSIC_REWARDS:
+            return [IntrinsicReward(cfg.reward_rule)]
+        return [CohortReward(cfg, index, problems, None)]
+
+
+def _baseline(name: str, rule: str, doc: str) -> type[Baseline]:
+    cls = type(name.upper(), (Baseline,), {"name": name, "RULE": rule, "__doc__": doc})
+    return register_learner(cls)
+
+
+GRPO = _baseline("grpo", "ground_truth", "Supervised GRPO: rewarded against the gold answer.")
+TTRL = _baseline("ttrl", "self_majority", "TTRL: rewarded against the member's own majority answer.")
+RENT = _baseline("rent", "entropy", "RENT: rewarded by low token entropy.")
+INTUITOR = _baseline("intuitor", "self_certainty", "Intuitor: rewarded by self-certainty.")
+BASELINE_RULES = {cls.name: cls.RULE for cls in (GRPO, TTRL, RENT, INTUITOR)}

@@ -108,10 +108,14 @@ class CohortLink:
     to stop (called automatically when the ``with`` body raises).
     """
 
-    def __init__(self, cfg: DistributedConfig, member: int, num_members: int, run_id: str = "corl") -> None:
+    def __init__(
+        self, cfg: DistributedConfig, member: int, num_members: int, run_id: str = "corl",
+        fingerprint: str = "",
+    ) -> None:
         if not 0 <= member < num_members:
             raise ValueError(f"member index must be in [0, {num_members}), got {member}")
         self.cfg, self.member, self.num_members, self.run_id = cfg, member, num_members, run_id
+        self.fingerprint = fingerprint
         self.failure: str | None = None
         self._failed = threading.Event()  # set by the heartbeat thread together with ``failure``
         self._published: dict[int, list[str]] = {}
@@ -130,9 +134,30 @@ class CohortLink:
 
     def __enter__(self) -> CohortLink:
         self._heartbeat.start()
-        self.store.set(self.key(f"joined/{self.member}"), "1")
-        self._wait([self.key(f"joined/{m}") for m in range(self.num_members)], self.cfg.connect_timeout_s)
+        self.store.set(self.key(f"joined/{self.member}"), self.fingerprint)
+        keys = [self.key(f"joined/{m}") for m in range(self.num_members)]
+        self._wait(keys, self.cfg.connect_timeout_s)
+        prints = [self.store.get(k).decode() for k in keys]
+        if len(set(prints)) > 1:
+            self.abort(f"members joined with different configs (fingerprints {prints})")
+            self.close(clean=False)
+            raise PeerFailure(
+                f"member {self.member}: the members' configs differ (fingerprints {prints}): start every "
+                "member from the same config file"
+            )
         return self
+
+    def agree_on_checkpoint(self, steps: Sequence[int]) -> int | None:
+        """The newest checkpoint step every member holds (None: none in common, start fresh).
+
+        A member killed between two peers' saves has one checkpoint fewer; the cohort resumes
+        where all of them can, so rounds and labels line up again.
+        """
+        self.store.set(self.key(f"checkpoints/{self.member}"), json.dumps(sorted(steps)))
+        keys = [self.key(f"checkpoints/{m}") for m in range(self.num_members)]
+        self._wait(keys, self.cfg.connect_timeout_s)
+        common = set.intersection(*(set(json.loads(self.store.get(k))) for k in keys))
+        return max(common) if common else None
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc is not None and not isinstance(exc, PeerFailure):

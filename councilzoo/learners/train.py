@@ -1,95 +1,136 @@
-"""``councilzoo train LEARNER CONFIG``: Co-RL, its baselines, and TRACER.
+"""``councilzoo train NAME CONFIG [--set key.sub=value ...]``: any registered learner.
 
-Learners: ``corl`` (``CoRLConfig``), ``grpo`` / ``ttrl`` / ``rent`` / ``intuitor``
-(``BaselineConfig``; the config's ``reward_rule`` must match the learner), ``tracer`` (handed to
-``councilzoo.learners.tracer.main``). The config is loaded and validated before any model loads.
+The config is read, overridden and validated, and the output folder checked, before any model
+loads. ``--set`` takes dotted paths into the YAML (list items by index:
+``members.1.trainer.learning_rate=1e-6``); values are parsed as YAML scalars (``1e-6`` as a float).
 
-Multi-process Co-RL: start one process per member with ``COUNCILZOO_MEMBER=<index>`` in its
-environment (or ``--member``), e.g. ``COUNCILZOO_MEMBER=1 accelerate launch -m councilzoo.cli
-train corl CONFIG``; member 0 hosts the label store at ``distributed.host:port``. Each member then
-writes ``metrics-<name>.jsonl`` and ``checkpoints-<name>/`` in the shared output folder.
+Cohort learners start one world per member on this node; ``--members 1,2`` starts only those
+(multi-node: each node starts its own members, member 0's node hosting the label store).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import os
 import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
 
 from councilzoo.config import ConfigError, load_config
 
-MEMBER_ENV = "COUNCILZOO_MEMBER"
-LEARNERS = ("corl", "grpo", "ttrl", "rent", "intuitor", "tracer")
+
+def apply_overrides(data: dict[str, Any], assignments: Sequence[str]) -> dict[str, Any]:
+    """``data`` with each ``dotted.path=value`` applied (``ConfigError`` naming a bad one)."""
+    for assignment in assignments:
+        path, sep, raw = assignment.partition("=")
+        if not sep or not path:
+            raise ConfigError(f"--set {assignment!r}: expected key.sub=value")
+        keys = path.split(".")
+        node: Any = data
+        for i, key in enumerate(keys):
+            last = i == len(keys) - 1
+            if isinstance(node, list):
+                if not key.isdigit() or int(key) >= len(node):
+                    raise ConfigError(
+                        f"--set {assignment!r}: {'.'.join(keys[:i]) or 'config'} has "
+                        f"{len(node)} items; {key!r} is not an index of one"
+                    )
+                key = int(key)
+            elif not isinstance(node, dict):
+                raise ConfigError(f"--set {assignment!r}: {'.'.join(keys[:i])} is not a mapping")
+            if last:
+                node[key] = _scalar(raw)
+            else:
+                if isinstance(node, dict) and key not in node:
+                    node[key] = {}
+                node = node[key]
+    return data
 
 
-def _member_index(args: argparse.Namespace) -> int | None:
-    value = getattr(args, "member", None)
+def _scalar(raw: str) -> Any:
+    """A YAML scalar, with YAML 1.1's gap closed: ``1e-6`` is a float, not a string."""
+    value = yaml.safe_load(raw)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def read_config(path: str | Path, cls: type, assignments: Sequence[str] = ()) -> Any:
+    """The validated ``cls`` config from a YAML file with ``--set`` overrides applied."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        raise ConfigError(f"{path}{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings at the top level")
+    try:
+        return load_config(apply_overrides(data, assignments), cls)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+
+
+def _members(value: str | None) -> list[int] | None:
     if value is None:
-        value = os.environ.get(MEMBER_ENV)
-    if value is None or value == "":
         return None
     try:
-        return int(value)
+        return [int(v) for v in value.split(",")]
     except ValueError as exc:
-        raise ConfigError(f"{MEMBER_ENV} must be a member index, got {value!r}") from exc
-
-
-def build_learner(learner: str, args: argparse.Namespace):
-    """The configured learner (validated config, models loaded) and its member index or None."""
-    from councilzoo.learners.baselines import BASELINE_RULES, Baseline, BaselineConfig
-    from councilzoo.learners.corl import CoRL, CoRLConfig
-
-    cls, config_cls = (CoRL, CoRLConfig) if learner == "corl" else (Baseline, BaselineConfig)
-    cfg = load_config(args.config, config_cls)
-    if learner in BASELINE_RULES and cfg.reward_rule != BASELINE_RULES[learner]:
-        wanted = BASELINE_RULES[learner]
-        raise ConfigError(f"{args.config}: {learner!r} needs reward_rule {wanted!r}, got {cfg.reward_rule!r}")
-    if args.out:
-        cfg = dataclasses.replace(cfg, output_dir=args.out)
-    if args.max_steps:
-        cfg = dataclasses.replace(cfg, max_steps=args.max_steps)
-    member = _member_index(args)
-    if member is None:
-        return cls(cfg), None
-    if learner != "corl":
-        raise ConfigError(f"{MEMBER_ENV}/--member is for multi-process corl only, not {learner!r}")
-    if not 0 <= member < len(cfg.members):
-        raise ConfigError(f"member index must be in [0, {len(cfg.members)}), got {member}")
-    return cfg, member
-
-
-def run_member(cfg, member: int, resume: bool = False) -> None:
-    """One member of a multi-process cohort: join, train, leave; any failure stops every member."""
-    from councilzoo.learners.corl import CoRL
-    from councilzoo.learners.distributed import CohortLink
-
-    with CohortLink(cfg.distributed, member, len(cfg.members)) as link:
-        CoRL(cfg, local=[member], link=link).train(resume=resume)
+        raise ConfigError(f"--members: expected member indices like 0,2, got {value!r}") from exc
 
 
 def main(args: argparse.Namespace) -> int:
     """Entry point of ``councilzoo train`` (see the module docstring)."""
-    if args.learner not in LEARNERS:
-        raise SystemExit(f"unknown learner {args.learner!r}; expected one of {LEARNERS}")
-    if args.learner == "tracer":
-        from councilzoo.learners import tracer
+    from councilzoo.learners.base import get_learner
 
-        return int(tracer.main(args.config, args) or 0)
+    learner_class = get_learner(args.learner)
+    sets = list(args.set or [])
+    if args.out:
+        sets.append(f"output_dir={args.out}")
+    if args.max_steps is not None:
+        if args.max_steps < 1:
+            raise ConfigError(f"--max-steps must be >= 1, got {args.max_steps}")
+        sets.append(f"max_steps={args.max_steps}")
+    cfg = read_config(args.config, learner_class.config_class, sets)
+    learner = learner_class(cfg)
+    members = _members(args.members)
+    kwargs = {"members": members} if members is not None else {}
+    from councilzoo.learners.cohort import CohortFailed
     from councilzoo.learners.distributed import PeerFailure
 
     try:
-        learner, member = build_learner(args.learner, args)
-        if member is None:
-            rows = learner.train(resume=args.resume)
-            reward = rows[-1].get("reward", float("nan")) if rows else float("nan")
-            print(f"{args.learner}: {learner.step_count} steps, last reward {reward:.3f}, in {learner.out}")
-        else:
-            run_member(learner, member, resume=args.resume)
-    except ConfigError as exc:
-        print(f"config error: {exc}", file=sys.stderr)
-        return 2
-    except PeerFailure as exc:
-        print(f"cohort stopped: {exc}", file=sys.stderr)
+        rows = learner.train(resume=args.resume, overwrite=args.overwrite, **kwargs)
+    except (CohortFailed, PeerFailure) as exc:
+        print(f"councilzoo train: cohort stopped: {exc}", file=sys.stderr)
         return 3
+    print_summary(args.learner, cfg, rows)
     return 0
+
+
+def print_summary(learner: str, cfg: Any, rows: Sequence[dict]) -> None:
+    """The final table: one line per trained model."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{learner}: {cfg.max_steps} steps in {cfg.output_dir}")
+    keys = [
+        k
+        for k in ("reward", "label_accuracy", "oracle_reward", "agreement", "accuracy")
+        if any(k in r for r in rows)
+    ]
+    names = [m.name for m in getattr(cfg, "members", [])] or [learner]
+    table.add_column("model")
+    for key in keys:
+        table.add_column(key, justify="right")
+    for name, row in zip(names, rows, strict=False):
+        table.add_row(name, *[f"{row[k]:.3f}" if isinstance(row.get(k), float) else "-" for k in keys])
+    Console().print(table)

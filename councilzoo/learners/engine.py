@@ -1,0 +1,322 @@
+"""The update engine under every policy-gradient learner: TRL's ``GRPOTrainer``.
+
+councilzoo writes no update loop. A learner hands the trainer three things through its documented
+hooks, and TRL does the rest (generation with transformers or vLLM colocate/server and its
+importance-sampling correction, GRPO/GSPO/DAPO/Dr. GRPO/BNPO losses, mixed precision with fp32
+master weights, micro-batches and accumulation, gradient checkpointing, LoRA through
+``peft_config``, DeepSpeed/FSDP through ``accelerate launch``, trackers, checkpoints, resume):
+
+- a **dataset** of prompt rows laid out round after round (``problem_rows``): every row is one
+  item's rendered chat prompt plus its ``problem_id``, exchange ``problem_key`` and ``round``.
+  Shuffling is off, so the trainer's ``RepeatSampler`` walks the rows in this order and every
+  cohort member meets the same items in the same round;
+- **reward functions** (the learner's credit assignment; they get the dataset columns);
+- **callbacks** (``MetricsFile``: one JSON line per logged step; ``StepProgress``: a bar over
+  optimizer steps with reward and label accuracy).
+
+``grpo_args`` turns a learner's settings into a ``GRPOConfig``: any ``GRPOConfig`` field may be
+set in a config's ``trainer:`` mapping (validated by name before any model loads). The defaults
+differ from TRL's in three places, each on purpose: ``loss_type="grpo"`` with
+``importance_sampling_level="sequence"`` (GSPO as in its paper), ``shuffle_dataset=False`` (the
+row order is the schedule) and ``use_cpu`` when no accelerator is present.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from councilzoo.config import ConfigError
+from councilzoo.learners.logging import read_metrics
+from councilzoo.tasks import Problem
+
+# Keys a learner sets itself; a config's ``trainer:`` mapping may not override them.
+OWNED_KEYS = frozenset(
+    {
+        "output_dir",
+        "max_steps",
+        "seed",
+        "save_steps",
+        "report_to",
+        "num_generations",
+        "generation_batch_size",
+        "steps_per_generation",
+        "max_completion_length",
+        "shuffle_dataset",
+        "remove_unused_columns",
+        "run_name",
+    }
+)
+DEFAULTS: dict[str, Any] = {
+    "loss_type": "grpo",
+    "importance_sampling_level": "sequence",
+    "beta": 0.0,
+    "logging_steps": 1,
+    "save_total_limit": 2,
+    "disable_tqdm": True,  # StepProgress draws the bar
+    "log_completions": False,
+}
+
+
+def trainer_fields() -> set[str]:
+    from trl import GRPOConfig
+
+    return {f.name for f in dataclasses.fields(GRPOConfig) if f.init}
+
+
+def check_trainer_overrides(overrides: Mapping[str, Any], where: str) -> None:
+    """Reject unknown ``GRPOConfig`` names and keys the learner owns, naming the config path."""
+    unknown = sorted(set(overrides) - trainer_fields())
+    if unknown:
+        raise ConfigError(f"{where}: unknown GRPOConfig field(s) {unknown} (see trl.GRPOConfig)")
+    owned = sorted(set(overrides) & OWNED_KEYS)
+    if owned:
+        raise ConfigError(f"{where}: {owned} are set by the learner's own keys, not under 'trainer'")
+
+
+def grpo_args(
+    *,
+    output_dir: str | Path,
+    max_steps: int,
+    seed: int,
+    save_steps: int,
+    report_to: Sequence[str],
+    num_generations: int,
+    prompts_per_round: int,
+    max_completion_length: int,
+    run_name: str,
+    overrides: Mapping[str, Any] = (),
+) -> Any:
+    """A ``GRPOConfig`` for one model: our defaults, then ``overrides`` (any GRPOConfig field).
+
+    One generation round covers ``prompts_per_round`` items x ``num_generations`` completions
+    (TRL's ``generation_batch_size``). Unless overridden, the micro-batch is the whole round on
+    each process and accumulation is 1, so a round is one optimizer step.
+    """
+    import torch
+    from trl import GRPOConfig
+
+    settings = {**DEFAULTS, **dict(overrides)}
+    if not torch.cuda.is_available() and not settings.get("use_cpu"):
+        settings.update(use_cpu=True, bf16=settings.get("bf16", False), fp16=False)
+    world = _world_size()
+    generation_batch = prompts_per_round * num_generations
+    settings.setdefault("per_device_train_batch_size", max(1, generation_batch // world))
+    try:
+        args = GRPOConfig(
+            output_dir=str(output_dir),
+            max_steps=max_steps,
+            seed=seed,
+            save_steps=save_steps if save_steps > 0 else max_steps,
+            save_strategy="steps",
+            report_to=[r for r in report_to if r != "none"] or "none",
+            num_generations=num_generations,
+            generation_batch_size=generation_batch,
+            max_completion_length=max_completion_length,
+            shuffle_dataset=False,
+            remove_unused_columns=False,
+            run_name=run_name,
+            **settings,
+        )
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"trainer settings of {run_name!r}: {exc}") from exc
+    per_round = optimizer_steps_per_round(args)
+    if per_round != int(per_round) or per_round < 1:
+        raise ConfigError(
+            f"trainer settings of {run_name!r}: a generation round of {generation_batch} completions makes "
+            f"{args.steps_per_generation} micro-steps, which gradient_accumulation_steps="
+            f"{args.gradient_accumulation_steps} does not divide"
+        )
+    return args
+
+
+def optimizer_steps_per_round(args: Any) -> float:
+    """Optimizer steps the trainer takes on one generation round (x ``num_iterations`` passes)."""
+    return args.steps_per_generation * args.num_iterations / args.gradient_accumulation_steps
+
+
+def rounds_needed(args: Any) -> int:
+    return math.ceil(args.max_steps / optimizer_steps_per_round(args))
+
+
+def _world_size() -> int:
+    import os
+
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def step_items(problems: Sequence[Problem], seed: int, round_index: int, per_round: int) -> list[Problem]:
+    """Items of one round: consecutive slices of a per-epoch seeded permutation (the one seed rule
+    of every learner's data order; a resumed run meets the same items)."""
+    n = len(problems)
+    out = []
+    for pos in range(round_index * per_round, (round_index + 1) * per_round):
+        epoch, offset = divmod(pos, n)
+        order = np.random.default_rng([seed, epoch]).permutation(n)
+        out.append(problems[order[offset]])
+    return out
+
+
+def item_keys(problems: Sequence[Problem]) -> list[str]:
+    """Exchange keys within one round: the problem id, with ``~k`` on its k-th repeat."""
+    seen: dict[str, int] = {}
+    keys = []
+    for p in problems:
+        k = seen.get(p.id, 0)
+        seen[p.id] = k + 1
+        keys.append(p.id if k == 0 else f"{p.id}~{k}")
+    return keys
+
+
+def problem_rows(
+    problems: Sequence[Problem], seed: int, rounds: int, per_round: int, render: Any
+) -> list[dict[str, Any]]:
+    """Dataset rows for ``rounds`` rounds: ``prompt`` (chat messages from ``render(problem)``),
+    ``problem_id``, ``problem_key`` and ``round``. Gold answers are never a column."""
+    rows = []
+    for r in range(rounds):
+        items = step_items(problems, seed, r, per_round)
+        for problem, key in zip(items, item_keys(items), strict=True):
+            rows.append({"prompt": render(problem), "problem_id": problem.id, "problem_key": key, "round": r})
+    return rows
+
+
+def completion_text(completion: Any) -> str:
+    """The text of one TRL completion (conversational: a list of messages; else a string)."""
+    if isinstance(completion, str):
+        return completion
+    return "".join(m.get("content") or "" for m in completion if isinstance(m, Mapping))
+
+
+def build_trainer(
+    model: str,
+    tokenizer_path: str,
+    args: Any,
+    rows: list[dict],
+    reward_funcs: list,
+    callbacks: Sequence[Any] = (),
+    peft: Mapping[str, Any] | None = None,
+) -> Any:
+    """A ``GRPOTrainer`` on ``rows`` with our callbacks in place of TRL's printed progress."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from trl import GRPOTrainer
+
+    peft_config = None
+    if peft:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(task_type="CAUSAL_LM", **dict(peft))
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward_funcs,
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        callbacks=list(callbacks),
+    )
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    trainer.remove_callback(PrinterCallback)  # StepProgress shows the step's key numbers instead
+    trainer.remove_callback(ProgressCallback)
+    for fn in reward_funcs:
+        if hasattr(fn, "bind"):
+            fn.bind(trainer)
+    return trainer
+
+
+def latest_trainer_checkpoint(output_dir: str | Path) -> Path | None:
+    """The newest ``checkpoint-N`` folder TRL wrote under ``output_dir`` (None if none)."""
+    found = checkpoint_steps(output_dir)
+    return Path(output_dir) / f"checkpoint-{max(found)}" if found else None
+
+
+def checkpoint_steps(output_dir: str | Path) -> list[int]:
+    """Steps of the complete ``checkpoint-N`` folders (a trainer_state.json is written last)."""
+    root = Path(output_dir)
+    if not root.is_dir():
+        return []
+    steps = []
+    for path in root.glob("checkpoint-*"):
+        suffix = path.name.split("-", 1)[1]
+        if suffix.isdigit() and (path / "trainer_state.json").is_file():
+            steps.append(int(suffix))
+    return sorted(steps)
+
+
+def _trainer_callback_base() -> type:
+    from transformers import TrainerCallback
+
+    return TrainerCallback
+
+
+class MetricsFile(_trainer_callback_base()):
+    """Appends every logged row (TRL's metrics plus ours) to ``path`` as one JSON line, on the main
+    process. On resume, rows past the resumed step are dropped first, so none repeats."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if not state.is_world_process_zero:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        rows = read_metrics(self.path) if self.path.is_file() else []
+        kept = [r for r in rows if r.get("step", 0) <= state.global_step]
+        self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs or "train_runtime" in logs:
+            return
+        row = {
+            k: (float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None)
+            for k, v in logs.items()
+            if isinstance(v, (int, float))
+        }
+        row["step"] = state.global_step
+        with self.path.open("a") as fh:
+            fh.write(json.dumps(row) + "\n")
+
+
+class StepProgress(_trainer_callback_base()):
+    """A tqdm bar over optimizer steps showing the latest reward and label accuracy."""
+
+    KEYS = ("reward", "label_accuracy", "accuracy")
+
+    def __init__(self, name: str, position: int = 0) -> None:
+        self.name, self.position, self.bar = name, position, None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(
+                total=state.max_steps,
+                initial=state.global_step,
+                desc=self.name,
+                position=self.position,
+                dynamic_ncols=True,
+                leave=True,
+            )
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.bar is not None:
+            self.bar.update(state.global_step - self.bar.n)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.bar is not None and logs:
+            shown = {k: f"{logs[k]:.3f}" for k in self.KEYS if isinstance(logs.get(k), (int, float))}
+            if shown:
+                self.bar.set_postfix(shown, refresh=True)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.bar is not None:
+            self.bar.close()

@@ -1,0 +1,176 @@
+"""The one command that starts a whole cohort on one node: each member's world on its own devices.
+
+``launch_cohort`` checks everything that can fail fast (output folder, data, models, trainer
+settings) before any member starts, writes the resolved config the members read, starts one
+world per member (``python``, ``torchrun`` or ``accelerate launch``, each in its own process
+group with its own ``CUDA_VISIBLE_DEVICES``), waits, and stops every world as soon as one fails.
+Multi-node runs start a subset of members per node (``members=``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from councilzoo.config import ConfigError, write_run_files
+from councilzoo.learners import engine
+from councilzoo.learners.cohort import (
+    CohortConfig,
+    MemberConfig,
+    build_tiny_models,
+    load_problems,
+    member_args,
+    member_model_path,
+    quiet_loading,
+)
+from councilzoo.learners.logging import read_metrics
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def member_command(
+    config_path: Path, learner: str, index: int, member: MemberConfig, resume: bool
+) -> list[str]:
+    """How member ``index``'s world starts: python (one process), torchrun, or accelerate launch."""
+    entry = [
+        "-m",
+        "councilzoo.learners.cohort",
+        str(config_path),
+        "--learner",
+        learner,
+        "--member",
+        str(index),
+    ]
+    entry += ["--resume"] if resume else []
+    port = str(_free_port())
+    if member.accelerate_config:
+        return [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--config_file",
+            member.accelerate_config,
+            "--num_processes",
+            str(member.num_processes),
+            "--main_process_port",
+            port,
+            *entry,
+        ]
+    if member.num_processes > 1:
+        return [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            str(member.num_processes),
+            "--master_port",
+            port,
+            *entry,
+        ]
+    return [sys.executable, *entry]
+
+
+def prepare_run(cfg: CohortConfig, learner: str, resume: bool, overwrite: bool) -> Path:
+    """Everything that can fail fast, before any member starts: data, models, the output folder.
+    Returns the resolved config file the members read."""
+    quiet_loading()
+    out = Path(cfg.output_dir)
+    existing = [i for i in range(len(cfg.members)) if engine.checkpoint_steps(cfg.member_dir(i))]
+    if existing and not (resume or overwrite):
+        raise ConfigError(
+            f"output_dir {str(out)!r} already holds checkpoints of a run: pass --resume to continue "
+            "it or --overwrite to start again"
+        )
+    if overwrite and not resume:
+        for i in range(len(cfg.members)):
+            shutil.rmtree(cfg.member_dir(i), ignore_errors=True)
+    problems = load_problems(cfg.data, cfg.seed)
+    build_tiny_models(cfg, problems)
+    for i in range(len(cfg.members)):
+        member_model_path(cfg, i)  # ModelNotCachedError now, not in a member
+        member_args(cfg, i)  # GRPOConfig errors now
+    write_run_files(out, cfg, cfg.seed, learner=learner, fingerprint=cfg.fingerprint())
+    return out / "config.yaml"
+
+
+def launch_cohort(
+    cfg: CohortConfig,
+    learner: str,
+    *,
+    members: Sequence[int] | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    timeout_s: float | None = None,
+) -> list[dict]:
+    """Start the members' worlds on this node, wait, and return each member's last logged row.
+
+    ``members`` selects a subset (multi-node: each node starts its own members). Devices come from
+    each member's ``devices``. If any world exits with an error, every other world is stopped
+    (its whole process group) and ``CohortFailed`` names the member and its exit status.
+    """
+    config_path = prepare_run(cfg, learner, resume, overwrite)
+    indices = list(range(len(cfg.members))) if members is None else list(members)
+    procs: dict[int, subprocess.Popen] = {}
+    for i in indices:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        if cfg.members[i].devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = cfg.members[i].devices
+        cmd = member_command(config_path, learner, i, cfg.members[i], resume)
+        procs[i] = subprocess.Popen(cmd, env=env, start_new_session=True)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    failed: list[str] = []
+    try:
+        while procs:
+            for i, proc in list(procs.items()):
+                code = proc.poll()
+                if code is None:
+                    continue
+                del procs[i]
+                if code != 0:
+                    failed.append(f"member {cfg.members[i].name!r} exited with status {code}")
+            if failed:
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                failed.append(f"the cohort did not finish within {timeout_s} s")
+                break
+            time.sleep(0.2)
+    finally:
+        for proc in procs.values():
+            _stop(proc)
+    if failed:
+        raise CohortFailed("; ".join(failed))
+    return [last_row(cfg, i) for i in indices]
+
+
+class CohortFailed(RuntimeError):
+    """A member's world failed (or the cohort timed out); every member was stopped."""
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def last_row(cfg: CohortConfig, index: int) -> dict:
+    path = cfg.member_dir(index) / "metrics.jsonl"
+    rows = [r for r in read_metrics(path) if r.get("reward") is not None] if path.is_file() else []
+    return rows[-1] if rows else {}
