@@ -1,9 +1,10 @@
-"""Multi-process Co-RL: two member processes exchange labels by id; one dying stops the other."""
+"""Whole cohorts started by the one launch command: member worlds in their own processes, labels
+exchanged by (round, problem key), exact resume, and a failing or hung member stopping all."""
 
 from __future__ import annotations
 
 import os
-import signal
+import shutil
 import socket
 import subprocess
 import sys
@@ -11,7 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
+from safetensors.torch import load_file
 
 from councilzoo.learners.logging import read_metrics
 
@@ -25,7 +28,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _config(tmp_path: Path, models: Path, max_steps: int) -> Path:
+def _config(tmp_path: Path, models: Path, max_steps: int, **extra) -> Path:
     cfg = {
         "members": [
             {"name": "qwen", "tiny_family": "qwen3"},
@@ -34,68 +37,107 @@ def _config(tmp_path: Path, models: Path, max_steps: int) -> Path:
         "reward_rule": "ring",
         "num_generations": 4,
         "prompts_per_step": 4,
-        "max_new_tokens": 12,
+        "max_completion_length": 12,
         "max_steps": max_steps,
         "output_dir": str(tmp_path / "run"),
         "tiny_models_dir": str(models),
         "data": {"dataset": "synthetic:multiple_choice", "num_problems": 32},
-        "policy": {"learning_rate": 1e-3},
+        "trainer": {"learning_rate": 1e-3},
         "distributed": {"port": _free_port(), "heartbeat_interval_s": 0.5, "heartbeat_timeout_s": 5.0},
+        **extra,
     }
     path = tmp_path / "corl.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
 
 
-def _launch(config: Path, member: int) -> subprocess.Popen:
-    env = {**os.environ, "COUNCILZOO_MEMBER": str(member), "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "councilzoo.cli", "train", "corl", str(config)],
+def _train(
+    config: Path, *flags: str, learner: str = "corl", timeout: float = 600
+) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
+    return subprocess.run(
+        [sys.executable, "-m", "councilzoo.cli", "train", learner, str(config), *flags],
         cwd=ROOT,
         env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
         text=True,
+        timeout=timeout,
     )
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    """Build and warm the two tiny models once, so member processes only load them."""
+def models(tmp_path_factory) -> Path:
+    """The two tiny models, built and warmed once (the launcher reuses them)."""
     from councilzoo.config import load_config
-    from councilzoo.learners.corl import CoRL, CoRLConfig
+    from councilzoo.learners.cohort import build_tiny_models, load_problems
+    from councilzoo.learners.corl import CoRLConfig
 
     tmp = tmp_path_factory.mktemp("dist")
-    path = tmp / "models"
-    CoRL(load_config(_config(tmp, path, 1), CoRLConfig))
-    return path
+    cfg = load_config(yaml.safe_load(_config(tmp, tmp / "models", 1).read_text()), CoRLConfig)
+    build_tiny_models(cfg, load_problems(cfg.data, cfg.seed))
+    return tmp / "models"
 
 
-def test_two_member_processes_train_three_steps(tmp_path, models):
-    config = _config(tmp_path, models, max_steps=3)
-    procs = [_launch(config, m) for m in (0, 1)]
-    outs = [p.communicate(timeout=600) for p in procs]
-    for p, (_, err) in zip(procs, outs, strict=True):
-        assert p.returncode == 0, err[-2000:]
+def _weights(run: Path, name: str) -> dict[str, torch.Tensor]:
+    return load_file(run / "members" / name / "final" / "model.safetensors")
+
+
+def test_cohort_trains_and_resumes_to_the_same_weights(tmp_path, models):
+    config = _config(tmp_path, models, max_steps=4, save_steps=2)
+    done = _train(config)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = tmp_path / "run"
     for name in ("qwen", "llama"):
-        rows = read_metrics(tmp_path / "run" / f"metrics-{name}.jsonl")
-        assert [r["step"] for r in rows] == [1, 2, 3]
+        rows = [r for r in read_metrics(run / "members" / name / "metrics.jsonl") if "reward" in r]
+        assert [r["step"] for r in rows] == [1, 2, 3, 4]
         assert all(0.0 <= r["agreement"] <= 1.0 for r in rows)
-        assert (tmp_path / "run" / f"checkpoints-{name}" / "step-000003" / "state.json").is_file()
-    # Both members computed the same cohort-level agreement from the exchanged labels.
-    a = read_metrics(tmp_path / "run" / "metrics-qwen.jsonl")
-    b = read_metrics(tmp_path / "run" / "metrics-llama.jsonl")
-    assert [r["agreement"] for r in a] == [r["agreement"] for r in b]
+    # Both members computed the cohort's agreement from the same exchanged labels.
+    agreement = [
+        [r["agreement"] for r in read_metrics(run / "members" / n / "metrics.jsonl") if "reward" in r]
+        for n in ("qwen", "llama")
+    ]
+    assert agreement[0] == agreement[1]
+    straight = {n: _weights(run, n) for n in ("qwen", "llama")}
+    assert "qwen" in done.stdout and "reward" in done.stdout  # the final table
+
+    # As if killed after the step-2 checkpoints: later checkpoints and final weights are gone.
+    for name in ("qwen", "llama"):
+        shutil.rmtree(run / "members" / name / "checkpoint-4")
+        shutil.rmtree(run / "members" / name / "final")
+    refused = _train(config)
+    assert refused.returncode == 2 and "--resume" in refused.stderr
+    resumed = _train(config, "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    for name in ("qwen", "llama"):
+        again = _weights(run, name)
+        assert all(torch.equal(again[k], straight[name][k]) for k in again), name
+        steps = [r["step"] for r in read_metrics(run / "members" / name / "metrics.jsonl") if "reward" in r]
+        assert steps == [1, 2, 3, 4]  # no duplicated rows after the resume
 
 
-def test_killing_one_member_stops_the_other(tmp_path, models):
-    config = _config(tmp_path, models, max_steps=500)
-    procs = [_launch(config, m) for m in (0, 1)]
-    metrics = tmp_path / "run" / "metrics-llama.jsonl"
-    deadline = time.monotonic() + 300
-    while not (metrics.is_file() and read_metrics(metrics)) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    procs[1].send_signal(signal.SIGKILL)
-    _, err = procs[0].communicate(timeout=120)
-    assert procs[0].returncode == 3, err[-2000:]
-    assert "cohort stopped: member 1 sent no heartbeat" in err
+def test_a_failing_member_stops_the_cohort(tmp_path, models):
+    config = _config(tmp_path, models, max_steps=50)
+    started = time.monotonic()
+    out = _train(config, learner="cohort_faults:CrashingCoRL")
+    assert out.returncode == 3, out.stderr[-3000:]
+    assert "member 'llama' exited with status" in out.stderr
+    assert time.monotonic() - started < 120
+
+
+def test_a_hung_member_stops_the_cohort_within_its_timeout(tmp_path, models):
+    config = _config(
+        tmp_path,
+        models,
+        max_steps=50,
+        distributed={
+            "port": _free_port(),
+            "heartbeat_interval_s": 0.5,
+            "heartbeat_timeout_s": 5.0,
+            "step_timeout_s": 10.0,
+        },
+    )
+    started = time.monotonic()
+    out = _train(config, learner="cohort_faults:HangingCoRL", timeout=300)
+    assert out.returncode == 3, out.stderr[-3000:]
+    assert "did not answer within 10.0 s" in out.stderr
+    assert time.monotonic() - started < 120

@@ -11,9 +11,9 @@ from councilzoo.learners.rollout import RolloutEngine, RolloutStats, record_from
 _MODULES = {
     "councilzoo.learners.base": ("Learner", "register_learner", "get_learner", "learner_names"),
     "councilzoo.learners.cohort": (
-        "CohortLearner", "CohortConfig", "MemberConfig", "DataConfig", "CohortReward", "launch_cohort",
-        "run_member", "CohortFailed",
+        "CohortLearner", "CohortConfig", "MemberConfig", "DataConfig", "CohortReward", "run_member",
     ),
+    "councilzoo.learners.launch": ("launch_cohort", "CohortFailed"),
     "councilzoo.learners.corl": ("CoRL", "CoRLConfig"),
     "councilzoo.learners.baselines": ("Baseline", "BaselineConfig", "GRPO", "TTRL", "RENT", "INTUITOR"),
     "councilzoo.learners.tracer": ("Tracer",),

@@ -568,7 +568,8 @@ class CohortLearner(Learner):
     ) -> list[dict]:
         from councilzoo.learners.launch import launch_cohort
 
-        return launch_cohort(self.cfg, self.name, members=members, resume=resume, overwrite=overwrite)
+        spec = f"{type(self).__module__}:{type(self).__qualname__}"  # what the member worlds import
+        return launch_cohort(self.cfg, spec, members=members, resume=resume, overwrite=overwrite)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

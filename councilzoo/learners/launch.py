@@ -115,6 +115,7 @@ def launch_cohort(
 ) -> list[dict]:
     """Start the members' worlds on this node, wait, and return each member's last logged row.
 
+    ``learner`` is the learner's registered name or ``module:Class`` path (the worlds import it).
     ``members`` selects a subset (multi-node: each node starts its own members). Devices come from
     each member's ``devices``. If any world exits with an error, every other world is stopped
     (its whole process group) and ``CohortFailed`` names the member and its exit status.

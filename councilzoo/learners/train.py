@@ -91,6 +91,8 @@ def _members(value: str | None) -> list[int] | None:
 def main(args: argparse.Namespace) -> int:
     """Entry point of ``councilzoo train`` (see the module docstring)."""
     from councilzoo.learners.base import get_learner
+    from councilzoo.learners.distributed import PeerFailure
+    from councilzoo.learners.launch import CohortFailed
 
     learner_class = get_learner(args.learner)
     sets = list(args.set or [])
@@ -104,9 +106,6 @@ def main(args: argparse.Namespace) -> int:
     learner = learner_class(cfg)
     members = _members(args.members)
     kwargs = {"members": members} if members is not None else {}
-    from councilzoo.learners.cohort import CohortFailed
-    from councilzoo.learners.distributed import PeerFailure
-
     try:
         rows = learner.train(resume=args.resume, overwrite=args.overwrite, **kwargs)
     except (CohortFailed, PeerFailure) as exc:
