@@ -125,13 +125,32 @@ class Baseline(CohortLearner):
         return [CohortReward(cfg, index, problems, None)]
 
 
-def _baseline(name: str, rule: str, doc: str) -> type[Baseline]:
-    cls = type(name.upper(), (Baseline,), {"name": name, "RULE": rule, "__doc__": doc})
-    return register_learner(cls)
+@register_learner
+class GRPO(Baseline):
+    """Supervised GRPO: rewarded against the gold answer."""
+
+    name, RULE = "grpo", "ground_truth"
 
 
-GRPO = _baseline("grpo", "ground_truth", "Supervised GRPO: rewarded against the gold answer.")
-TTRL = _baseline("ttrl", "self_majority", "TTRL: rewarded against the member's own majority answer.")
-RENT = _baseline("rent", "entropy", "RENT: rewarded by low token entropy.")
-INTUITOR = _baseline("intuitor", "self_certainty", "Intuitor: rewarded by self-certainty.")
+@register_learner
+class TTRL(Baseline):
+    """TTRL: rewarded against the member's own majority answer."""
+
+    name, RULE = "ttrl", "self_majority"
+
+
+@register_learner
+class RENT(Baseline):
+    """RENT: rewarded by low token entropy."""
+
+    name, RULE = "rent", "entropy"
+
+
+@register_learner
+class INTUITOR(Baseline):
+    """Intuitor: rewarded by self-certainty."""
+
+    name, RULE = "intuitor", "self_certainty"
+
+
 BASELINE_RULES = {cls.name: cls.RULE for cls in (GRPO, TTRL, RENT, INTUITOR)}

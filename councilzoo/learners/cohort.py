@@ -98,6 +98,9 @@ class MemberConfig:
             raise ValueError(f"member {self.name!r}: give exactly one of 'model' and 'tiny_family'")
         if self.num_processes < 1 or self.view < 0 or self.tiny_warmup_steps < 0:
             raise ValueError(f"member {self.name!r}: num_processes >= 1, view >= 0, tiny_warmup_steps >= 0")
+        local = self.model.startswith(("/", ".", "~")) or self.model.count("/") != 1
+        if self.model and local and not Path(self.model).expanduser().is_dir():
+            raise ValueError(f"member {self.name!r}: model path {self.model!r} does not exist")
         engine.check_trainer_overrides(self.trainer, f"members[{self.name}].trainer")
         if self.accelerate_config and not Path(self.accelerate_config).is_file():
             raise ValueError(
@@ -117,6 +120,23 @@ class DataConfig:
     limit: int | None = field(default=None, metadata={"help": "Use at most this many items."})
     num_problems: int = field(default=256, metadata={"help": "Number of synthetic items."})
     difficulty: float = field(default=0.3, metadata={"help": "Synthetic difficulty in [0, 1]."})
+
+
+@dataclass
+class EvalConfig:
+    """Held-out greedy accuracy of each member during training (original wording, no paraphrase)."""
+
+    dataset: str | None = field(default=None, metadata={"help": "'synthetic:<kind>', a dataset name or 'jsonl'."})
+    split: str = field(default="test", metadata={"help": "Dataset split."})
+    path: str | None = field(default=None, metadata={"help": "Local JSON/JSONL file for the dataset."})
+    limit: int | None = field(default=None, metadata={"help": "Use at most this many items."})
+    eval_steps: int = field(default=0, metadata={"help": "Evaluate every k optimizer steps (0: never)."})
+    num_problems: int = field(default=200, metadata={"help": "Number of synthetic items (seed + 1: unseen)."})
+    difficulty: float = field(default=0.3, metadata={"help": "Synthetic difficulty in [0, 1]."})
+
+    def __post_init__(self) -> None:
+        if self.eval_steps < 0 or (self.eval_steps and not self.dataset):
+            raise ValueError("eval: eval_steps must be >= 0, and > 0 needs a dataset")
 
 
 @dataclass
@@ -155,6 +175,7 @@ class CohortConfig:
         default="councilzoo", metadata={"help": "wandb project / trackio space; members group under it."}
     )
     data: DataConfig = field(default_factory=DataConfig, metadata={"help": "Training items."})
+    eval: EvalConfig = field(default_factory=EvalConfig, metadata={"help": "Held-out accuracy while training."})
     trainer: dict[str, Any] = field(
         default_factory=dict,
         metadata={"help": "GRPOConfig fields for every member (learning_rate, bf16, ...)."},
@@ -195,8 +216,8 @@ class CohortConfig:
         return hashlib.sha256(json.dumps(config_to_dict(self), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def load_problems(data: DataConfig, seed: int) -> list[Problem]:
-    """The training items (a synthetic generator or a dataset by name); never empty."""
+def load_problems(data: DataConfig | EvalConfig, seed: int) -> list[Problem]:
+    """Training or held-out items (a synthetic generator or a dataset by name); never empty."""
     if data.dataset.startswith("synthetic:"):
         problems = synthetic_problems(data.dataset.split(":", 1)[1], data.num_problems, seed, data.difficulty)
     else:
@@ -205,6 +226,42 @@ def load_problems(data: DataConfig, seed: int) -> list[Problem]:
     if not problems:
         raise ConfigError(f"data: dataset {data.dataset!r} gave no problems")
     return problems
+
+
+class HeldOutAccuracy(engine.MetricsFile):
+    """Greedy accuracy of the member on held-out items before training and every ``eval_steps``
+    optimizer steps (and at the end), one JSON line per evaluation in ``path`` (main process)."""
+
+    def __init__(self, path: Path, problems: Sequence[Problem], every: int, max_new_tokens: int) -> None:
+        super().__init__(path)
+        self.problems, self.every, self.max_new_tokens = list(problems), every, max_new_tokens
+
+    def _evaluate(self, state, model, processing_class) -> None:
+        from councilzoo.agents.base import Sampling
+        from councilzoo.agents.generators.transformers_backend import TransformersGenerator
+        from councilzoo.tasks import answers_equivalent
+
+        generator = TransformersGenerator(getattr(model, "module", model), tokenizer=processing_class)
+        prompts = [member_prompt(p, 0) for p in self.problems]
+        greedy = Sampling(max_new_tokens=self.max_new_tokens, temperature=0.0)
+        texts = [g[0].text for g in generator.generate(prompts, n=1, sampling=greedy)]
+        hits = [answers_equivalent(extract_answer(t, p.kind), p.answer, p.kind)
+                for t, p in zip(texts, self.problems, strict=True)]
+        with self.path.open("a") as fh:
+            fh.write(json.dumps({"step": state.global_step, "accuracy": sum(hits) / len(hits)}) + "\n")
+
+    def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
+        super().on_train_begin(args, state, control, **kwargs)
+        if state.is_world_process_zero and state.global_step == 0:
+            self._evaluate(state, model, processing_class)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        return None
+
+    def on_step_end(self, args, state, control, model=None, processing_class=None, **kwargs):
+        due = state.global_step % self.every == 0 or state.global_step == state.max_steps
+        if state.is_world_process_zero and due:
+            self._evaluate(state, model, processing_class)
 
 
 def member_prompt(problem: Problem, view: int) -> list[dict[str, str]]:
@@ -341,6 +398,7 @@ class CohortReward:
             "label_accuracy": M.label_accuracy(against, golds, kinds),
             "unlabeled": sum(a is None for a in against) / max(1, len(keys)),
             "oracle_reward": M.oracle_reward(groups, golds, kinds),
+            "wrong_consensus": M.wrong_consensus(groups, golds, kinds),
             **M.group_diversity(groups, kinds),
         }
         if self.num_players > 1:
@@ -493,6 +551,10 @@ def run_member(
             cfg.distributed, index, len(cfg.members), run_id="cohort", fingerprint=cfg.fingerprint()
         )
     _tracker_env(cfg, member.name)
+    if cfg.eval.eval_steps:
+        held_out = load_problems(cfg.eval, cfg.seed + 1)
+        callbacks = [*callbacks, HeldOutAccuracy(cfg.member_dir(index) / "eval.jsonl", held_out,
+                                                 cfg.eval.eval_steps, cfg.max_completion_length)]
     cbs = [
         engine.MetricsFile(cfg.member_dir(index) / "metrics.jsonl"),
         engine.StepProgress(member.name, index),

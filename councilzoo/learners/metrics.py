@@ -20,7 +20,7 @@ import itertools
 import math
 from collections.abc import Sequence
 
-from councilzoo.tasks import answers_equivalent
+from councilzoo.tasks import answers_equivalent, plurality
 
 Kinds = str | Sequence[str]  # one kind for every item, or one per item
 
@@ -122,3 +122,16 @@ def group_diversity(groups: Sequence[Sequence[str | None]], kind: Kinds) -> dict
         "distinct_answers": sum(distinct_answers(g, k) for g, k in zip(groups, kinds, strict=True)) / n,
         "collapse": collapse_rate(groups, kind),
     }
+
+
+def wrong_consensus(groups: Sequence[Sequence[str | None]], golds: Sequence[str | None], kind: Kinds) -> float:
+    """Collapse onto a wrong answer: mean over groups of the plurality share when the plurality
+    answer is wrong (0 when it is right or absent); groups without gold are skipped. Diagnostic."""
+    kinds = _kinds(kind, len(groups))
+    shares = []
+    for group, gold, k in zip(groups, golds, kinds, strict=True):
+        if gold is None:
+            continue
+        label, share = plurality(list(group), k)
+        shares.append(share if label is not None and not answers_equivalent(label, gold, k) else 0.0)
+    return sum(shares) / len(shares) if shares else float("nan")

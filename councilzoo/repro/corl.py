@@ -46,19 +46,18 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from councilzoo.learners.baselines import Baseline, BaselineConfig  # noqa: E402
-from councilzoo.learners.corl import CoRL, CoRLConfig, DataConfig, MemberConfig  # noqa: E402
-from councilzoo.learners.policy_update import PolicyUpdateConfig  # noqa: E402
+from councilzoo.learners.baselines import GRPO, TTRL, BaselineConfig  # noqa: E402
+from councilzoo.learners.cohort import DataConfig, EvalConfig, MemberConfig  # noqa: E402
+from councilzoo.learners.corl import CoRL, CoRLConfig  # noqa: E402
+from councilzoo.learners.distributed import DistributedConfig  # noqa: E402
+from councilzoo.learners.logging import read_metrics  # noqa: E402
 from councilzoo.repro import corl_sim, map_in_processes  # noqa: E402
 from councilzoo.repro.tiny_lms import (  # noqa: E402
     MAX_NEW_TOKENS,
     addition_problems,
-    greedy_accuracy,
     tiny_lm,
     tiny_lm_info,
-    torch_threads,
 )
-from councilzoo.tasks import answers_equivalent, plurality  # noqa: E402
 from councilzoo.theory.stats import mean_ci  # noqa: E402
 
 CLAIM = (
@@ -68,11 +67,12 @@ CLAIM = (
 FAMILY_A, FAMILY_B = "solver-qwen-a", "solver-llama-b"
 HETEROGENEOUS = ((FAMILY_A, 0), (FAMILY_B, 1))  # (tiny LM, paraphrase view) per member
 ARMS: dict[str, tuple[str, str, tuple[tuple[str, int], ...]]] = {
-    "grpo": ("baseline", "ground_truth", HETEROGENEOUS),
-    "ttrl": ("baseline", "self_majority", HETEROGENEOUS),
+    "grpo": ("grpo", "ground_truth", HETEROGENEOUS),
+    "ttrl": ("ttrl", "self_majority", HETEROGENEOUS),
     "corl_homogeneous": ("corl", "ring", ((FAMILY_A, 0), (FAMILY_A, 0))),
     "corl_heterogeneous": ("corl", "ring", HETEROGENEOUS),
 }
+LEARNERS = {"grpo": (GRPO, BaselineConfig), "ttrl": (TTRL, BaselineConfig), "corl": (CoRL, CoRLConfig)}
 FULL = {"seeds": 3, "steps": 20, "prompts": 8, "generations": 8, "eval_every": 5, "eval_items": 250,
         "sim": corl_sim.SimConfig(), "sim_seeds": 3, "quick_lms": False}
 QUICK = {"seeds": 2, "steps": 3, "prompts": 4, "generations": 4, "eval_every": 3, "eval_items": 24,
@@ -88,32 +88,15 @@ TIP_GAIN = 0.02  # peer rules "tip" where they no longer add 2 points of accurac
 # --- one arm, one seed ----------------------------------------------------------------------
 
 
-def _recording(learner_class: type) -> type:
-    """``learner_class`` keeping each step's items and extracted answers (for wrong consensus)."""
-
-    class Recording(learner_class):
-        def rewards(self, step, problems, answers, batches):
-            self.last_step = (list(problems), answers)
-            return super().rewards(step, problems, answers, batches)
-
-    return Recording
-
-
-def wrong_consensus(problems, answers: dict[int, list[list[str | None]]]) -> float:
-    """Mean over members and items of the plurality share when the plurality answer is wrong."""
-    shares = []
-    for groups in answers.values():
-        for problem, group in zip(problems, groups, strict=True):
-            label, share = plurality(group, problem.kind)
-            wrong = label is not None and not answers_equivalent(label, problem.answer, problem.kind)
-            shares.append(share if wrong else 0.0)
-    return float(np.mean(shares))
-
-
-def _learner(arm: str, seed: int, settings: dict, data: DataConfig, out: Path):
+def run_arm(arm: str, seed: int, settings: dict, data: DataConfig, out: Path) -> dict[str, list[float]]:
+    """Per-step curves of one arm, trained on the engine users run (``councilzoo train``: one
+    world per member): held-out greedy accuracy (at eval steps, else NaN) and the learners' logged
+    diagnostics (label accuracy, answer entropy, wrong consensus), means over members."""
     kind, rule, members = ARMS[arm]
-    config_class, learner_class = (CoRLConfig, CoRL) if kind == "corl" else (BaselineConfig, Baseline)
+    learner_class, config_class = LEARNERS[kind]
     models = {name: str(tiny_lm(name, quick=settings["quick_lms"])) for name, _ in members}
+    held_out = EvalConfig(dataset="jsonl", path=str(Path(data.path).with_name("test_items.jsonl")),
+                          eval_steps=settings["eval_every"])
     cfg = config_class(
         members=[MemberConfig(name=f"m{i}-{name}", model=models[name], view=view)
                  for i, (name, view) in enumerate(members)],
@@ -121,41 +104,51 @@ def _learner(arm: str, seed: int, settings: dict, data: DataConfig, out: Path):
         num_generations=settings["generations"],
         prompts_per_step=settings["prompts"],
         max_steps=settings["steps"],
-        max_new_tokens=MAX_NEW_TOKENS,
+        max_completion_length=MAX_NEW_TOKENS,
         seed=seed,
-        output_dir=str(out),
+        output_dir=str(out / f"{arm}-seed{seed}"),
         data=data,
-        policy=PolicyUpdateConfig(learning_rate=LEARNING_RATE),
+        eval=held_out,
+        trainer={"learning_rate": LEARNING_RATE},
+        distributed=DistributedConfig(port=_free_port()),
     )
-    return _recording(learner_class)(cfg)
-
-
-def run_arm(arm: str, seed: int, settings: dict, data: DataConfig, out: Path) -> dict[str, list[float]]:
-    """Per-step curves of one arm: held-out accuracy (at eval steps, else NaN) and rollout metrics."""
-    learner = _learner(arm, seed, settings, data, out / f"{arm}-seed{seed}")
-    test = addition_problems("test", settings["eval_items"])
-    curves: dict[str, list[float]] = {"accuracy": [], "wrong_consensus": [], "label_accuracy": [],
-                                      "answer_entropy": []}
-
-    def evaluate() -> float:
-        return float(np.mean([greedy_accuracy(m.generator, test) for m in learner.members]))
-
-    curves["accuracy"].append(evaluate())
-    for step in range(1, settings["steps"] + 1):
-        row = learner.step()
-        curves["wrong_consensus"].append(wrong_consensus(*learner.last_step))
-        curves["label_accuracy"].append(row["label_accuracy"])
-        curves["answer_entropy"].append(row["answer_entropy"])
-        last = step == settings["steps"]
-        curves["accuracy"].append(evaluate() if last or step % settings["eval_every"] == 0 else float("nan"))
+    learner_class(cfg).train(overwrite=True)
+    steps = settings["steps"]
+    curves: dict[str, list[float]] = {"accuracy": [float("nan")] * (steps + 1)}
+    per_member: dict[str, list[list[float]]] = {
+        k: [] for k in ("wrong_consensus", "label_accuracy", "answer_entropy")
+    }
+    evals: dict[int, list[float]] = {}
+    for i in range(len(cfg.members)):
+        rows = {r["step"]: r for r in read_metrics(cfg.member_dir(i) / "metrics.jsonl") if "reward" in r}
+        for key, series in per_member.items():
+            series.append([_num(rows.get(s, {}).get(key)) for s in range(1, steps + 1)])
+        for r in read_metrics(cfg.member_dir(i) / "eval.jsonl"):
+            evals.setdefault(r["step"], []).append(r["accuracy"])
+    for step, values in evals.items():
+        curves["accuracy"][step] = float(np.mean(values))
+    for key, series in per_member.items():
+        curves[key] = [float(v) for v in np.nanmean(np.array(series, dtype=float), axis=0)]
     return curves
 
 
+def _num(value) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def _run_job(job: tuple) -> dict[str, list[float]]:
-    """``run_arm`` on one torch thread (a process-pool task: one arm and seed)."""
+    """``run_arm`` with one thread per member world (a process-pool task: one arm and seed)."""
     arm, seed = job[:2]
-    with torch_threads():
-        curves = run_arm(*job)
+    os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the member worlds
+    curves = run_arm(*job)
     accuracy = [round(a, 3) for a in curves["accuracy"] if a == a]
     log.info("corl: %s seed %d: held-out accuracy %s", arm, seed, accuracy)
     return curves
@@ -280,6 +273,8 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
 
     items = out / "rl_items.jsonl"
     items.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in addition_problems("rl")))
+    test_items = addition_problems("test", settings["eval_items"])
+    (out / "test_items.jsonl").write_text("".join(json.dumps(p.to_dict()) + "\n" for p in test_items))
     data = DataConfig(dataset="jsonl", path=str(items))
     for name in (FAMILY_A, FAMILY_B):  # built (or found) once, before any worker needs them
         tiny_lm(name, quick=settings["quick_lms"])
