@@ -126,7 +126,9 @@ class DataConfig:
 class EvalConfig:
     """Held-out greedy accuracy of each member during training (original wording, no paraphrase)."""
 
-    dataset: str | None = field(default=None, metadata={"help": "'synthetic:<kind>', a dataset name or 'jsonl'."})
+    dataset: str | None = field(
+        default=None, metadata={"help": "'synthetic:<kind>', a dataset name or 'jsonl'."}
+    )
     split: str = field(default="test", metadata={"help": "Dataset split."})
     path: str | None = field(default=None, metadata={"help": "Local JSON/JSONL file for the dataset."})
     limit: int | None = field(default=None, metadata={"help": "Use at most this many items."})
@@ -175,7 +177,9 @@ class CohortConfig:
         default="councilzoo", metadata={"help": "wandb project / trackio space; members group under it."}
     )
     data: DataConfig = field(default_factory=DataConfig, metadata={"help": "Training items."})
-    eval: EvalConfig = field(default_factory=EvalConfig, metadata={"help": "Held-out accuracy while training."})
+    eval: EvalConfig = field(
+        default_factory=EvalConfig, metadata={"help": "Held-out accuracy while training."}
+    )
     trainer: dict[str, Any] = field(
         default_factory=dict,
         metadata={"help": "GRPOConfig fields for every member (learning_rate, bf16, ...)."},

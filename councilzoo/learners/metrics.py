@@ -124,7 +124,9 @@ def group_diversity(groups: Sequence[Sequence[str | None]], kind: Kinds) -> dict
     }
 
 
-def wrong_consensus(groups: Sequence[Sequence[str | None]], golds: Sequence[str | None], kind: Kinds) -> float:
+def wrong_consensus(
+    groups: Sequence[Sequence[str | None]], golds: Sequence[str | None], kind: Kinds
+) -> float:
     """Collapse onto a wrong answer: mean over groups of the plurality share when the plurality
     answer is wrong (0 when it is right or absent); groups without gold are skipped. Diagnostic."""
     kinds = _kinds(kind, len(groups))
