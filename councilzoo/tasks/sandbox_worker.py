@@ -165,7 +165,8 @@ def apply_landlock(workdir: str) -> None:
 
     read = FSAccess.READ_FILE | FSAccess.READ_DIR | FSAccess.EXECUTE
     ruleset = Ruleset()
-    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    interpreter = os.path.dirname(os.path.realpath(sys.executable))
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, interpreter}
     for path in sorted(prefixes | set(READ_ONLY_DIRS)):
         if os.path.isdir(path):
             ruleset.allow(path, rules=read)
