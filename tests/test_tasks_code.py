@@ -29,10 +29,12 @@ from councilzoo.tasks.sandbox import Limits, Sandbox
 HUMANEVAL = [
     {
         "task_id": "HumanEval/0",
-        "prompt": "from typing import List\n\n\ndef has_close_elements(numbers: List[float], threshold: float) "
+        "prompt": "from typing import List\n\n\n"
+        "def has_close_elements(numbers: List[float], threshold: float) "
         '-> bool:\n    """ Check if in given list of numbers, are any two numbers closer to each other than\n'
         '    given threshold.\n    >>> has_close_elements([1.0, 2.0, 3.0], 0.5)\n    False\n    """\n',
-        "canonical_solution": "    for idx, elem in enumerate(numbers):\n        for idx2, elem2 in enumerate(numbers):\n"
+        "canonical_solution": "    for idx, elem in enumerate(numbers):\n"
+        "        for idx2, elem2 in enumerate(numbers):\n"
         "            if idx != idx2:\n                distance = abs(elem - elem2)\n"
         "                if distance < threshold:\n                    return True\n\n    return False\n",
         "test": "\n\nMETADATA = {\n    'author': 'jt',\n    'dataset': 'test'\n}\n\n\ndef check(candidate):\n"
@@ -44,8 +46,9 @@ HUMANEVAL = [
     },
     {
         "task_id": "HumanEval/2",
-        "prompt": 'def truncate_number(number: float) -> float:\n    """ Given a positive floating point number, '
-        "return its decimal part.\n    >>> truncate_number(3.5)\n    0.5\n    \"\"\"\n",
+        "prompt": "def truncate_number(number: float) -> float:\n"
+        '    """ Given a positive floating point number, '
+        'return its decimal part.\n    >>> truncate_number(3.5)\n    0.5\n    """\n',
         "canonical_solution": "    return number % 1.0\n",
         "test": "\n\nMETADATA = {\n    'author': 'jt',\n    'dataset': 'test'\n}\n\n\ndef check(candidate):\n"
         "    assert candidate(3.5) == 0.5\n    assert abs(candidate(1.33) - 0.33) < 1e-6\n"
@@ -58,7 +61,8 @@ MBPP = [
         "source_file": "Benchmark Questions Verification V2.ipynb",
         "task_id": 2,
         "prompt": "Write a function to find the shared elements from the given two lists.",
-        "code": "def similar_elements(test_tup1, test_tup2):\n  res = tuple(set(test_tup1) & set(test_tup2))\n"
+        "code": "def similar_elements(test_tup1, test_tup2):\n"
+        "  res = tuple(set(test_tup1) & set(test_tup2))\n"
         "  return (res) ",
         "test_imports": [],
         "test_list": [
@@ -156,7 +160,10 @@ def problems(fixtures) -> dict[str, Problem]:
 EXTRACTION = [
     ("Here:\n```python\ndef f(x):\n    return x\n```\nDone.", "def f(x):\n    return x"),
     ("```python\ndef f(): return 1\n```\nBetter:\n```\ndef f(): return 2\n```", "def f(): return 2"),
-    ("```python\ndef f(): return 1\n```\n```python\ndef broken(:\n```", "def f(): return 1"),  # last that parses
+    (
+        "```python\ndef f(): return 1\n```\n```python\ndef broken(:\n```",
+        "def f(): return 1",
+    ),  # last that parses
     ("def f(x):\n    return x + 1\n", "def f(x):\n    return x + 1"),  # bare text defining a function
     ("```js\nfunction f() {}\n```", None),
     ("The answer is 42.", None),
@@ -271,12 +278,21 @@ def test_reference_signature_labels_the_problem(problems, sandbox):
 
 
 def test_loaders_read_the_real_schemas(problems):
-    he, mbpp, lcb_stdin, lcb_fn = (problems[k] for k in ("HumanEval/0", "mbpp-82", "lcb-abc999_a", "lcb-3001"))
+    he, mbpp, lcb_stdin, lcb_fn = (
+        problems[k] for k in ("HumanEval/0", "mbpp-82", "lcb-abc999_a", "lcb-3001")
+    )
     assert he.kind == "code" and he.metadata["entry_point"] == "has_close_elements"
     assert he.metadata["test_inputs"][0] == repr(([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.3))
     assert he.metadata["preamble"] == "from typing import List"
-    assert mbpp.metadata["entry_point"] == "volume_sphere" and mbpp.metadata["test_inputs"] == ["(10,)", "(25,)", "(20,)"]
-    assert lcb_stdin.metadata["entry_point"] is None and lcb_stdin.metadata["test_inputs"] == ["1 2\n", "10 -4\n"]
+    assert mbpp.metadata["entry_point"] == "volume_sphere" and mbpp.metadata["test_inputs"] == [
+        "(10,)",
+        "(25,)",
+        "(20,)",
+    ]
+    assert lcb_stdin.metadata["entry_point"] is None and lcb_stdin.metadata["test_inputs"] == [
+        "1 2\n",
+        "10 -4\n",
+    ]
     assert lcb_fn.metadata["entry_point"] == "maxPairSum"
     assert lcb_fn.metadata["test_inputs"] == ["([1, 5, 3],)", "([-1, -2, -3],)"]  # private tests unpacked
     for p in problems.values():
@@ -329,7 +345,9 @@ def test_synthetic_code_problems_are_seeded_labelled_and_self_consistent(sandbox
     distractors = [[format_answer(w, "code") for w in p.metadata["distractors"]] for p in first]
     for p, right, wrong in zip(first, texts, distractors, strict=True):
         assert answers_for(p, right, sandbox=sandbox) == [p.answer]
-        assert not any(answers_equivalent(a, p.answer, "code") for a in answers_for(p, wrong, sandbox=sandbox))
+        assert not any(
+            answers_equivalent(a, p.answer, "code") for a in answers_for(p, wrong, sandbox=sandbox)
+        )
     hard = synthetic_problems("code", 12, seed=5, difficulty=0.9)
     mean_inputs = [sum(len(p.metadata["test_inputs"]) for p in ps) / 12 for ps in (first, hard)]
     assert mean_inputs[1] > mean_inputs[0]  # the difficulty knob adds test inputs

@@ -82,7 +82,9 @@ def test_fault_is_a_failed_program_within_its_limit(sandbox, name):
 
 
 def test_deep_recursion_with_raised_limit_fails_within_limit(sandbox):
-    job = call("return g(0)", prelude="import sys\nsys.setrecursionlimit(10**8)\ndef g(n):\n    return g(n + 1)")
+    job = call(
+        "return g(0)", prelude="import sys\nsys.setrecursionlimit(10**8)\ndef g(n):\n    return g(n + 1)"
+    )
     assert not run_one(sandbox, job).ok
     assert descendants(sandbox) == []
 
@@ -97,7 +99,9 @@ def test_write_outside_the_temporary_folder_is_refused(sandbox, tmp_path):
 
 
 def test_program_writes_inside_its_own_folder_which_is_then_deleted(sandbox):
-    job = call("open('note.txt', 'w').write('hi')\nreturn os.getcwd(), open('note.txt').read()", prelude="import os")
+    job = call(
+        "open('note.txt', 'w').write('hi')\nreturn os.getcwd(), open('note.txt').read()", prelude="import os"
+    )
     result = run_one(sandbox, job)
     assert result.ok
     cwd, text = ast.literal_eval(result.outputs[0])  # the canonical text of a (str, str) tuple
@@ -128,7 +132,9 @@ def test_sockets_are_refused_even_to_localhost(sandbox):
 
 
 def test_stdin_programs_get_their_input_per_run(sandbox):
-    job = Job("import sys\na, b = map(int, sys.stdin.read().split())\nprint(a + b)\n", "stdin", None, ("1 2", "3 4"))
+    job = Job(
+        "import sys\na, b = map(int, sys.stdin.read().split())\nprint(a + b)\n", "stdin", None, ("1 2", "3 4")
+    )
     result = run_one(sandbox, job)
     assert result.ok and result.outputs == ("3", "7")
 

@@ -195,7 +195,7 @@ def _code_template(rng: np.random.Generator, d: float) -> tuple[str, list[str], 
     wrong = [
         f"sum(int(ch) for ch in str(abs(n))) % {m + 1}",
         "sum(int(ch) for ch in str(abs(n)))",
-        f"abs(n) % {m}",
+        f"abs(n) % {m + 2}",
     ]
     high = 10 ** (2 + int(d * 6))
     inputs = [(int(n),) for n in rng.integers(-high, high, size=n_inputs)]
@@ -216,8 +216,8 @@ def _code_item(rng: np.random.Generator, level: float) -> tuple[list[str], str, 
     program = f"def {entry}({arg}):\n    return {{}}\n"
     solution = program.format(body)
     expected = _outputs(solution, entry, inputs)
-    wrong = [program.format(w) for w in wrong_bodies]
-    wrong = [w for w in wrong if _outputs(w, entry, inputs) != expected]  # a distractor must differ
+    candidates = [program.format(w) for w in (*wrong_bodies, f"({body}) + 1", f"({body}) - 1")]
+    wrong = [w for w in candidates if _outputs(w, entry, inputs) != expected][:3]  # each must differ
     questions = [f"Write a Python function `{entry}({arg})` that {form}.\n{CODE_REPLY}" for form in forms]
     metadata = {
         "difficulty": d,
