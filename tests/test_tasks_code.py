@@ -351,3 +351,27 @@ def test_synthetic_code_problems_are_seeded_labelled_and_self_consistent(sandbox
     hard = synthetic_problems("code", 12, seed=5, difficulty=0.9)
     mean_inputs = [sum(len(p.metadata["test_inputs"]) for p in ps) / 12 for ps in (first, hard)]
     assert mean_inputs[1] > mean_inputs[0]  # the difficulty knob adds test inputs
+
+
+def test_cohort_env_peer_rewards_on_code_come_from_output_votes():
+    from councilzoo.envs import cohort_v0
+    from councilzoo.envs.core import Action, Mode
+
+    problem = synthetic_problems("code", 1, seed=1)[0]
+    right = format_answer(problem.metadata["solution"], "code")
+    renamed = right.replace(
+        f"def {problem.metadata['entry_point']}(",
+        "def _unused():\n    pass\n\n\ndef " + problem.metadata["entry_point"] + "(",
+    )
+    wrong = format_answer(problem.metadata["distractors"][0], "code")
+    env = cohort_v0.parallel_env(num_agents=2, reward_rule="ring", problems=[problem])
+    env.reset(seed=0)
+    actions = {
+        "member_0": Action(Mode.ANSWER, samples=(right, wrong, wrong)),
+        "member_1": Action(Mode.ANSWER, samples=(renamed, renamed, wrong)),  # other text, same outputs
+    }
+    _, rewards, _, _, infos = env.step(actions)
+    assert infos["member_0"]["label"] == problem.answer and infos["member_0"]["label_correct"] is True
+    assert infos["member_0"]["sample_rewards"] == [1.0, 0.0, 0.0]
+    assert infos["member_1"]["label_correct"] is False  # member 0's own plurality is the wrong program
+    assert infos["member_1"]["sample_rewards"] == [0.0, 0.0, 1.0]
