@@ -61,7 +61,8 @@ FAULTS = {
     "fork bomb": (call("while True:\n    os.fork()", prelude="import os"), "error"),
     "subprocess": (call("subprocess.run(['sh', '-c', 'echo hi'])", prelude="import subprocess"), "error"),
     "huge allocation": (call("return len(bytearray(10**11))"), "error"),
-    "growing allocation": (call("xs = []\nwhile True:\n    xs.append(bytearray(10**7))"), "error"),
+    # MemoryError at the address-space limit, or the CPU limit first on a loaded machine
+    "growing allocation": (call("xs = []\nwhile True:\n    xs.append(bytearray(10**7))"), "error|timeout"),
     "printing megabytes": (call("print('x' * 10**7)\nreturn 1"), "output_limit"),
     "os._exit": (call("os._exit(0)", prelude="import os"), "crashed"),
     "recursion limit": (call("return f()"), "error"),
@@ -74,7 +75,7 @@ FAULTS = {
 def test_fault_is_a_failed_program_within_its_limit(sandbox, name):
     job, status = FAULTS[name]
     result = run_one(sandbox, job)
-    assert result.status == status and not result.ok
+    assert result.status in status.split("|") and not result.ok
     assert len(result.stdout) <= 2_048 and len(result.stderr) <= 2_048
     assert descendants(sandbox) == []  # no process left behind
     assert program_dirs(sandbox) == []  # its temporary folder is gone

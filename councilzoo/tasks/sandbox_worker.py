@@ -257,9 +257,8 @@ def run_child(job: dict, inputs: list[str], result_fd: int) -> None:
 class Worker:
     """Serves jobs; one child per program (per input for stdin programs)."""
 
-    def __init__(self, root: str, protocol_fds: tuple[int, int]) -> None:
+    def __init__(self, root: str) -> None:
         self.root = root
-        self.protocol_fds = protocol_fds
         self.io_dir = tempfile.mkdtemp(prefix="io-", dir=root)
         self.network_isolated = isolate_network()
         self.seccomp = build_seccomp()
@@ -390,7 +389,7 @@ def main(root: str) -> None:
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1):
         os.dup2(null, fd)
-    worker = Worker(root, (protocol_in, protocol_out))
+    worker = Worker(root)
     write_message(protocol_out, worker.hello())
     while (job := read_message(protocol_in)) is not None:
         write_message(protocol_out, worker.run(job))
