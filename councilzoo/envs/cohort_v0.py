@@ -21,7 +21,8 @@ named rule, typically against a *peer's* label.
 defaults to all 0, the original text; labels are paired by problem id, never by surface form).
 One `step` takes every member's ANSWER action: `Action.samples` holds its G sampled texts (no
 samples: `text` alone; with `Action.answer` and no samples, that answer). Each sample's answer
-is `extract_answer(sample, kind)`. The rewards then come from
+is `answers_for(problem, samples)`: `extract_answer(sample, kind)`, and for code problems the
+output signature of the sample's program on the test inputs. The rewards then come from
 `councilzoo.envs.rewards.compute_rewards(reward_rule, answers, kind, gold, tau)` and the
 episode ends.
 
@@ -78,7 +79,7 @@ from councilzoo.envs.base import (
 )
 from councilzoo.envs.core import NUM_MODES, Cost, EpisodeRecord, Mode, Turn, TurnContext
 from councilzoo.envs.rewards import RULES, compute_rewards
-from councilzoo.tasks import Problem, extract_answer, paraphrase, plurality
+from councilzoo.tasks import Problem, answers_for, paraphrase, plurality
 
 FEATURE_NAMES = ("member_index", "view", "num_members")
 MEMBER_INDEX, VIEW, NUM_MEMBERS = range(len(FEATURE_NAMES))
@@ -178,10 +179,10 @@ class parallel_env(ParallelEnv):
                 agent, "member", 1, act, limit=self.max_utterance_chars, kind=kind, verdict_role=False
             )
             texts = turn.samples or ((turn.text,) if turn.text else ())
-            if act.answer is not None and not turn.samples:
+            if act.answer is not None and not turn.samples and kind != "code":
                 answers.append([act.answer])
-            else:
-                answers.append([extract_answer(t, kind) for t in texts])
+            else:  # code: each sample's output signature (its program run on the test inputs)
+                answers.append(answers_for(self.problem, texts))
             self.transcript.append(turn)
         gold = self.problem.answer if self.reward_rule == "ground_truth" else None
         result = compute_rewards(self.reward_rule, answers, kind, gold=gold, tau=self.tau)

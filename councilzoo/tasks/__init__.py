@@ -1,5 +1,6 @@
 """Problems, benchmark loaders, synthetic generators and grading."""
 
+from councilzoo.tasks.code import answers_for, answers_for_batch, pass_at_k, passes, program_for
 from councilzoo.tasks.datasets import DATASETS, DatasetUnavailableError, load_dataset
 from councilzoo.tasks.grading import (
     answers_equivalent,
@@ -17,11 +18,16 @@ __all__ = [
     "DatasetUnavailableError",
     "Problem",
     "answers_equivalent",
+    "answers_for",
+    "answers_for_batch",
     "extract_answer",
     "extract_verdict",
     "format_answer",
     "load_dataset",
     "paraphrase",
+    "pass_at_k",
+    "passes",
     "plurality",
+    "program_for",
     "synthetic_problems",
 ]

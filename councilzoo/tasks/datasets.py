@@ -4,15 +4,24 @@
 config and column names; ``path=`` reads the same schema from a local JSON/JSONL/Parquet/CSV file
 through datasets' file builders instead. ``name="jsonl"`` (or ``"json"``) reads a local file of
 ``Problem`` dicts, or the MATH-500 release shape (``prompt``/``answer``/``source``/``id``).
+Code benchmarks (``humaneval``, ``mbpp``, ``livecodebench``) give ``kind="code"`` problems whose
+label-free test inputs are read from the tests (argument tuples parsed out of the assertions with
+``ast``, or LiveCodeBench's stdin texts), never their expected outputs; their ``answer`` is the
+output signature of the reference (see ``councilzoo.tasks.code``).
 Nothing ever falls back to other or built-in data: a dataset that cannot be read raises
 ``DatasetUnavailableError`` naming the dataset, its hub id and how to pass a local file.
 """
 
 from __future__ import annotations
 
+import ast
+import base64
 import hashlib
+import io
 import json
+import pickle
 import re
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,8 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from councilzoo.tasks.code import CODE_REPLY, with_reference_answers
 from councilzoo.tasks.grading import LETTERS
 from councilzoo.tasks.problem import Problem
+from councilzoo.tasks.sandbox_worker import canonical, canonical_stdout
 
 Row = dict[str, Any]
 
@@ -39,6 +50,9 @@ class DatasetSpec:
     convert: Callable[[Row, int, str, int], Problem | None]
     splits: dict[str, str] = field(default_factory=dict)  # our split name -> the hub's
     kind: str = "math"
+    releases: dict[str, list[str]] = field(default_factory=dict)  # release -> hub data files
+    default_release: str | None = None
+    date_field: str | None = None  # rows outside ``window`` are dropped
 
 
 def _stable_rng(seed: int, key: str) -> np.random.Generator:
@@ -166,6 +180,145 @@ def _hle(row: Row, i: int, split: str, seed: int) -> Problem | None:
     )
 
 
+def _call_inputs(test_code: str, callee: str) -> list[str]:
+    """The literal argument tuples of every ``callee(...)`` call in ``test_code``, deduplicated,
+    as Python literal texts; calls with computed or keyword arguments are skipped."""
+    try:
+        tree = ast.parse(test_code)
+    except SyntaxError:
+        return []
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == callee):
+            continue
+        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
+            continue
+        try:
+            text = repr(tuple(ast.literal_eval(a) for a in node.args))
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            continue
+        if text not in found:
+            found.append(text)
+    return found
+
+
+def _import_lines(code: str) -> str:
+    """The top-level import statements of ``code`` (HumanEval prompts import ``typing``, ``math``)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return ""
+    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    return "\n".join(ast.get_source_segment(code, n) or "" for n in imports)
+
+
+def _humaneval(row: Row, i: int, split: str, seed: int) -> Problem:
+    entry, prompt = row["entry_point"], row["prompt"]
+    return Problem(
+        id=row["task_id"],
+        question=f"Complete this Python function.\n\n```python\n{prompt}```\n{CODE_REPLY}",
+        answer=None,
+        kind="code",
+        source="humaneval",
+        metadata={
+            "entry_point": entry,
+            "test_inputs": _call_inputs(row["test"], "candidate"),
+            "test_script": f"{row['test']}\n\ncheck({entry})\n",
+            "solution": prompt + row["canonical_solution"],
+            "prefix": prompt,
+            "preamble": _import_lines(prompt),
+        },
+    )
+
+
+def _defined_names(code: str) -> list[str]:
+    try:
+        return [n.name for n in ast.parse(code).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    except SyntaxError:
+        return []
+
+
+def _mbpp(row: Row, i: int, split: str, seed: int) -> Problem | None:
+    tests = "\n".join(row["test_list"])
+    defined = _defined_names(row["code"])
+    calls = [n for n in ast.walk(ast.parse(tests)) if isinstance(n, ast.Call)]
+    called = [n.func.id for n in calls if isinstance(n.func, ast.Name)]
+    entry = next((name for name in called if name in defined), None)
+    if entry is None:
+        return None  # the tests call no function the reference defines: nothing to vote on
+    imports = "\n".join(row.get("test_imports") or [])
+    return Problem(
+        id=f"mbpp-{row['task_id']}",
+        question=f"{row['prompt']}\nYour code should pass this test:\n{row['test_list'][0]}\n{CODE_REPLY}",
+        answer=None,
+        kind="code",
+        source="mbpp",
+        metadata={
+            "entry_point": entry,
+            "test_inputs": _call_inputs(tests, entry),
+            "test_script": f"{imports}\n{tests}\n",
+            "solution": row["code"],
+            "preamble": imports,
+        },
+    )
+
+
+class _NoGlobalsUnpickler(pickle.Unpickler):
+    """LiveCodeBench packs private tests as a pickled string; anything beyond plain data is refused."""
+
+    def find_class(self, module: str, name: str):
+        raise pickle.UnpicklingError(f"refusing {module}.{name} in a LiveCodeBench test payload")
+
+
+def _lcb_tests(text: str) -> list[dict]:
+    if not text:
+        return []
+    try:
+        return json.loads(text)
+    except ValueError:
+        payload = zlib.decompress(base64.b64decode(text.encode("utf-8")))
+        return json.loads(_NoGlobalsUnpickler(io.BytesIO(payload)).load())
+
+
+def _livecodebench(row: Row, i: int, split: str, seed: int) -> Problem | None:
+    tests = _lcb_tests(row["public_test_cases"]) + _lcb_tests(row.get("private_test_cases") or "")
+    if not tests:
+        return None
+    meta = json.loads(row.get("metadata") or "{}")
+    functional = tests[0].get("testtype") == "functional"
+    starter = row.get("starter_code") or ""
+    if functional:
+        entry = meta.get("func_name")
+        inputs = [repr(tuple(json.loads(line) for line in t["input"].splitlines())) for t in tests]
+        expected = [canonical(json.loads(t["output"])) for t in tests]
+        how = f"Use this starter code:\n```python\n{starter}\n```"
+    else:
+        entry, how = None, "Read the input from standard input and write the answer to standard output."
+        inputs = [t["input"] for t in tests]
+        expected = [canonical_stdout(t["output"]) for t in tests]
+    return Problem(
+        id=f"lcb-{row['question_id']}",
+        question=f"{row['question_title']}\n\n{row['question_content']}\n\n{how}\n{CODE_REPLY}",
+        answer=None,
+        kind="code",
+        source="livecodebench",
+        metadata={
+            "entry_point": entry,
+            "test_inputs": inputs,
+            "expected_outputs": expected,
+            "prefix": starter,
+            "platform": row.get("platform"),
+            "difficulty_label": row.get("difficulty"),
+            "contest_date": str(row.get("contest_date") or ""),
+        },
+    )
+
+
+LCB_RELEASES = {
+    f"release_v{n}": ["test.jsonl"] + [f"test{k}.jsonl" for k in range(2, n + 1)] for n in range(1, 7)
+}  # cumulative, as the hub's loading script defines them; "v{n}" alone is one file
+LCB_RELEASES.update({"v1": ["test.jsonl"], **{f"v{k}": [f"test{k}.jsonl"] for k in range(2, 7)}})
+
 DATASETS: dict[str, DatasetSpec] = {
     "gsm8k": DatasetSpec("openai/gsm8k", "main", _gsm8k, kind="numeric"),
     "math500": DatasetSpec("HuggingFaceH4/MATH-500", None, _math500),
@@ -177,16 +330,30 @@ DATASETS: dict[str, DatasetSpec] = {
     "aime24": DatasetSpec("HuggingFaceH4/aime_2024", None, _aime24, {"test": "train"}),
     "mmlu_pro": DatasetSpec("TIGER-Lab/MMLU-Pro", None, _mmlu_pro, kind="multiple_choice"),
     "hle": DatasetSpec("cais/hle", None, _hle),
+    "humaneval": DatasetSpec("openai/openai_humaneval", None, _humaneval, kind="code"),
+    "mbpp": DatasetSpec("google-research-datasets/mbpp", "sanitized", _mbpp, kind="code"),
+    "livecodebench": DatasetSpec(
+        "livecodebench/code_generation_lite",
+        None,
+        _livecodebench,
+        kind="code",
+        releases=LCB_RELEASES,
+        default_release="release_v6",
+        date_field="contest_date",
+    ),
 }
 LOCAL_FORMATS = ("jsonl", "json")
 _BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv"}
 
 
-def _read_hub(name: str, spec: DatasetSpec, split: str) -> list[Row]:
+def _read_hub(name: str, spec: DatasetSpec, split: str, release: str | None) -> list[Row]:
     import datasets
 
     hub_split = spec.splits.get(split, split)
     try:
+        if spec.releases:  # the release's JSONL files, read without the hub's loading script
+            files = spec.releases[release or spec.default_release]
+            return list(datasets.load_dataset(spec.hub_id, data_files={hub_split: files}, split=hub_split))
         return list(datasets.load_dataset(spec.hub_id, spec.config, split=hub_split))
     except Exception as err:  # offline, no cache, gated, renamed...: one clear message
         raise DatasetUnavailableError(
@@ -240,22 +407,35 @@ def load_dataset(
     *,
     limit: int | None = None,
     seed: int = 0,
+    release: str | None = None,
+    window: tuple[str | None, str | None] | None = None,
 ) -> list[Problem]:
     """Problems of benchmark ``name`` (see ``DATASETS``) or of a local file (``"jsonl"``/``"json"``).
 
     ``path`` reads a named benchmark from a local file in its hub schema. ``split`` uses our names;
     benchmarks published only as "train" (gpqa_diamond, aime24) map "test" to it. ``seed`` fixes
     GPQA's per-item choice order and the ``limit`` subset (a seeded sample kept in file order).
+    LiveCodeBench only: ``release`` picks the hub release (``"release_v6"``, cumulative, or
+    ``"v5"`` alone) and ``window=(start, end)`` keeps problems with ``start <= contest_date < end``
+    (ISO dates; either bound may be None). Code benchmarks run their reference solutions once, in
+    the sandbox, to label ``answer`` with the reference's output signature.
     """
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be a positive int or None, got {limit!r}")
+    spec = DATASETS.get(name)
+    if release is not None and (spec is None or release not in spec.releases):
+        known = sorted(spec.releases) if spec is not None else []
+        raise ValueError(f"dataset {name!r} has no release {release!r}; known: {known}")
+    if window is not None and (spec is None or spec.date_field is None):
+        raise ValueError(f"dataset {name!r} has no date to filter a window on")
     if name in LOCAL_FORMATS:
         if path is None:
             raise ValueError(f"load_dataset({name!r}) reads a local file: pass path='problems.{name}'")
         problems = _read_local_problems(Path(path))
     elif name in DATASETS:
-        spec = DATASETS[name]
-        rows = _read_file(name, Path(path)) if path is not None else _read_hub(name, spec, split)
+        rows = _read_file(name, Path(path)) if path is not None else _read_hub(name, spec, split, release)
+        if window is not None:
+            rows = [r for r in rows if _in_window(str(r.get(spec.date_field) or ""), window)]
         converted = (spec.convert(row, i, split, seed) for i, row in enumerate(rows))
         problems = [p for p in converted if p is not None]
     else:
@@ -263,4 +443,12 @@ def load_dataset(
     if limit is not None and limit < len(problems):
         keep = np.sort(np.random.default_rng(seed).choice(len(problems), size=limit, replace=False))
         problems = [problems[k] for k in keep]
+    if spec is not None and spec.kind == "code":
+        problems = with_reference_answers(problems)
     return problems
+
+
+def _in_window(date: str, window: tuple[str | None, str | None]) -> bool:
+    """ISO dates and datetimes compare as text; a row without a date is outside every window."""
+    start, end = window
+    return bool(date) and (start is None or date >= start) and (end is None or date < end)

@@ -13,6 +13,12 @@ Extraction rules (``extract_answer``), first that applies wins:
 3. multiple choice only: an option label opening the last non-empty line ("(C)", "C)",
    "**(C)**") or a last line holding nothing but the letter.
 
+Code (``kind="code"``): the answer is the program, the last fenced ```python (or bare ```) block
+that parses, else the whole text if it parses and defines a function; no usable code gives None.
+Two programs are compared by their *output signatures* (``councilzoo.tasks.code``): equivalent
+when both ran cleanly on the same inputs and printed/returned the same canonical outputs; an
+``error:`` signature (crash, timeout, limit) is equivalent to nothing, itself included.
+
 Letters are A-J, upper case, and must stand alone: "The answer depends" never yields "D".
 Numeric answers are normalised to a plain number ("$1,234.50." -> "1234.50"; units, currency,
 thousands separators and a trailing period are dropped; "x = 5" -> "5"). A text that states no
@@ -29,6 +35,7 @@ sentence ("a right triangle", "the correct formula") are not verdicts.
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 import threading
@@ -62,6 +69,10 @@ _LETTER_ONLY_RE = re.compile(rf"^[\s*_#>(\[]*(?:option\s+)?([{LETTERS}])[\s*_)\]
 _LATEX_NOISE_RE = re.compile(r"\\[,;!: ]|\\(?:left|right|displaystyle)\b|\{,\}")
 _TEXT_CMD_RE = re.compile(r"\\(?:text|textbf|mathrm|mbox|mathbf)\s*\{([^{}]*)\}")
 _FRAC_RE = re.compile(r"\\[dt]?frac\s*\{\s*(-?[\d.]+)\s*\}\s*\{\s*(-?[\d.]+)\s*\}")
+
+_FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
+CODE_LANGUAGES = ("", "python", "py", "python3")
+SIGNATURE_PREFIX, ERROR_PREFIX = "out:", "error:"
 
 _VERDICT_WORD = r"(not\s+)?(right|wrong|correct|incorrect)"
 _VERDICT_RES = (
@@ -174,6 +185,36 @@ def _extract_letter(text: str) -> str | None:
     return match.group(1).upper() if match and match.group(1).isupper() else None
 
 
+def _parses(code: str) -> ast.Module | None:
+    try:
+        return ast.parse(code)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+
+
+def _defines(tree: ast.Module, name: str | None) -> bool:
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return any(isinstance(node, defs) and (name is None or node.name == name) for node in tree.body)
+
+
+def extract_program(text: str | None, entry_point: str | None = None) -> str | None:
+    """The program ``text`` states: the last fenced python/bare block that parses, else the whole
+    text if it parses and defines ``entry_point`` (any function when None); else None."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    return _extract_program(text, entry_point)
+
+
+@lru_cache(maxsize=PARSE_CACHE_SIZE)
+def _extract_program(text: str, entry_point: str | None) -> str | None:
+    blocks = [m.group(2) for m in _FENCE_RE.finditer(text) if m.group(1).lower() in CODE_LANGUAGES]
+    for block in reversed(blocks):
+        if block.strip() and _parses(block) is not None:
+            return block.strip("\n")
+    tree = _parses(text)
+    return text.strip("\n") if tree is not None and _defines(tree, entry_point) else None
+
+
 def extract_answer(text: str | None, kind: str, *, fallback_last_number: bool = False) -> str | None:
     """The final answer ``text`` states, normalised for ``kind``; None when it states none.
 
@@ -189,6 +230,8 @@ def extract_answer(text: str | None, kind: str, *, fallback_last_number: bool = 
 
 @lru_cache(maxsize=PARSE_CACHE_SIZE)
 def _extract_answer(text: str, kind: str, fallback_last_number: bool) -> str | None:
+    if kind == "code":
+        return _extract_program(text, None)
     if kind == "multiple_choice":
         return _extract_letter(text)
     boxed = [(raw, True) for raw in reversed(_boxed_contents(text))]
@@ -257,6 +300,8 @@ def _wrap(answer: str) -> str:
 
 @lru_cache(maxsize=65_536)
 def _equivalent(pred: str, gold: str, kind: str) -> bool:
+    if kind == "code":  # output signatures: equal, and both from programs that ran cleanly
+        return pred == gold and pred.startswith(SIGNATURE_PREFIX)
     if kind == "multiple_choice":
         a, b = _letter(pred.strip()), _letter(gold.strip())
         return a is not None and a == b
@@ -271,8 +316,9 @@ def answers_equivalent(pred: str | None, gold: str | None, kind: str) -> bool:
     ``math``: math-verify (fractions vs decimals, \\frac/\\dfrac, roots, intervals, tuples,
     sets). ``numeric``: both read as numbers (units, currency, separators dropped; "1/2" == 0.5),
     equal exactly, or within relative tolerance 1e-6 when either side is a rounded decimal.
-    ``multiple_choice``: same option letter. None on either side, or an answer that cannot be
-    read, gives False. Results are cached.
+    ``multiple_choice``: same option letter. ``code``: the same output signature of programs that
+    ran cleanly (an ``error:`` signature, or a raw program, matches nothing). None on either side,
+    or an answer that cannot be read, gives False. Results are cached.
     """
     _check_kind(kind)
     if not isinstance(pred, str) or not isinstance(gold, str) or not pred.strip() or not gold.strip():
@@ -339,6 +385,9 @@ def plurality(answers: Sequence[str | None], kind: str) -> tuple[str | None, flo
 
 
 def format_answer(answer: str, kind: str) -> str:
-    """The canonical way to state ``answer``: ``\\boxed{answer}``; extract_answer reads it back."""
+    """The canonical way to state ``answer``: ``\\boxed{answer}`` (code: a fenced python block);
+    extract_answer reads it back."""
     _check_kind(kind)
+    if kind == "code":
+        return f"```python\n{answer}\n```"
     return f"\\boxed{{{answer}}}"

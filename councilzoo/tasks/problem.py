@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-KINDS = ("math", "numeric", "multiple_choice")
+KINDS = ("math", "numeric", "multiple_choice", "code")
 
 
 @dataclass
@@ -17,6 +17,11 @@ class Problem:
     ``answer`` is the correct letter ("A", "B", ...). ``metadata`` carries anything else a
     consumer may use, e.g. ``difficulty`` in [0, 1], ``paraphrases`` (tuple of alternative
     question texts with the same id and answer) or ``distractors`` (plausible wrong answers).
+
+    ``code`` items (see ``councilzoo.tasks.code``) keep everything needed to run a program in
+    JSON-serialisable metadata: ``entry_point`` (None: a stdin program), ``test_inputs``, and for
+    labelled data ``test_script`` or ``expected_outputs``; ``answer`` is the output signature of the
+    reference solution on the test inputs, so equivalence to it means "same outputs".
     """
 
     id: str

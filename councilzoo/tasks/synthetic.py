@@ -13,7 +13,10 @@ Every Problem's metadata holds:
 
 Kinds: ``numeric`` multi-step arithmetic word problems; ``math`` modular arithmetic and fraction
 sums (answers are integers or reduced ``\\frac{p}{q}``); ``multiple_choice`` the numeric problems
-with four options.
+with four options; ``code`` small functions (sum of multiples, character counts, quadratics, list
+spread, digit sums) with generated test inputs, whose metadata also holds the canonical
+``solution``, the ``expected_outputs`` it gives, and wrong programs as ``distractors`` (each gives
+other outputs on the test inputs); the answer is the solution's output signature.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from councilzoo.tasks.code import CODE_REPLY, canonical, signature_of_outputs
 from councilzoo.tasks.grading import LETTERS
 from councilzoo.tasks.problem import KINDS, Problem
 
@@ -128,6 +132,104 @@ def _math_item(rng: np.random.Generator, level: float) -> tuple[list[str], str, 
     return forms, _fraction_text(q), [_fraction_text(w) for w in wrong], d
 
 
+# --- code: small functions with generated inputs ------------------------------------------
+
+
+def _int_list(rng: np.random.Generator, d: float) -> list[int]:
+    high = 10 + int(d * 90)
+    return [int(x) for x in rng.integers(-high, high + 1, size=3 + int(rng.integers(0, 3 + int(d * 6))))]
+
+
+def _code_template(rng: np.random.Generator, d: float) -> tuple[str, list[str], str, list[str], list[tuple]]:
+    """(entry point, task forms, solution, wrong bodies, argument tuples) of one function."""
+    n_inputs = 4 + int(d * 6)
+    which = int(rng.integers(5))
+    if which == 0:
+        k = int(rng.integers(2, 3 + int(d * 7)))
+        forms = [
+            f"returns the sum of the elements of the list `xs` that are divisible by {k}",
+            f"adds up every number in the list xs that is a multiple of {k} and returns the total",
+            f"gives the total of those integers in xs whose remainder modulo {k} is zero",
+        ]
+        body = f"sum(x for x in xs if x % {k} == 0)"
+        wrong = [f"sum(x for x in xs if x % {k} != 0)", "sum(xs)", f"sum(x for x in xs if x % {k + 1} == 0)"]
+        return "sum_multiples", forms, body, wrong, [(_int_list(rng, d),) for _ in range(n_inputs)]
+    if which == 1:
+        letters = "abcde"[: 3 + int(d * 2)]
+        c = letters[int(rng.integers(len(letters)))]
+        forms = [
+            f"returns how many times the letter '{c}' occurs in the string `s`",
+            f"counts the occurrences of the character '{c}' in s",
+            f"gives the number of positions of s that hold '{c}'",
+        ]
+        sizes = rng.integers(3, 6 + int(d * 20), size=n_inputs)
+        words = ["".join(rng.choice(list(letters), size=int(size))) for size in sizes]
+        wrong = [f"s.count('{c}') + 1", "len(s)", f"len(s) - s.count('{c}')"]
+        return "count_char", forms, f"s.count('{c}')", wrong, [(w,) for w in words]
+    if which == 2:
+        a, b, c = (int(rng.integers(1, 5 + int(d * 20))) for _ in range(3))
+        forms = [
+            f"returns {a}*n**2 + {b}*n + {c} for the integer `n`",
+            f"evaluates the quadratic {a}n^2 + {b}n + {c} at n",
+            f"computes {a} times n squared, plus {b} times n, plus {c}",
+        ]
+        wrong = [f"{a} * n + {b} * n + {c}", f"{a} * n * n + {b} * n", f"{a} * n * n - {b} * n + {c}"]
+        high = 10 + int(d * 90)
+        inputs = [(int(n),) for n in rng.integers(-high, high + 1, size=n_inputs)]
+        return "quadratic", forms, f"{a} * n * n + {b} * n + {c}", wrong, inputs
+    if which == 3:
+        forms = [
+            "returns the largest element of the non-empty list `xs` minus its smallest",
+            "gives the spread max(xs) - min(xs) of the list xs",
+            "computes the difference between the maximum and the minimum of xs",
+        ]
+        wrong = ["max(xs)", "max(xs) - min(xs) + 1", "xs[-1] - xs[0]"]
+        return "spread", forms, "max(xs) - min(xs)", wrong, [(_int_list(rng, d),) for _ in range(n_inputs)]
+    m = int(rng.integers(3, 4 + int(d * 10)))
+    forms = [
+        f"returns the sum of the decimal digits of the integer `n` (ignoring its sign) modulo {m}",
+        f"adds the digits of abs(n) and returns that sum's remainder when divided by {m}",
+        f"gives (digit sum of |n|) mod {m}",
+    ]
+    body = f"sum(int(ch) for ch in str(abs(n))) % {m}"
+    wrong = [
+        f"sum(int(ch) for ch in str(abs(n))) % {m + 1}",
+        "sum(int(ch) for ch in str(abs(n)))",
+        f"abs(n) % {m + 2}",
+    ]
+    high = 10 ** (2 + int(d * 6))
+    inputs = [(int(n),) for n in rng.integers(-high, high, size=n_inputs)]
+    return "digit_sum_mod", forms, body, wrong, inputs
+
+
+def _outputs(source: str, entry: str, inputs: list[tuple]) -> list[str]:
+    """Canonical outputs of one of our own generated programs (trusted: run in-process)."""
+    namespace: dict = {}
+    exec(source, namespace)
+    return [canonical(namespace[entry](*args)) for args in inputs]
+
+
+def _code_item(rng: np.random.Generator, level: float) -> tuple[list[str], str, dict]:
+    d = _item_difficulty(rng, level)
+    entry, forms, body, wrong_bodies, inputs = _code_template(rng, d)
+    arg = "s" if entry == "count_char" else ("n" if entry in ("quadratic", "digit_sum_mod") else "xs")
+    program = f"def {entry}({arg}):\n    return {{}}\n"
+    solution = program.format(body)
+    expected = _outputs(solution, entry, inputs)
+    candidates = [program.format(w) for w in (*wrong_bodies, f"({body}) + 1", f"({body}) - 1")]
+    wrong = [w for w in candidates if _outputs(w, entry, inputs) != expected][:3]  # each must differ
+    questions = [f"Write a Python function `{entry}({arg})` that {form}.\n{CODE_REPLY}" for form in forms]
+    metadata = {
+        "difficulty": d,
+        "entry_point": entry,
+        "test_inputs": [repr(args) for args in inputs],
+        "expected_outputs": expected,
+        "solution": solution,
+        "distractors": wrong,
+    }
+    return questions, signature_of_outputs(expected), metadata
+
+
 # --- public API -----------------------------------------------------------------------------
 
 
@@ -143,6 +245,11 @@ def synthetic_problems(kind: str, n: int, seed: int, difficulty: float = 0.5) ->
     for i in range(n):
         rng = np.random.default_rng([seed, KINDS.index(kind), i])
         pid = f"{kind}-s{seed}-{i:05d}"
+        if kind == "code":
+            forms, answer, metadata = _code_item(rng, difficulty)
+            metadata["paraphrases"] = forms[1:]
+            problems.append(Problem(pid, forms[0], answer, kind, source="synthetic", metadata=metadata))
+            continue
         if kind == "math":
             forms, answer, wrong, d = _math_item(rng, difficulty)
             choices: tuple[str, ...] = ()

@@ -1,0 +1,259 @@
+"""Run untrusted programs in a pool of reusable, isolated worker processes.
+
+``Sandbox(workers=n).run(jobs)`` runs every ``Job`` (a program, how to call it, its inputs) in
+parallel over ``n`` worker processes and returns one ``RunResult`` per job, in order. A bad program
+is data: an infinite loop, a crash, a fork bomb or a memory hog comes back as a result whose
+``status`` says what happened; ``run`` itself raises only on a caller's mistake (a bad ``Job``).
+
+Isolation (see ``sandbox_worker`` for the layers): each worker starts from a scrubbed environment
+in its own session, enters a user + network namespace where the kernel allows it, and forks one
+child per program that takes rlimits, a Landlock filesystem ruleset and a seccomp filter, runs in a
+fresh temporary directory that is deleted afterwards, and is killed with its process group at the
+wall-clock limit. ``Sandbox.isolation`` reports which layers the kernel granted.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import queue
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from councilzoo.tasks import sandbox_worker as wire
+
+MODES = ("call", "stdin", "script")
+STATUSES = ("ok", "error", "timeout", "output_limit", "crashed")
+WORKER_FILE = str(Path(wire.__file__).resolve())
+STARTUP_TIMEOUT_S = 30.0
+REPLY_SLACK_S = 30.0  # the worker enforces limits; this only catches a worker that hangs itself
+SCRUBBED_ENV = {
+    "PATH": "/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "PYTHONHASHSEED": "0",  # set and dict orders, hence outputs, equal across workers
+    "PYTHONIOENCODING": "utf-8",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per program (per input for ``stdin`` programs): wall-clock = CPU seconds, address space, output."""
+
+    timeout_s: float = 5.0
+    memory_mb: int = 1_024
+    max_output_bytes: int = 1 << 20
+
+    def __post_init__(self) -> None:
+        if self.timeout_s <= 0 or self.memory_mb < 64 or self.max_output_bytes < 1:
+            raise ValueError(f"bad sandbox limits {self}: need timeout_s > 0, memory_mb >= 64, output >= 1")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One program. ``call``: define ``entry_point`` and call it on each input (a Python literal tuple
+    of arguments); ``stdin``: run the program once per input, fed as standard input; ``script``: run
+    it once (e.g. a solution followed by its assertions)."""
+
+    source: str
+    mode: str = "call"
+    entry_point: str | None = None
+    inputs: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"Job mode must be one of {MODES}, got {self.mode!r}")
+        if self.mode == "call" and not self.entry_point:
+            raise ValueError("a 'call' Job needs an entry_point")
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What one program did: ``outputs`` are canonical texts of the inputs it finished, in order."""
+
+    status: str
+    outputs: tuple[str, ...] = ()
+    error: str = ""
+    stdout: str = ""
+    stderr: str = ""
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass
+class _Worker:
+    root: str
+    process: subprocess.Popen = field(init=False)
+    hello: dict = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        os.makedirs(self.root, exist_ok=True)
+        self.process = subprocess.Popen(
+            [sys.executable, "-s", "-B", WORKER_FILE, self.root],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**SCRUBBED_ENV, "TMPDIR": self.root, "HOME": self.root},
+            cwd=self.root,
+            start_new_session=True,
+            close_fds=True,
+        )
+
+    def handshake(self) -> None:
+        self.hello = self._read(STARTUP_TIMEOUT_S) or {}
+        if "pid" not in self.hello:
+            self.kill()
+            raise RuntimeError(f"sandbox worker failed to start ({sys.executable} {WORKER_FILE})")
+
+    def call(self, job: dict, timeout_s: float) -> RunResult:
+        try:
+            wire.write_message(self.process.stdin.fileno(), job)
+            reply = self._read(timeout_s)
+        except OSError:
+            reply = None
+        if reply is None:
+            self.kill()
+            return RunResult("crashed", error="sandbox worker died or hung")
+        return RunResult(
+            status=reply["status"],
+            outputs=tuple(reply["outputs"]),
+            error=reply["error"],
+            stdout=reply["stdout"],
+            stderr=reply["stderr"],
+            wall_s=reply["wall_s"],
+        )
+
+    def _read(self, timeout_s: float) -> dict | None:
+        fd = self.process.stdout.fileno()
+        ready, _, _ = select.select([fd], [], [], timeout_s)
+        return wire.read_message(fd) if ready else None
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=5)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill()
+        for pipe in (self.process.stdin, self.process.stdout):
+            with contextlib.suppress(OSError):
+                pipe.close()
+
+
+class Sandbox:
+    """A pool of ``workers`` sandbox processes (default: one per CPU core), started on first use."""
+
+    def __init__(self, workers: int | None = None, limits: Limits | None = None) -> None:
+        self.workers = workers or os.cpu_count() or 1
+        if self.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers!r}")
+        self.limits = limits or Limits()
+        self._root: str | None = None
+        self._pool: list[_Worker] = []
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._threads: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def isolation(self) -> dict[str, bool]:
+        """Which layers the kernel granted the workers (network namespace, seccomp, landlock)."""
+        self._start()
+        hello = self._pool[0].hello
+        return {key: bool(hello.get(key)) for key in ("network_namespace", "seccomp", "landlock")}
+
+    def worker_pids(self) -> list[int]:
+        return [w.process.pid for w in self._pool if w.alive]
+
+    def run(self, jobs: Sequence[Job], limits: Limits | None = None) -> list[RunResult]:
+        """Run ``jobs`` in parallel; one result per job, in order."""
+        limits = limits or self.limits
+        self._start()
+        assert self._threads is not None
+        futures = [self._threads.submit(self._run_one, job, limits) for job in jobs]
+        return [f.result() for f in futures]
+
+    def _run_one(self, job: Job, limits: Limits) -> RunResult:
+        message = {**asdict(job), "inputs": list(job.inputs), **asdict(limits)}
+        runs = max(1, len(job.inputs)) if job.mode == "stdin" else 1
+        worker = self._idle.get()
+        try:
+            return worker.call(message, limits.timeout_s * runs + REPLY_SLACK_S)
+        finally:
+            self._idle.put(worker if worker.alive else self._replace(worker))
+
+    def _replace(self, dead: _Worker) -> _Worker:
+        with self._lock:
+            worker = _Worker(dead.root)
+            worker.handshake()
+            self._pool[self._pool.index(dead)] = worker
+            return worker
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._pool:
+                return
+            self._root = tempfile.mkdtemp(prefix="councilzoo-sandbox-")
+            self._pool = [_Worker(os.path.join(self._root, f"w{i}")) for i in range(self.workers)]
+            for worker in self._pool:
+                worker.handshake()
+                self._idle.put(worker)
+            self._threads = ThreadPoolExecutor(self.workers, thread_name_prefix="sandbox")
+
+    def close(self) -> None:
+        """Stop the workers (killing their process groups) and delete every temporary directory."""
+        with self._lock:
+            if self._threads is not None:
+                self._threads.shutdown(wait=True)
+            for worker in self._pool:
+                worker.close()
+            if self._root is not None:
+                shutil.rmtree(self._root, ignore_errors=True)
+            self._pool, self._root, self._threads = [], None, None
+            self._idle = queue.Queue()
+
+
+_DEFAULT: dict[int, Sandbox] = {}  # by process id: a forked process gets its own pool
+
+
+def default_sandbox() -> Sandbox:
+    """The process-wide pool that grading uses (one worker per core), closed at exit."""
+    pid = os.getpid()
+    if pid not in _DEFAULT:
+        _DEFAULT.clear()
+        _DEFAULT[pid] = Sandbox()
+        atexit.register(_DEFAULT[pid].close)
+    return _DEFAULT[pid]
