@@ -47,7 +47,14 @@ from councilzoo.learners import metrics as M
 from councilzoo.learners.base import Learner
 from councilzoo.learners.distributed import CohortLink, DistributedConfig
 from councilzoo.learners.logging import check_report_to
-from councilzoo.tasks import Problem, extract_answer, load_dataset, paraphrase, synthetic_problems
+from councilzoo.tasks import (
+    Problem,
+    answers_for_batch,
+    extract_answer,
+    load_dataset,
+    paraphrase,
+    synthetic_problems,
+)
 
 NO_FEATURES = np.zeros(3, dtype=np.float32)
 
@@ -249,8 +256,10 @@ class HeldOutAccuracy(engine.MetricsFile):
         prompts = [member_prompt(p, 0) for p in self.problems]
         greedy = Sampling(max_new_tokens=self.max_new_tokens, temperature=0.0)
         texts = [g[0].text for g in generator.generate(prompts, n=1, sampling=greedy)]
-        hits = [answers_equivalent(extract_answer(t, p.kind), p.answer, p.kind)
-                for t, p in zip(texts, self.problems, strict=True)]
+        hits = [
+            answers_equivalent(extract_answer(t, p.kind), p.answer, p.kind)
+            for t, p in zip(texts, self.problems, strict=True)
+        ]
         with self.path.open("a") as fh:
             fh.write(json.dumps({"step": state.global_step, "accuracy": sum(hits) / len(hits)}) + "\n")
 
@@ -355,9 +364,10 @@ class CohortReward:
                 if r == rank:
                     mine.append((key, len(groups.get(key, ()))))
                 groups.setdefault(key, []).append(text)
-        answers = {
-            k: [extract_answer(t, self.problems[ids[k]].kind) for t in texts] for k, texts in groups.items()
-        }
+        keys = list(groups)  # code answers are output signatures: all programs run in one sandbox call
+        answers = dict(
+            zip(keys, answers_for_batch([(self.problems[ids[k]], groups[k]) for k in keys]), strict=True)
+        )
         own = {k: own_label(a, self.problems[ids[k]].kind, self.cfg.tau) for k, a in answers.items()}
         labels = self._peer_labels(round_index, own)
         rewards, scored_against = {}, {}
@@ -557,8 +567,12 @@ def run_member(
     _tracker_env(cfg, member.name)
     if cfg.eval.eval_steps:
         held_out = load_problems(cfg.eval, cfg.seed + 1)
-        callbacks = [*callbacks, HeldOutAccuracy(cfg.member_dir(index) / "eval.jsonl", held_out,
-                                                 cfg.eval.eval_steps, cfg.max_completion_length)]
+        callbacks = [
+            *callbacks,
+            HeldOutAccuracy(
+                cfg.member_dir(index) / "eval.jsonl", held_out, cfg.eval.eval_steps, cfg.max_completion_length
+            ),
+        ]
     cbs = [
         engine.MetricsFile(cfg.member_dir(index) / "metrics.jsonl"),
         engine.StepProgress(member.name, index),
