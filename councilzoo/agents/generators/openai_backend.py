@@ -16,7 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from councilzoo.agents.base import Completion, Sampling
-from councilzoo.agents.generators.common import GenerationError, check_request, prompt_seeds
+from councilzoo.agents.generators.common import (
+    GenerationError,
+    MissingExtraError,
+    check_request,
+    prompt_seeds,
+)
 
 _RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 _MAX_RETRY_AFTER_S = 30.0
@@ -57,7 +62,9 @@ class OpenAIGenerator:
         try:
             import httpx
         except ImportError as exc:
-            raise ImportError("OpenAIGenerator needs httpx: pip install 'councilzoo[openai]'") from exc
+            raise MissingExtraError(
+                "OpenAIGenerator (model type 'openai') needs httpx: pip install 'councilzoo[openai]'"
+            ) from exc
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
         if max_concurrency < 1 or timeout <= 0 or max_retries < 0 or backoff < 0:
