@@ -89,6 +89,17 @@ class OpenAIGenerator:
         fields = f"base_url={self.base_url!r}, model={self.model!r}, api_key_env={self.api_key_env!r}"
         return f"OpenAIGenerator({fields})"
 
+    def check_reachable(self, timeout: float = 5.0) -> None:
+        """A ``GenerationError`` at once, without retries, when nothing answers at ``base_url``
+        (any HTTP reply counts as reachable), so a wrong URL or a stopped server fails before work."""
+        try:
+            self._client.get(f"{self.base_url}/models", timeout=timeout)
+        except self._httpx.TransportError as exc:
+            raise GenerationError(
+                f"cannot reach the OpenAI-compatible endpoint {self.base_url} ({type(exc).__name__}): "
+                "start the server, or fix base_url"
+            ) from exc
+
     def close(self) -> None:
         self._client.close()
 
