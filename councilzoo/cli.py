@@ -74,7 +74,12 @@ def _repro(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="councilzoo", description=__doc__.splitlines()[0])
+    parser = _Parser(
+        prog="councilzoo",
+        description=__doc__.splitlines()[0],
+        epilog="A mistake in the input ends as one line on stderr and exit status 2; "
+        "COUNCILZOO_TRACEBACK=1 shows the traceback instead.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser(
