@@ -135,9 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:
-        parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    try:  # argparse exits on --help and on usage errors; main returns the status either way
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    except SystemExit as done:
+        return int(done.code or 0)
     try:
         return int(args.func(args) or 0)
     except Exception as err:  # a user's mistake: one line, not a traceback
