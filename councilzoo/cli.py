@@ -1,7 +1,10 @@
 """The ``councilzoo`` command: demo, eval, train, repro.
 
 Each subcommand lives with the code it drives; this module only parses arguments and dispatches,
-importing heavy modules lazily so ``councilzoo --help`` stays instant.
+importing heavy modules lazily so ``councilzoo --help`` stays instant. Every user mistake (a flag,
+a config file, an agent spec, a dataset, a model, an endpoint, a missing extra) ends as ONE line
+on stderr, ``councilzoo <cmd>: error: <what and where, how to fix>``, with exit status 2;
+``COUNCILZOO_TRACEBACK=1`` re-raises it with its traceback instead.
 """
 
 from __future__ import annotations
@@ -9,6 +12,41 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its usage errors on one line (no usage block), like every other error."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def at_least(minimum: int):
+    """An argparse type: an integer >= ``minimum`` (argparse names the flag in the error)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that report a mistake in what the user gave or has (bad input, no network, no
+    server, a missing extra): printed as one line, never a traceback."""
+    from councilzoo.agents.generators.common import GenerationError, MissingExtraError, ModelNotCachedError
+    from councilzoo.tasks.datasets import DatasetUnavailableError
+
+    return (
+        ValueError, FileNotFoundError, GenerationError, MissingExtraError, ModelNotCachedError,
+        DatasetUnavailableError,
+    )
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -36,7 +74,12 @@ def _repro(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="councilzoo", description=__doc__.splitlines()[0])
+    parser = _Parser(
+        prog="councilzoo",
+        description=__doc__.splitlines()[0],
+        epilog="A mistake in the input ends as one line on stderr and exit status 2; "
+        "COUNCILZOO_TRACEBACK=1 shows the traceback instead.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser(
@@ -45,8 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="demo-out", help="output folder for report.json, report.md and plots")
     demo.add_argument("--model", default=None, help="a local model directory or hub name (uses real models)")
     demo.add_argument("--endpoint", default=None, help="an OpenAI-compatible base URL (uses real models)")
-    demo.add_argument("--limit", type=int, default=None, help="number of problems (default: the demo's own)")
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument(
+        "--limit", type=at_least(1), default=None, help="number of problems (default: the demo's own)"
+    )
+    demo.add_argument("--seed", type=at_least(0), default=0)
     demo.set_defaults(func=_demo)
 
     ev = sub.add_parser("eval", help="evaluate a collaboration protocol on a dataset")
@@ -57,9 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--dataset", required=True, help="dataset name (gsm8k, math500, ...) or synthetic:<kind>")
     ev.add_argument("--split", default="test")
     ev.add_argument("--path", default=None, help="local JSON/JSONL file for the dataset")
-    ev.add_argument("--limit", type=int, default=None)
+    ev.add_argument("--limit", type=at_least(1), default=None)
     ev.add_argument("--out", default="runs/eval")
-    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--seed", type=at_least(0), default=0)
     ev.set_defaults(func=_eval)
 
     tr = sub.add_parser("train", help="train with a learner: corl, tracer, grpo, ttrl, rent, intuitor, ...")
@@ -78,23 +123,29 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("repro", help="reproduce a paper's central claim at toy scale")
     rp.add_argument("claim", choices=["corl", "comed", "tracer", "all"])
     rp.add_argument("--out", default="runs/repro")
-    rp.add_argument("--seeds", type=int, default=None)
+    rp.add_argument("--seeds", type=at_least(1), default=None)
     rp.add_argument("--quick", action="store_true")
-    rp.add_argument("--jobs", type=int, default=None,
+    rp.add_argument("--jobs", type=at_least(1), default=None,
                     help="with 'all': claims run in this many processes (default: one per CPU core)")
     rp.set_defaults(func=_repro)
+    parser.commands = sub.choices  # name -> subcommand parser, so errors carry the command's name
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    try:  # argparse exits on --help and on usage errors; main returns the status either way
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    except SystemExit as done:
+        return int(done.code or 0)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError) as err:  # bad user input: a message, not a traceback
-        if os.environ.get("COUNCILZOO_TRACEBACK"):
+    except Exception as err:  # a user's mistake: one line, not a traceback
+        if os.environ.get("COUNCILZOO_TRACEBACK") or not isinstance(err, _user_errors()):
             raise
-        print(f"councilzoo {args.command}: error: {err}\n(set COUNCILZOO_TRACEBACK=1 for the traceback)",
-              file=sys.stderr)
+        print(f"councilzoo {args.command}: error: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
 
 

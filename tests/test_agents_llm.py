@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from councilzoo.agents import LLMAgent, Sampling, render_messages
+from councilzoo.agents.base import Completion
+from councilzoo.agents.generators import GeneratorContractError
 from councilzoo.envs.core import SILENT_MODES, Mode, Turn, TurnContext
 from councilzoo.envs.escalation_v0 import PHASE
 from councilzoo.learners import RolloutEngine
@@ -98,3 +100,63 @@ def test_verifier_prompt_shows_anchor_and_probe_answers():
 def test_non_generator_is_rejected():
     with pytest.raises(TypeError, match="generator"):
         LLMAgent(object())
+
+
+class ContractBreaker:
+    """A custom generator that answers ``"\\boxed{7}"`` but breaks its contract as told by ``flaw``."""
+
+    def __init__(self, flaw: str | None = None) -> None:
+        self.flaw = flaw
+
+    def generate(self, prompts, n=1, sampling=None):
+        results = [[Completion("\\boxed{7}") for _ in range(n)] for _ in prompts]
+        if self.flaw == "fewer lists":
+            return results[:-1]
+        if self.flaw == "more lists":
+            return [*results, results[0]]
+        if self.flaw == "fewer completions":
+            return [r[:-1] for r in results]
+        if self.flaw == "more completions":
+            return [[*r, r[0]] for r in results]
+        if self.flaw == "text None":
+            return [[Completion(None)] * n for _ in prompts]
+        if self.flaw == "bare strings":
+            return [["\\boxed{7}"] * n for _ in prompts]
+        if self.flaw == "a dict":
+            return {i: r for i, r in enumerate(results)}
+        return results
+
+
+ANCHOR = TurnContext(0, "anchor", "anchor", 0, synthetic_problems("numeric", 1, seed=5)[0], (),
+                     (Mode.ANSWER,), None, {"num_samples": 3})
+PEER = TurnContext(1, "peer_0", "peer", 1, synthetic_problems("numeric", 1, seed=6)[0], (),
+                   (Mode.SPEAK,), None, {})
+
+
+@pytest.mark.parametrize(
+    ("flaw", "contexts", "breach"),
+    [
+        ("fewer lists", [PEER, PEER], "1 result lists for 2 prompts"),
+        ("more lists", [PEER], "2 result lists for 1 prompts"),
+        ("fewer completions", [ANCHOR], "prompt 0: 2 completions, asked for n=3"),
+        ("more completions", [PEER, PEER], "prompt 0: 2 completions, asked for n=1"),
+        ("fewer completions", [ANCHOR, PEER], "prompt 0: 0 completions, asked for n=1"),  # mixed n
+        ("text None", [ANCHOR], "prompt 0, completion 0: text None is not a str"),
+        ("bare strings", [PEER], "prompt 0, completion 0: a str, not a Completion"),
+        ("a dict", [PEER], "it returned a dict, not a list"),
+    ],
+)
+def test_a_generator_that_breaks_its_contract_fails_naming_the_backend(flaw, contexts, breach):
+    agent = LLMAgent(ContractBreaker(flaw))
+    named = rf"generator {__name__}\.ContractBreaker broke the Generator contract: {breach};"
+    with pytest.raises(GeneratorContractError, match=named):
+        agent.act(contexts)
+
+
+def test_a_generator_that_keeps_its_contract_is_accepted_and_rollouts_check_it_too():
+    (anchor, peer) = LLMAgent(ContractBreaker()).act([ANCHOR, PEER])
+    assert anchor.answer == peer.answer == "7" and len(anchor.samples) == 3
+    broken = {"*": LLMAgent(ContractBreaker("text None"))}
+    engine = RolloutEngine("councilzoo/debate-v0", broken, progress=False)
+    with pytest.raises(GeneratorContractError, match="ContractBreaker"):
+        engine.run(synthetic_problems("numeric", 2, seed=0))

@@ -5,12 +5,34 @@ from __future__ import annotations
 import copy
 import json
 import warnings
+from functools import partial
+from types import SimpleNamespace
 
 import pettingzoo
 import pytest
-from pettingzoo.test import api_test, parallel_api_test, seed_test
+from pettingzoo import AECEnv, ParallelEnv
+from pettingzoo.test import (
+    api_test,
+    max_cycles_test,
+    parallel_api_test,
+    parallel_seed_test,
+    performance_benchmark,
+    render_test,
+    seed_test,
+)
+from pettingzoo.utils.wrappers import BaseWrapper
 
-from councilzoo.envs import GAMES, cohort_v0, debate_v0, escalation_v0, make, review_v0
+from councilzoo.envs import (
+    GAMES,
+    PARALLEL_GAMES,
+    IllegalModePenalty,
+    cohort_v0,
+    debate_v0,
+    escalation_v0,
+    make,
+    make_parallel,
+    review_v0,
+)
 from councilzoo.envs.scripted import ScriptedPlayer, play_episode
 from councilzoo.tasks import synthetic_problems
 
@@ -35,6 +57,42 @@ def test_api_and_seed_tests(name):
     module, kwargs = MODULES[name]
     api_test(module.env(problems=PROBLEMS, render_mode="ansi", **kwargs), num_cycles=60)
     seed_test(lambda: module.env(problems=PROBLEMS, **kwargs), num_cycles=60)
+
+
+@pytest.mark.parametrize("env_id", sorted(GAMES))
+def test_every_pettingzoo_test_passes_with_default_arguments(env_id, capsys):
+    """All of pettingzoo.test that applies, on the registered id, as PettingZoo's own CI runs it."""
+    api_test(make(env_id))
+    seed_test(partial(make, env_id))
+    render_test(partial(make, env_id))  # "ansi" and "human"
+    assert f"== {env_id} |" in capsys.readouterr().out  # human mode printed the render
+    performance_benchmark(make(env_id))
+    if env_id in PARALLEL_GAMES:
+        parallel_api_test(make_parallel(env_id))
+        parallel_seed_test(partial(make_parallel, env_id))  # samples without the mask
+        by_id = SimpleNamespace(parallel_env=partial(make_parallel, env_id), env=partial(make, env_id))
+        max_cycles_test(by_id)  # the parallel and AEC forms with max_cycles=4
+
+
+@pytest.mark.parametrize("env_id", sorted(GAMES))
+def test_make_gives_the_aec_form_and_turn_context_through_every_wrapper(env_id):
+    assert isinstance(make(env_id), AECEnv)
+    for env in (make(env_id), IllegalModePenalty(make(env_id)), BaseWrapper(make(env_id))):
+        env.reset(seed=0)
+        agent = env.agent_selection
+        assert env.turn_context(agent).agent == agent and env.turn_context(agent).legal_modes
+    if env_id in PARALLEL_GAMES:
+        assert isinstance(make_parallel(env_id), ParallelEnv)
+    else:
+        with pytest.raises(ValueError, match="turn-based and has no parallel form"):
+            make_parallel(env_id)
+
+
+@pytest.mark.parametrize("env_id", sorted(GAMES))
+@pytest.mark.parametrize("seed", [-1, 1.5, True, "0"])
+def test_reset_rejects_a_seed_that_is_not_a_non_negative_int(env_id, seed):
+    with pytest.raises(ValueError, match=rf"seed must be None or an integer >= 0, got {seed!r}"):
+        make(env_id).reset(seed=seed)
 
 
 def test_cohort_parallel_api_test():

@@ -29,7 +29,8 @@ from councilzoo.envs.review_v0 import (
     NUM_VOTES,
     VOTE_SCORE,
 )
-from councilzoo.tasks import Problem
+from councilzoo.envs.scripted import ScriptedPlayer
+from councilzoo.tasks import Problem, synthetic_problems
 
 PROBLEM = Problem("q1", "What is 6 * 7?", "42", kind="numeric", metadata={"router_margin": 0.3})
 UNLABELED = Problem("q2", "What is 6 * 7?", None, kind="numeric")
@@ -256,6 +257,39 @@ def test_cohort_views_rewards_and_diagnostic_label_accuracy():
     assert infos["member_0"]["sample_rewards"] == [0.0, 0.0, 0.0] and rewards["member_1"] == 0.0
 
 
+def test_cohort_member_that_does_not_answer_abstains():
+    """An unmasked mode (what parallel_seed_test samples) is an abstention, not a crash."""
+    env = cohort_v0.parallel_env(num_agents=2, reward_rule="ring", problems=[PROBLEM])
+    env.reset(seed=0)
+    answer = Action(Mode.ANSWER, samples=(f"\\boxed{{{PROBLEM.answer}}}",) * 2, calls=2)
+    _, rewards, done, _, infos = env.step({"member_0": int(Mode.SKIP), "member_1": answer})
+    assert all(done.values()) and rewards == {"member_0": 0.0, "member_1": 0.0}
+    assert infos["member_0"]["sample_answers"] == [] and infos["member_1"]["unlabeled"]  # taught by member_0
+    assert infos["member_0"]["label"] == PROBLEM.answer  # member_1's own plurality
+    skip, _ = env.episode_record().turns
+    assert skip.mode is Mode.SKIP and skip.cost.calls == 0 and env.episode_record().cost.calls == 2
+
+
+def test_cohort_episode_of_max_cycles_items_deals_the_deck_in_order():
+    problems = synthetic_problems("numeric", 5, seed=3)
+    env = cohort_v0.parallel_env(num_agents=2, max_cycles=3, problems=problems)
+    single = cohort_v0.parallel_env(num_agents=2, problems=problems)
+    env.reset(seed=4)
+    single.reset(seed=4)
+    player = ScriptedPlayer(seed=0, samples=2)
+    for cycle in (1, 2, 3):
+        assert env.turn_context("member_0").round == cycle and env.problem.id == single.problem.id
+        obs, _, done, _, _ = env.step({a: player.act_one(env.turn_context(a)) for a in env.agents})
+        assert env.episode_record().problem_id == single.problem.id
+        assert all(done.values()) == (cycle == 3) and len(env.transcript) == 2 * cycle
+        single.reset()
+    assert env.agents == [] and [t.round for t in env.transcript] == [1, 1, 2, 2, 3, 3]
+    with pytest.raises(ValueError, match="max_cycles must be an integer >= 1"):
+        cohort_v0.parallel_env(max_cycles=0)
+    with pytest.raises(ValueError, match=r"tau .* must be in \[0, 1\], got 5"):
+        cohort_v0.parallel_env(tau=5)
+
+
 # ---- bad input ---------------------------------------------------------------------------------
 
 
@@ -269,10 +303,6 @@ def test_illegal_mode_names_agent_mode_and_legal_modes():
         env.step(99)
     with pytest.raises(ValueError, match="only Action fields"):
         env.step({"mode": 7, "utterance": "x"})
-    cohort = cohort_v0.parallel_env(num_agents=2, problems=[PROBLEM])
-    cohort.reset()
-    with pytest.raises(IllegalModeError, match="'member_0'.*SKIP"):
-        cohort.step({"member_0": 0, "member_1": 2})
 
 
 def test_penalty_wrapper_turns_illegal_mode_into_a_loss():

@@ -129,3 +129,23 @@ def test_math500_release_file_and_gold_self_equivalence():
         p.id for p in problems if extract_answer(format_answer(p.answer, "math"), "math") != p.answer.strip()
     ]
     assert unread == []
+
+
+def test_unreachable_hub_fails_fast_without_retries(monkeypatch):
+    """Not offline, but nothing answers at the hub: one quick probe, no 30 s of retries."""
+    import socket
+    import time
+
+    import datasets.config
+    from huggingface_hub import constants
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False, raising=False)
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+    start = time.monotonic()
+    named = rf"127\.0\.0\.1:{port} is unreachable.*HF_HUB_OFFLINE=1"
+    with pytest.raises(DatasetUnavailableError, match=named):
+        load_dataset("gsm8k")
+    assert time.monotonic() - start < 5

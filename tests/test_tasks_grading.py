@@ -54,6 +54,28 @@ EXTRACTION = [
     ("", "math", None),
     (None, "numeric", None),
     ("   \n  ", "multiple_choice", None),
+    # GSM8K's final-answer mark "#### X"
+    ("Natalia sold 48 / 2 = 24 clips in May.\nSo 48 + 24 = 72 in total.\n#### 72", "numeric", "72"),
+    ("She pays 3 per box for 6 boxes.\n#### $18", "numeric", "18"),
+    ("#### 1,250.50", "numeric", "1250.50"),
+    ("####72", "numeric", "72"),
+    ("#### \\frac{1}{2}", "math", "\\frac{1}{2}"),
+    ("#### 72\nOn reflection the answer is 73", "numeric", "73"),  # the last phrase wins
+    ("#### C", "multiple_choice", "C"),
+    ("#### Step 2: add 3 and 4\n3 + 4 = 7", "numeric", None),  # a markdown heading, not the mark
+    ("##### 5 apples", "numeric", None),
+    ("#### Conclusion\nBoth options fail", "multiple_choice", None),
+    # multiple choice stated after an explanation
+    ("B is tempting, but it ignores friction, so the correct choice is (A).", "multiple_choice", "A"),
+    ("Weighing each option in turn.\nAnswer: (B)", "multiple_choice", "B"),
+    ("A and B contradict the data, so the answer must be C", "multiple_choice", "C"),
+    ("The best option would be D because it is cheapest.", "multiple_choice", "D"),
+    ("Hence the correct option is **(E)**.", "multiple_choice", "E"),
+    ("The answer must be A or B; I cannot tell.", "multiple_choice", None),
+    ("The best choice is unclear; A and B both fit.", "multiple_choice", None),
+    ("The correct choice is Dijkstra's algorithm.", "multiple_choice", None),  # D must stand alone
+    ("Option A is tempting, but the answer should be obvious.", "multiple_choice", None),
+    ("The answer must be positive, so x = 3", "numeric", None),  # "must be" is for letters only
 ]
 
 EQUIVALENCE = [

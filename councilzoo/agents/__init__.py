@@ -26,6 +26,8 @@ _LAZY = {
     "make_generator": "councilzoo.agents.generators",
     "GenerationError": "councilzoo.agents.generators",
     "ModelNotCachedError": "councilzoo.agents.generators",
+    "GeneratorContractError": "councilzoo.agents.generators",
+    "MissingExtraError": "councilzoo.agents.generators",
     "ComedController": "councilzoo.agents.comed",
 }
 

@@ -8,7 +8,8 @@ tick; it uses the two halves of ``act``: ``plan`` (choose modes, render prompts)
 Samples per turn: the escalation anchor draws ``n`` samples for self-consistency (the env's
 ``extras["num_samples"]`` hint, else ``samples_per_turn["anchor"]``), a cohort member ``G``.
 The action's ``text`` is the sample whose answer is the plurality (the first such), ``samples``
-all of them. Bad output parses to "no answer"; generator errors propagate.
+all of them. Bad output parses to "no answer"; generator errors, and a reply that breaks the
+Generator contract (a GeneratorContractError naming the backend), propagate.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, replace
 
 from councilzoo.agents.base import Completion, Generator, Sampling
 from councilzoo.agents.controllers import Controller, default_mode, is_silent
+from councilzoo.agents.generators.common import checked_generate
 from councilzoo.agents.parsing import parse_action
 from councilzoo.agents.prompts import MAX_CHARS, render_messages
 from councilzoo.envs.core import Action, Mode, TurnContext
@@ -52,7 +54,8 @@ def generate_requests(
     """One ``generate`` call for every speaking request; returns completions per request.
 
     Requests with different ``n`` are flattened (a prompt repeated ``n`` times with ``n=1``) so
-    that the call stays single. Silent requests get ``[]``.
+    that the call stays single. Silent requests get ``[]``. The reply is checked against the
+    Generator contract (``checked_generate``).
     """
     speaking = [r for r in requests if r.messages is not None]
     out: dict[int, list[Completion]] = {id(r): [] for r in requests}
@@ -60,12 +63,12 @@ def generate_requests(
         return [out[id(r)] for r in requests]
     counts = {r.n for r in speaking}
     if len(counts) == 1:
-        results = generator.generate([r.messages for r in speaking], n=counts.pop(), sampling=sampling)
+        results = checked_generate(generator, [r.messages for r in speaking], counts.pop(), sampling)
         for request, completions in zip(speaking, results, strict=True):
             out[id(request)] = list(completions)
     else:
         prompts = [r.messages for r in speaking for _ in range(r.n)]
-        flat = iter(generator.generate(prompts, n=1, sampling=sampling))
+        flat = iter(checked_generate(generator, prompts, 1, sampling))
         for request in speaking:
             out[id(request)] = [next(flat)[0] for _ in range(request.n)]
     return [out[id(r)] for r in requests]

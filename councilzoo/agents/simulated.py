@@ -166,8 +166,8 @@ class SimulatedAgent:
             swayed_prob=swayed_prob, adopt_prob=adopt_prob, adjudicate_prob=adjudicate_prob,
         )
         for key, value in probs.items():
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"SimulatedAgent {name!r}: {key} must be in [0, 1], got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+                raise ValueError(f"SimulatedAgent {name!r}: {key} must be a number in [0, 1], got {value!r}")
         self.name, self.seed = name, int(seed)
         self.skill, self.correlation = skill, correlation
         self.difficulty_weight, self.resample_noise = difficulty_weight, resample_noise

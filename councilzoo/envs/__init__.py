@@ -1,8 +1,9 @@
 """The councilzoo games and their registry.
 
-``make(env_id, **kwargs)`` builds a game by id: the wrapped AEC env for the turn-based games and
-the parallel env for ``councilzoo/cohort-v0``. Importing this package also registers every game
-with PettingZoo's own registry (``pettingzoo.make("aec", "councilzoo/debate-v0")``; the cohort
+``make(env_id, **kwargs)`` builds a game by id in its AEC form (the module's ``env()``), for
+every id; ``make_parallel(env_id, **kwargs)`` builds the parallel form of a game that has one
+(``councilzoo/cohort-v0``: ``cohort_v0.parallel_env``). Importing this package also registers every
+game with PettingZoo's own registry (``pettingzoo.make("aec", "councilzoo/debate-v0")``; the cohort
 game under both "parallel" and "aec").
 """
 
@@ -23,9 +24,10 @@ GAMES = {
     "councilzoo/debate-v0": debate_v0.env,
     "councilzoo/review-v0": review_v0.env,
     "councilzoo/escalation-v0": escalation_v0.env,
-    "councilzoo/cohort-v0": cohort_v0.parallel_env,
+    "councilzoo/cohort-v0": cohort_v0.env,
 }
-_RAW = {
+PARALLEL_GAMES = {"councilzoo/cohort-v0": cohort_v0.parallel_env}
+_RAW = {  # the game classes, whose signatures list the accepted keywords
     "councilzoo/debate-v0": debate_v0.raw_env,
     "councilzoo/review-v0": review_v0.raw_env,
     "councilzoo/escalation-v0": escalation_v0.raw_env,
@@ -44,13 +46,28 @@ def check_env_id(env_id: str) -> None:
         raise ValueError(f"unknown env id {env_id!r}; known ids: {sorted(GAMES)}")
 
 
-def make(env_id: str, **kwargs: Any):
-    """Build the game ``env_id`` with ``kwargs``; unknown ids and keywords fail before any work."""
+def _check_kwargs(env_id: str, kwargs: dict[str, Any]) -> None:
     accepted = accepted_kwargs(env_id)
     unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
         raise TypeError(f"{env_id} got unknown keyword argument(s) {unknown}; accepted: {accepted}")
+
+
+def make(env_id: str, **kwargs: Any):
+    """The AEC form of the game ``env_id`` with ``kwargs``; unknown ids and keywords fail before any
+    work."""
+    _check_kwargs(env_id, kwargs)
     return GAMES[env_id](**kwargs)
+
+
+def make_parallel(env_id: str, **kwargs: Any):
+    """The parallel form of the game ``env_id``; a ValueError for the turn-based games."""
+    _check_kwargs(env_id, kwargs)
+    if env_id not in PARALLEL_GAMES:
+        raise ValueError(
+            f"{env_id} is turn-based and has no parallel form; games with one: {sorted(PARALLEL_GAMES)}"
+        )
+    return PARALLEL_GAMES[env_id](**kwargs)
 
 
 for _id, _module in (
@@ -68,6 +85,7 @@ if "councilzoo/cohort-v0" not in pettingzoo.parallel_registry:
 
 __all__ = [
     "GAMES",
+    "PARALLEL_GAMES",
     "NUM_MODES",
     "RULES",
     "Action",
@@ -85,5 +103,6 @@ __all__ = [
     "debate_v0",
     "escalation_v0",
     "make",
+    "make_parallel",
     "review_v0",
 ]

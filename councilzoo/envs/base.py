@@ -17,6 +17,10 @@ is a list of them). ``reset(seed=s)`` shuffles the deck with ``numpy.random.defa
 starts from its top; each later ``reset()`` without a seed deals the next problem (cycling).
 Before any seed the deck is in the given order. ``options={"problem_index": i}`` or
 ``options={"problem": Problem}`` pins one problem for that episode; other option keys are ignored.
+A seed must be an integer >= 0 (anything else is a ValueError naming the seed).
+
+Rendering. ``render_mode="ansi"``: ``render()`` returns the episode as text; ``"human"``: it
+prints that text to stdout and returns None.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ MAX_UTTERANCE_CHARS = 8_000  # longer utterances are cut here and the turn marke
 MAX_TRANSCRIPT_CHARS = 32_000  # length of the observation's Text space
 COST_UNITS = ("calls", "tokens")
 VERDICTS = ("RIGHT", "WRONG")
+RENDER_MODES = ("ansi", "human")
 _PRINTABLE = frozenset(string.printable)
 # Control characters other than the whitespace in string.printable are dropped from utterances.
 _DROP_CONTROL = {c: None for c in range(32) if chr(c) not in _PRINTABLE} | {127: None}
@@ -145,6 +150,19 @@ def make_turn(
     return Turn(agent, role, round_, action.mode, text, answer, verdict, cost, cut, tuple(samples))
 
 
+def check_render_mode(render_mode: str | None) -> None:
+    if render_mode is not None and render_mode not in RENDER_MODES:
+        raise ValueError(f"render_mode must be None or one of {list(RENDER_MODES)}, got {render_mode!r}")
+
+
+def show(text: str, render_mode: str) -> str | None:
+    """What ``render()`` gives in ``render_mode``: the text (ansi), or None after printing it (human)."""
+    if render_mode == "human":
+        print(text)
+        return None
+    return text
+
+
 def build_spaces(num_features: int, max_chars: int) -> tuple[spaces.Dict, spaces.Discrete]:
     """The observation and action spaces every councilzoo game shares (built once per env)."""
     observation = spaces.Dict(
@@ -181,6 +199,8 @@ class ProblemDeck:
     def deal(self, seed: int | None, options: dict | None) -> Problem:
         options = options or {}
         if seed is not None:
+            if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+                raise ValueError(f"reset: seed must be None or an integer >= 0, got {seed!r}")
             self.order = np.random.default_rng(seed).permutation(len(self.problems))
             self.position = 0
         if "problem" in options:
@@ -243,7 +263,9 @@ def render_turn(turn: Turn) -> str:
 class CouncilEnv(AECEnv, ABC):
     """AEC base of the turn-based games; subclasses define the rules through the hooks below."""
 
-    metadata: dict[str, Any] = {"name": "council", "render_modes": ["ansi"], "is_parallelizable": False}
+    metadata: dict[str, Any] = {
+        "name": "council", "render_modes": list(RENDER_MODES), "is_parallelizable": False
+    }
     env_id = "councilzoo/council-v0"
     FEATURE_NAMES: tuple[str, ...] = ()
     VERDICT_ROLES = frozenset({"reviewer"})
@@ -261,8 +283,7 @@ class CouncilEnv(AECEnv, ABC):
     ) -> None:
         super().__init__()
         check_cost_args(lam, cost_unit)
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        check_render_mode(render_mode)
         if max_utterance_chars < 1:
             raise ValueError(f"max_utterance_chars must be >= 1, got {max_utterance_chars}")
         self.possible_agents = list(possible_agents)
@@ -439,7 +460,7 @@ class CouncilEnv(AECEnv, ABC):
         return text
 
     def render(self) -> str | None:
-        if self.render_mode != "ansi":
+        if self.render_mode is None:
             return None
         lines = [
             f"== {self.env_id} | problem {self.problem.id} | round {self._round()} ==",
@@ -453,7 +474,7 @@ class CouncilEnv(AECEnv, ABC):
             lines.append(f"final answer: {r.final_answer} | correct: {r.correct} | reward: {r.reward:.3f}")
         else:
             lines.append(f"next: {self.agent_selection} ({self._turn_role(self.agent_selection)})")
-        return "\n".join(lines)
+        return show("\n".join(lines), self.render_mode)
 
     def close(self) -> None:
         pass

@@ -55,7 +55,7 @@ Infos at the end: final answer, correctness, top share, cost, and per agent its 
 ### Arguments
 
 `num_agents` (3), `rounds` (2), `problems` (default: 100 synthetic numeric problems),
-`lam` (0.0), `cost_unit` ("calls"), `max_utterance_chars` (8000), `render_mode` (None | "ansi").
+`lam` (0.0), `cost_unit` ("calls"), `max_utterance_chars` (8000), `render_mode` (None | "ansi" | "human").
 
 ### Version history
 
@@ -69,7 +69,7 @@ from typing import Any
 
 import numpy as np
 
-from councilzoo.envs.base import CouncilEnv
+from councilzoo.envs.base import RENDER_MODES, CouncilEnv
 from councilzoo.envs.core import Mode, Turn
 from councilzoo.envs.wrappers import OrderEnforcing
 from councilzoo.tasks import Problem, answers_equivalent, plurality
@@ -142,7 +142,7 @@ class DebateRounds:
 class raw_env(CouncilEnv):
     """Debate among ``num_agents`` peers for ``rounds`` rounds (see the module docstring)."""
 
-    metadata = {"name": "debate_v0", "render_modes": ["ansi"], "is_parallelizable": False}
+    metadata = {"name": "debate_v0", "render_modes": list(RENDER_MODES), "is_parallelizable": False}
     env_id = "councilzoo/debate-v0"
     FEATURE_NAMES = FEATURE_NAMES
 

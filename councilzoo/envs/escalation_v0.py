@@ -78,7 +78,7 @@ from typing import Any
 
 import numpy as np
 
-from councilzoo.envs.base import CouncilEnv, grade
+from councilzoo.envs.base import RENDER_MODES, CouncilEnv, grade
 from councilzoo.envs.core import Action, Mode, Turn
 from councilzoo.envs.debate_v0 import TOP_SHARE, DebateRounds
 from councilzoo.envs.wrappers import OrderEnforcing
@@ -124,7 +124,7 @@ def router_margin(problem: Problem) -> float | None:
 class raw_env(CouncilEnv):
     """COMED's accept / verify / escalate game (see the module docstring)."""
 
-    metadata = {"name": "escalation_v0", "render_modes": ["ansi"], "is_parallelizable": False}
+    metadata = {"name": "escalation_v0", "render_modes": list(RENDER_MODES), "is_parallelizable": False}
     env_id = "councilzoo/escalation-v0"
     FEATURE_NAMES = FEATURE_NAMES
 

@@ -78,7 +78,7 @@ from typing import Any
 
 import numpy as np
 
-from councilzoo.envs.base import CouncilEnv, grade
+from councilzoo.envs.base import RENDER_MODES, CouncilEnv, grade
 from councilzoo.envs.core import Mode, Turn
 from councilzoo.envs.wrappers import OrderEnforcing
 from councilzoo.tasks import Problem, plurality
@@ -104,7 +104,7 @@ def split_roles(num_agents: int) -> tuple[int, int]:
 class raw_env(CouncilEnv):
     """TRACER's propose/review game (see the module docstring)."""
 
-    metadata = {"name": "review_v0", "render_modes": ["ansi"], "is_parallelizable": False}
+    metadata = {"name": "review_v0", "render_modes": list(RENDER_MODES), "is_parallelizable": False}
     env_id = "councilzoo/review-v0"
     FEATURE_NAMES = FEATURE_NAMES
 

@@ -1,4 +1,5 @@
-"""The order-enforcing wrapper every turn-based game ships in, and IllegalModePenalty.
+"""The order-enforcing wrapper every game's ``env()`` ships in, the cohort's AEC conversion, and
+IllegalModePenalty.
 
 ``env()`` of debate-v0, review-v0 and escalation-v0 returns the raw game in
 :class:`OrderEnforcing`: PettingZoo's ``OrderEnforcingWrapper`` with the same checks (state read
@@ -6,8 +7,12 @@ before ``reset`` raises AttributeError; ``step``, ``observe`` and ``agent_iter``
 fail), whose AEC state (``agents``, ``agent_selection``, ``rewards``, ``terminations``,
 ``truncations``, ``infos``) is read through properties instead of the ``__getattr__`` fallback,
 which cost ~55 us per agent-step on a slow shared CPU core (``benchmarks/env_throughput.py``).
+``cohort_v0.env()`` is the same wrapper around :class:`ParallelToAEC`, PettingZoo's
+``parallel_to_aec`` conversion that also forwards councilzoo's ``turn_context(agent)`` and
+``episode_record()`` to the parallel game, so every ``env()`` (and every PettingZoo wrapper
+around one, which forwards unknown attributes) answers ``turn_context``.
 
-By default every councilzoo game raises :class:`~councilzoo.envs.base.IllegalModeError` naming
+By default every turn-based councilzoo game raises :class:`~councilzoo.envs.base.IllegalModeError` naming
 the agent, the mode and the legal modes. Wrapped in ``IllegalModePenalty(env, illegal_reward)``
 an illegal mode instead ends the episode: the offender receives ``illegal_reward``, the others 0,
 and every agent's info holds ``{"forfeit": agent}``. (PettingZoo's TerminateIllegalWrapper
@@ -19,9 +24,11 @@ from __future__ import annotations
 from typing import Any
 
 from pettingzoo import AECEnv
+from pettingzoo.utils.conversions import parallel_to_aec_wrapper
 from pettingzoo.utils.wrappers import BaseWrapper, OrderEnforcingWrapper
 
 from councilzoo.envs.base import IllegalModeError
+from councilzoo.envs.core import EpisodeRecord, TurnContext
 
 
 def _forward(name: str, *, before_reset: bool = False) -> property:
@@ -50,6 +57,17 @@ class OrderEnforcing(OrderEnforcingWrapper):
 
     def __str__(self) -> str:
         return str(self.env)  # as OrderEnforcingWrapper's own str: the game's name
+
+
+class ParallelToAEC(parallel_to_aec_wrapper):
+    """PettingZoo's parallel-to-AEC conversion, keeping the parallel game's councilzoo API in reach
+    (the conversion forwards no attributes, so wrappers around it could not find them)."""
+
+    def turn_context(self, agent: str) -> TurnContext:
+        return self.env.turn_context(agent)
+
+    def episode_record(self) -> EpisodeRecord:
+        return self.env.episode_record()
 
 
 class IllegalModePenalty(BaseWrapper):

@@ -18,15 +18,30 @@ YAML layout (loaded with ``councilzoo.config.load_config`` into ``CouncilConfig`
 LLMAgent's own keyword arguments) or ``"package.module:Class"``: any class whose instances have
 ``act(contexts) -> actions`` (the ``Agent`` protocol), built as ``Class(**kwargs)``. A model named
 in several roles is one object (so one generator and one cache).
+
+``load_council(path)`` reads the file and checks it before any model is built: YAML syntax, the
+layout above, and each model's keyword arguments against what its class accepts. Every mistake
+is a ``ConfigError`` naming the file and, where there is one, the line of the offending key
+(``agents.yaml, line 4: models.medium.kwargs.skil: ...``); ``agents_file(path)`` does the same for
+errors found while the models are built (a value of the wrong type, an unreachable endpoint).
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import inspect
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import yaml
+
 from councilzoo.agents.base import Agent
+from councilzoo.config import ConfigError, load_config
 
 BUILTIN_TYPES = ("simulated", "transformers", "openai")
 
@@ -122,13 +137,76 @@ def _import_class(path: str) -> type:
         raise ValueError(f"model type {path!r}: cannot import {attr!r} from {module_name!r} ({err})") from err
 
 
-def build_model(name: str, spec: ModelSpec) -> Agent:
-    """One Agent from its spec (see the module docstring)."""
+def _accepted(spec: ModelSpec) -> dict[str, tuple[str, list[str] | None]]:
+    """Per keyword mapping of ``spec``: the class it goes to and the keywords it accepts (None: any)."""
+
+    def keywords(target: Callable, positional: int = 0, reserved: tuple[str, ...] = ()) -> list[str] | None:
+        params = inspect.signature(target).parameters
+        if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            return None
+        return [p for p in list(params)[positional:] if p not in reserved]
+
     if spec.type == "simulated":
         from councilzoo.agents.simulated import SimulatedAgent
 
-        agent = SimulatedAgent(name, **spec.kwargs)
-    elif spec.type in ("transformers", "openai"):
+        return {"kwargs": ("SimulatedAgent", keywords(SimulatedAgent, reserved=("name",)))}
+    if spec.type in BUILTIN_TYPES:  # make_generator passes (base_url,) model positionally
+        from councilzoo.agents.generators import BACKENDS
+        from councilzoo.agents.llm import LLMAgent
+
+        module, cls = BACKENDS[spec.type]
+        leading = ["base_url", "model"] if spec.type == "openai" else ["model"]
+        rest = keywords(getattr(importlib.import_module(module), cls), positional=len(leading))
+        return {
+            "kwargs": (cls, None if rest is None else leading + rest),
+            "agent": ("LLMAgent", keywords(LLMAgent, reserved=("generator", "name"))),
+        }
+    target = _import_class(spec.type)
+    return {"kwargs": (target.__name__, keywords(target))}
+
+
+def check_keywords(name: str, spec: ModelSpec) -> None:
+    """Raise a ConfigError for a keyword of ``spec`` that its class does not accept (a typo)."""
+    try:
+        sections = _accepted(spec)
+    except ValueError as err:  # a class that cannot be imported
+        raise ConfigError(f"models.{name}.type: {err}") from err
+    for section, (target, accepted) in sections.items():
+        for key in getattr(spec, section):
+            if accepted is not None and key not in accepted:
+                close = difflib.get_close_matches(key, accepted, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ConfigError(
+                    f"models.{name}.{section}.{key}: {target} has no keyword {key!r}{hint}; "
+                    f"accepted: {accepted}"
+                )
+
+
+def build_model(name: str, spec: ModelSpec) -> Agent:
+    """One Agent from its spec (see the module docstring). A constructor's complaint about a value
+    (wrong type or range, a model directory that does not exist) and an endpoint that does not
+    answer (checked now, not after the first batch's retries) are ConfigErrors naming the model."""
+    from councilzoo.agents.generators import GenerationError
+
+    try:
+        agent = _construct(name, spec)
+        if spec.type == "openai":
+            agent.generator.check_reachable()
+    except GenerationError as err:
+        raise ConfigError(f"models.{name}.kwargs.base_url: {err}") from err
+    except (TypeError, ValueError, FileNotFoundError) as err:
+        raise ConfigError(f"models.{name}: {err}") from err
+    if not isinstance(agent, Agent):
+        raise TypeError(f"model {name!r} ({spec.type}) built a {type(agent).__name__} without act(contexts)")
+    return agent
+
+
+def _construct(name: str, spec: ModelSpec) -> Agent:
+    if spec.type == "simulated":
+        from councilzoo.agents.simulated import SimulatedAgent
+
+        return SimulatedAgent(name, **spec.kwargs)
+    if spec.type in ("transformers", "openai"):
         from councilzoo.agents.base import Sampling
         from councilzoo.agents.generators import make_generator
         from councilzoo.agents.llm import LLMAgent
@@ -136,16 +214,61 @@ def build_model(name: str, spec: ModelSpec) -> Agent:
         options = dict(spec.agent)
         if isinstance(options.get("sampling"), dict):
             options["sampling"] = Sampling(**options["sampling"])
-        agent = LLMAgent(
-            name=name, generator=make_generator({"backend": spec.type, **spec.kwargs}), **options
-        )
-    else:
-        agent = _import_class(spec.type)(**spec.kwargs)
-    if not isinstance(agent, Agent):
-        raise TypeError(f"model {name!r} ({spec.type}) built a {type(agent).__name__} without act(contexts)")
-    return agent
+        return LLMAgent(name=name, generator=make_generator({"backend": spec.type, **spec.kwargs}), **options)
+    return _import_class(spec.type)(**spec.kwargs)
 
 
 def build_models(config: CouncilConfig) -> dict[str, Agent]:
     """Every model of ``config``, built once, by name."""
     return {name: build_model(name, spec) for name, spec in config.models.items()}
+
+
+def load_council(path: str | Path) -> CouncilConfig:
+    """The agents config in the YAML file ``path``, checked (see the module docstring)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"agents config {str(path)!r} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}, line {mark.line + 1}" if mark is not None else str(path)
+        raise ConfigError(f"{where}: not valid YAML: {getattr(err, 'problem', None) or err}") from None
+    with agents_file(path):
+        council = load_config(data or {}, CouncilConfig)
+        for name, spec in council.models.items():
+            check_keywords(name, spec)
+    return council
+
+
+@contextmanager
+def agents_file(path: str | Path) -> Iterator[None]:
+    """Re-raise a ConfigError from inside prefixed with ``path`` and the line of its key."""
+    try:
+        yield
+    except ConfigError as err:
+        message = str(err).lstrip(": ")  # a top-level key error has an empty key path
+        key_path = re.match(r"[\w-]+(?:\.[\w-]+|\[\d+\])*(?=:)", message)
+        line = _line_of(Path(path), key_path.group(0)) if key_path else None
+        raise ConfigError(f"{path}{f', line {line}' if line else ''}: {message}") from err
+
+
+def _line_of(path: Path, key_path: str) -> int | None:
+    """The 1-based line of ``key_path`` ("models.medium.kwargs.skil", "peers[1]") in the file."""
+    try:
+        node = yaml.compose(path.read_text(), Loader=yaml.SafeLoader)
+    except (OSError, yaml.YAMLError):
+        return None
+    line = None
+    for key in re.findall(r"[^.\[\]]+", key_path):
+        if isinstance(node, yaml.MappingNode):
+            entry = next(((k, v) for k, v in node.value if k.value == key), None)
+            if entry is None:
+                return None
+            line, node = entry[0].start_mark.line + 1, entry[1]
+        elif isinstance(node, yaml.SequenceNode) and key.isdigit() and int(key) < len(node.value):
+            node = node.value[int(key)]
+            line = node.start_mark.line + 1
+        else:
+            return None
+    return line

@@ -21,7 +21,7 @@ import numpy as np
 from councilzoo.config import load_config, run_metadata
 from councilzoo.envs.core import EpisodeRecord
 from councilzoo.evaluation import protocols, report
-from councilzoo.evaluation.council import CouncilConfig, build_models
+from councilzoo.evaluation.council import CouncilConfig, agents_file, build_models, load_council
 from councilzoo.evaluation.metrics import ProtocolResult
 from councilzoo.learners.rollout import RolloutEngine
 from councilzoo.tasks import KINDS, Problem, load_dataset, synthetic_problems
@@ -140,6 +140,8 @@ def problems_for(
         if kind not in KINDS:
             raise ValueError(f"dataset {dataset!r}: kind must be one of {KINDS}")
         return synthetic_problems(kind, limit or DEFAULT_SYNTHETIC_SIZE, seed=seed)
+    if path is not None and not Path(path).is_file():
+        raise ValueError(f"dataset file {str(path)!r} (--path) does not exist")
     return load_dataset(dataset, split=split, path=path, limit=limit, seed=seed)
 
 
@@ -160,9 +162,10 @@ def evaluate(
     **kwargs: Any,
 ) -> ProtocolResult:
     """One protocol's result on ``problems`` (``dev`` is needed by routing, comed, oracle_gate)."""
-    council = (
-        load_config(agents_cfg, CouncilConfig) if not isinstance(agents_cfg, CouncilConfig) else agents_cfg
-    )
+    if isinstance(agents_cfg, (str, Path)):
+        council = load_council(agents_cfg)
+    else:
+        council = load_config(agents_cfg, CouncilConfig)  # a mapping, or a CouncilConfig as it is
     return Evaluation(council, problems, dev, out, **kwargs).result(protocol)
 
 
@@ -201,9 +204,10 @@ def run_and_report(ev: Evaluation, names: Sequence[str], out: str | Path, meta: 
 def main(args: argparse.Namespace) -> int:
     """``councilzoo eval --protocol P[,Q|all] --agents CONFIG --dataset NAME [--limit N]``."""
     names = parse_protocols(args.protocol)
-    council = load_config(args.agents, CouncilConfig)
+    council = load_council(args.agents)
     test = problems_for(args.dataset, args.split, args.limit, args.seed, args.path)
-    ev = Evaluation(council, test, dev_for(args.dataset, council, args.seed), args.out, seed=args.seed)
+    with agents_file(args.agents):  # the models are built here: a bad value names the file and line
+        ev = Evaluation(council, test, dev_for(args.dataset, council, args.seed), args.out, seed=args.seed)
     meta = run_metadata(
         args.seed, agents=str(args.agents), dataset=args.dataset, split=args.split, n=len(test)
     )

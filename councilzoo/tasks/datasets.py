@@ -346,11 +346,34 @@ LOCAL_FORMATS = ("jsonl", "json")
 _BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv"}
 
 
+def _hub_unreachable(timeout: float = 3.0) -> str | None:
+    """Why the Hugging Face hub cannot be reached, or None: one quick TCP connect, so a machine
+    without network fails in seconds instead of after the hub client's retries (~30 s)."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    url = urlparse(constants.ENDPOINT)
+    try:
+        port = url.port or (80 if url.scheme == "http" else 443)
+        socket.create_connection((url.hostname, port), timeout=timeout).close()
+    except OSError as err:
+        return (
+            f"the hub at {constants.ENDPOINT} is unreachable ({err}); with a cached copy, set "
+            "HF_HUB_OFFLINE=1 to read it"
+        )
+    return None
+
+
 def _read_hub(name: str, spec: DatasetSpec, split: str, release: str | None) -> list[Row]:
     import datasets
 
     hub_split = spec.splits.get(split, split)
+    unreachable = None if datasets.config.HF_HUB_OFFLINE else _hub_unreachable()  # offline: cache only
     try:
+        if unreachable:
+            raise ConnectionError(unreachable)
         if spec.releases:  # the release's JSONL files, read without the hub's loading script
             files = spec.releases[release or spec.default_release]
             return list(datasets.load_dataset(spec.hub_id, data_files={hub_split: files}, split=hub_split))
@@ -360,7 +383,8 @@ def _read_hub(name: str, spec: DatasetSpec, split: str, release: str | None) -> 
             f"Cannot load dataset {name!r} (hub id {spec.hub_id!r}, config {spec.config!r}, split "
             f"{hub_split!r}): {type(err).__name__}: {err}. If you are offline, download it once where "
             f"the hub is reachable, or pass a local copy in the same schema: "
-            f"load_dataset({name!r}, path='file.jsonl' | '.json' | '.parquet' | '.csv')."
+            f"load_dataset({name!r}, path='file.jsonl' | '.json' | '.parquet' | '.csv') (--path FILE "
+            f"on the command line)."
         ) from err
 
 

@@ -9,7 +9,9 @@ Extraction rules (``extract_answer``), first that applies wins:
 1. the last *complete* ``\\boxed{...}`` or ``\\fbox{...}`` (balanced braces; a box cut off by
    truncation is ignored);
 2. the last answer phrase: "the answer is X", "final answer: X", "Answer: X" (markdown such as
-   ``**Final Answer:**`` is tolerated); X runs to the end of its sentence or line;
+   ``**Final Answer:**`` is tolerated), or GSM8K's final-answer mark "#### X" (not a markdown
+   heading such as "#### Step 2"); for multiple choice also "the correct choice/option is X" and
+   "the answer must/would/should be X"; X runs to the end of its sentence or line;
 3. multiple choice only: an option label opening the last non-empty line ("(C)", "C)",
    "**(C)**") or a last line holding nothing but the letter.
 
@@ -55,9 +57,17 @@ PARSE_CACHE_SIZE = 1_024
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)\b")
 _BRACE_RE = re.compile(r"[{}]")
+_PHRASE_END = r"\s*(?:\*\*|__)?\s*[:：]?"
+_GSM8K_MARK = r"|(?<!#)####(?!#)(?![ \t]*[A-Za-z]{2})"  # "#### 72", not a "#### Step 2" heading
 _PHRASE_RE = re.compile(
-    r"\banswer(?:\s*(?:\*\*|__))?\s*(?:is\b|[:：])\s*(?:\*\*|__)?\s*[:：]?", re.IGNORECASE
+    r"\banswer(?:\s*(?:\*\*|__))?\s*(?:is\b|[:：])" + _PHRASE_END + _GSM8K_MARK, re.IGNORECASE
 )  # "the answer is", "Final Answer:", "**Answer**:"; never "the answer depends"
+_CHOICE_PHRASE_RE = re.compile(
+    r"\b(?:answer|choice|option)(?:\s*(?:\*\*|__))?\s*(?:(?:is|(?:must|would|should)\s+be)\b|[:：])"
+    + _PHRASE_END
+    + _GSM8K_MARK,
+    re.IGNORECASE,
+)  # also "the correct choice is (A)", "so the answer must be C" (a letter, strictly parsed, follows)
 _PROSE_RE = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}\b")  # an English word, not a \command
 _NUMBER_RE = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*-?\d+(?:\.\d+)?)?|-?\.\d+")
 _LETTER_AFTER_PHRASE_RE = re.compile(
@@ -121,10 +131,10 @@ def _boxed_contents(text: str) -> list[str]:
     return found
 
 
-def _phrase_answers(text: str) -> list[str]:
-    """What follows each answer phrase, up to the end of its sentence or line."""
+def _phrase_answers(text: str, phrase: re.Pattern = _PHRASE_RE) -> list[str]:
+    """What follows each answer ``phrase``, up to the end of its sentence or line."""
     found = []
-    for match in _PHRASE_RE.finditer(text):
+    for match in phrase.finditer(text):
         rest = text[match.end() :].split("\n", 1)[0]
         rest = re.split(r"(?<!\d)\.(?!\d)\s|\.$", rest, maxsplit=1)[0]  # end of sentence, not 3.5
         if rest.strip(" *_:"):
@@ -171,7 +181,7 @@ def _extract_letter(text: str) -> str | None:
         letter = _letter(_TEXT_CMD_RE.sub(r"\1", raw))
         if letter:
             return letter
-    for raw in reversed(_phrase_answers(text)):
+    for raw in reversed(_phrase_answers(text, _CHOICE_PHRASE_RE)):
         letter = _letter(raw)
         if letter:
             return letter

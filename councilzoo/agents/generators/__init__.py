@@ -16,7 +16,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from councilzoo.agents.base import Generator
-from councilzoo.agents.generators.common import GenerationError, ModelNotCachedError, resolve_model_path
+from councilzoo.agents.generators.common import (
+    GenerationError,
+    GeneratorContractError,
+    MissingExtraError,
+    ModelNotCachedError,
+    checked_generate,
+    resolve_model_path,
+)
 
 BACKENDS = {
     "transformers": ("councilzoo.agents.generators.transformers_backend", "TransformersGenerator"),
@@ -63,10 +70,13 @@ def make_generator(spec: Mapping[str, Any]) -> Generator:
 __all__ = [
     "BACKENDS",
     "GenerationError",
+    "GeneratorContractError",
+    "MissingExtraError",
     "ModelNotCachedError",
     "OpenAIGenerator",
     "TransformersGenerator",
     "VLLMGenerator",
+    "checked_generate",
     "make_generator",
     "resolve_model_path",
 ]

@@ -1,4 +1,5 @@
-"""What every generation backend shares: request checks, prompt rendering, seeds, model lookup.
+"""What every generation backend shares: request and reply checks, prompt rendering, seeds, model
+lookup.
 
 Rendering lives here so that the transformers and vLLM backends feed the model the very same
 prompt token ids (vLLM receives ids, never text), which is what makes their greedy outputs
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from councilzoo.agents.base import Sampling
+from councilzoo.agents.base import Completion, Sampling
 
 _SEED_BOUND = 2**31 - 1  # vLLM and OpenAI-compatible servers take 32-bit seeds
 
@@ -32,6 +33,14 @@ class GenerationError(RuntimeError):
 
 class ModelNotCachedError(OSError):
     """A hub model name was given, the model is not in the local cache, and it cannot be fetched."""
+
+
+class GeneratorContractError(GenerationError):
+    """A backend's ``generate`` returned something else than ``n`` Completions per prompt."""
+
+
+class MissingExtraError(ImportError):
+    """A backend needs an optional dependency; the message names the extra that installs it."""
 
 
 def check_request(prompts: list, n: int, sampling: Sampling | None) -> Sampling:
@@ -66,6 +75,40 @@ def check_request(prompts: list, n: int, sampling: Sampling | None) -> Sampling:
     if isinstance(sampling.stop, str) or not all(isinstance(s, str) and s for s in sampling.stop):
         raise ValueError(f"Sampling.stop must be a tuple of non-empty strings, got {sampling.stop!r}")
     return sampling
+
+
+def checked_generate(generator, prompts: list, n: int, sampling: Sampling | None) -> list[list[Completion]]:
+    """``generator.generate(prompts, n, sampling)`` with the Generator contract checked: one list of
+    ``n`` Completions with str text per prompt. A broken backend (built in or a user's) fails here,
+    naming its class, instead of being recorded as "no answer" or misaligning prompts downstream."""
+    results = generator.generate(prompts, n=n, sampling=sampling)
+    breach = _contract_breach(results, len(prompts), n)
+    if breach is not None:
+        backend = f"{type(generator).__module__}.{type(generator).__qualname__}"
+        raise GeneratorContractError(
+            f"generator {backend} broke the Generator contract: {breach}; generate(prompts, n, sampling) "
+            "must return one list of n Completions per prompt, in prompt order"
+        )
+    return results
+
+
+def _contract_breach(results, num_prompts: int, n: int) -> str | None:
+    """What is wrong with a ``generate`` reply, or None."""
+    if not isinstance(results, (list, tuple)):
+        return f"it returned a {type(results).__name__}, not a list"
+    if len(results) != num_prompts:
+        return f"{len(results)} result lists for {num_prompts} prompts"
+    for i, completions in enumerate(results):
+        if not isinstance(completions, (list, tuple)):
+            return f"prompt {i}: a {type(completions).__name__}, not a list of Completions"
+        if len(completions) != n:
+            return f"prompt {i}: {len(completions)} completions, asked for n={n}"
+        for j, completion in enumerate(completions):
+            if not isinstance(completion, Completion):
+                return f"prompt {i}, completion {j}: a {type(completion).__name__}, not a Completion"
+            if not isinstance(completion.text, str):
+                return f"prompt {i}, completion {j}: text {completion.text!r} is not a str"
+    return None
 
 
 def render_prompt(tokenizer, prompt: str | list[dict]) -> list[int]:

