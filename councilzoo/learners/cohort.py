@@ -51,6 +51,7 @@ from councilzoo.tasks import (
     Problem,
     answers_for_batch,
     extract_answer,
+    format_answer,
     load_dataset,
     paraphrase,
     synthetic_problems,
@@ -484,26 +485,37 @@ def build_tiny_models(cfg: CohortConfig, problems: Sequence[Problem]) -> None:
         if marker.is_file() and json.loads(marker.read_text()) == spec:
             continue
         model, tokenizer = AutoModelForCausalLM.from_pretrained(base), AutoTokenizer.from_pretrained(base)
-        prompts = [member_prompt(p, member.view) for p in problems[:64]]
-        teach_answer_format(model, tokenizer, prompts, member.tiny_warmup_steps, cfg.seed + index)
+        warm_items = problems[:64]
+        prompts = [member_prompt(p, member.view) for p in warm_items]
+        targets = [warmup_answers(p) for p in warm_items]
+        teach_answer_format(model, tokenizer, prompts, targets, member.tiny_warmup_steps, cfg.seed + index)
         model.save_pretrained(warm)
         tokenizer.save_pretrained(warm)
         marker.write_text(json.dumps(spec))  # written last: marks a complete build
+
+
+def warmup_answers(problem: Problem) -> list[str]:
+    """What a warmed-up tiny model may answer: a random letter, or for code one of the problem's
+    programs (its solution or a wrong one), each in the canonical answer format."""
+    if problem.kind == "code":
+        programs = [problem.metadata["solution"], *problem.metadata.get("distractors", ())]
+        return [format_answer(program, "code") for program in programs]
+    return [f"The answer is {format_answer(letter, 'multiple_choice')}." for letter in "ABCD"]
 
 
 def teach_answer_format(
     model: Any,
     tokenizer: Any,
     prompts: Sequence[list[dict[str, str]]],
+    targets: Sequence[Sequence[str]],
     steps: int,
     seed: int,
-    choices: str = "ABCD",
     lr: float = 3e-3,
     batch_size: int = 16,
 ) -> None:
-    """A few SFT steps on ``prompt -> "\\boxed{X}"`` with X uniform over ``choices``: a random tiny
-    model then states (random) answers, so labels, votes and rewards are non-trivial on CPU.
-    Test scaffolding for random models, not a policy update."""
+    """A few SFT steps on ``prompt -> target``, the target drawn uniformly from the prompt's own
+    ``targets``: a random tiny model then states (random) answers, so labels, votes and rewards
+    are non-trivial on CPU. Test scaffolding for random models, not a policy update."""
     import torch
 
     rng = np.random.default_rng(seed)
@@ -514,7 +526,7 @@ def teach_answer_format(
         rows, masks = [], []
         for i in rng.integers(0, len(prompts), size=batch_size):
             prompt = tokenizer.apply_chat_template(prompts[i], add_generation_prompt=True, tokenize=False)
-            answer = f"The answer is \\boxed{{{choices[rng.integers(len(choices))]}}}." + tokenizer.eos_token
+            answer = targets[i][rng.integers(len(targets[i]))] + tokenizer.eos_token
             p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
             a_ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
             rows.append(p_ids + a_ids)
