@@ -24,9 +24,9 @@ defaults to all 0, the original text; labels are paired by problem id, never by 
 One `step` takes every member's action. An ANSWER's `Action.samples` holds its G sampled texts
 (no samples: `text` alone; with `Action.answer` and no samples, that answer: for code problems an
 output signature). Each sample's answer is `answers_for(problem, samples)`: `extract_answer(sample,
-kind)`, and for code problems the output signature of the sample's program on the test inputs. Any other mode (say, a mode sampled without the mask)
-abstains: the member gives no answer on this item and scores 0, and what it wrote is ignored.
-The rewards then come from
+kind)`, and for code problems the output signature of the sample's program on the test inputs.
+Any other mode (say, a mode sampled without the mask) abstains: the member gives no answer on
+this item and scores 0, and what it wrote is ignored. The rewards then come from
 `councilzoo.envs.rewards.compute_rewards(reward_rule, answers, kind, gold, tau)`. The episode
 ends after `max_cycles` such steps; before that, each step deals the next problem of the deck
 (as a `reset()` without seed would) and the members observe it.
