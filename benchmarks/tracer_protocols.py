@@ -31,14 +31,14 @@ COLUMNS = ("accuracy", "objective", "calls_per_question", "correction_rate", "pr
 
 def config(steps: int, problems: int, eval_size: int, controller: dict) -> TracerConfig:
     data = {"synthetic_size": max(eval_size, 4 * problems), "eval_limit": eval_size}
-    return load_config({"steps": steps, "problems_per_step": problems, "env": {"lam": 0.03},
+    return load_config({"max_steps": steps, "problems_per_step": problems, "env": {"lam": 0.03},
                         "agents": {"simulated": POOL}, "controller": controller, "data": data}, TracerConfig)
 
 
 def trained(cfg: TracerConfig) -> tuple[Tracer, float]:
     start = time.perf_counter()
     tracer = Tracer(cfg)
-    while tracer.step_count < cfg.steps:
+    while tracer.step_count < cfg.max_steps:
         tracer.step()
     return tracer, time.perf_counter() - start
 

@@ -16,13 +16,13 @@ HARMFUL_POOL = {"proposer": {"skill": 0.5, "swayed_prob": 0.4},
 
 
 def make(steps=15, **overrides) -> Tracer:
-    data = {"steps": steps, "problems_per_step": 32, "env": {"lam": 0.03},
+    data = {"max_steps": steps, "problems_per_step": 32, "env": {"lam": 0.03},
             "agents": {"simulated": HARMFUL_POOL}, "data": {"synthetic_size": 256}, **overrides}
     return Tracer(load_config(data, TracerConfig))
 
 
 def train(tracer: Tracer) -> list[dict]:
-    return [tracer.step() for _ in range(tracer.cfg.steps - tracer.step_count)]
+    return [tracer.step() for _ in range(tracer.cfg.max_steps - tracer.step_count)]
 
 
 def test_counterfactual_value_of_the_taken_mode_is_the_real_episode():
@@ -99,12 +99,12 @@ def test_released_failure_case_plain_rm_myopic_locks_keep_counterfactual_rm_plus
 
 
 def test_resume_restores_regrets_and_strategy_sums_exactly_and_continues_identically(tmp_path):
-    straight = make(steps=6, out_dir=str(tmp_path / "a"))
+    straight = make(steps=6, output_dir=str(tmp_path / "a"))
     train(straight)
-    first = make(steps=3, out_dir=str(tmp_path / "b"))
+    first = make(steps=3, output_dir=str(tmp_path / "b"))
     train(first)
     path = first.save(tmp_path / "ckpt")
-    resumed = make(steps=6, out_dir=str(tmp_path / "b"))
+    resumed = make(steps=6, output_dir=str(tmp_path / "b"))
     resumed.load(path)
     for key, value in first.controller.state_dict().items():
         np.testing.assert_array_equal(resumed.controller.state_dict()[key], value)

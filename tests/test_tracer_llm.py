@@ -1,87 +1,95 @@
-"""TRACER with the offline tiny LLM: a full step (controllers + GSPO for both roles) on CPU."""
+"""TRACER with the offline tiny LLM on TRL's GRPOTrainer: controllers and utterances train
+together, adapters load with peft, and a killed run resumes to the same controllers and weights."""
 
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from councilzoo.config import load_config
-from councilzoo.learners.tracer import Tracer
+from councilzoo.learners.tracer import Tracer, TracerLearner
 from councilzoo.learners.tracer_config import TracerConfig
+
+pytestmark = pytest.mark.slow
 
 
 def tiny_config(model_dir, out_dir, **overrides) -> TracerConfig:
     data = {
-        "steps": 2, "problems_per_step": 2, "out_dir": str(out_dir), "env": {"lam": 0.01, "rounds": 3},
+        "max_steps": 2, "problems_per_step": 2, "output_dir": str(out_dir), "env": {"lam": 0.01, "rounds": 3},
         # Stop strings make candidate lengths differ, so the cost penalty gives GSPO a signal even
         # though a random model never states a right answer or a verdict.
         "agents": {"kind": "llm", "model": str(model_dir), "max_new_tokens": 12, "stop": ["e", "a"]},
-        "generation": {"enabled": True, "num_candidates": 3, "cost_penalty": 1.0,
-                       "policy": {"learning_rate": 1e-2, "lora": {"r": 4, "alpha": 8}}},
-        "data": {"synthetic_size": 6, "eval_limit": 2}, **overrides,
+        "generation": {"enabled": True, "num_candidates": 3, "cost_penalty": 1.0, "turns_per_step": 2,
+                       "trainer": {"learning_rate": 1e-2},
+                       "peft": {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]}},
+        "data": {"synthetic_size": 6, "eval_limit": 2}, "baselines": ["never_review"], **overrides,
     }
     return load_config(data, TracerConfig)
 
 
-@pytest.mark.slow
+def _adapters(tracer: Tracer) -> dict[str, torch.Tensor]:
+    model = tracer.generation.trainer.model
+    return {k: v.detach().clone() for k, v in model.named_parameters() if v.requires_grad}
+
+
 @pytest.mark.parametrize("share_model", [True, False])
-def test_full_tracer_step_trains_both_roles_and_resumes_exactly(tiny_model_dir, tmp_path, share_model):
-    cfg = tiny_config(tiny_model_dir, tmp_path / "run", agents={
-        "kind": "llm", "model": str(tiny_model_dir), "max_new_tokens": 12, "stop": ["e", "a"],
-        "share_model": share_model})
-    tracer = Tracer(cfg)
-    models = tracer.generation.models()
-    trainable = lambda m: {k: v for k, v in m.named_parameters() if v.requires_grad}  # noqa: E731
-    before = {name: {k: v.clone() for k, v in trainable(m).items()} for name, m in models.items()}
+def test_a_tracer_step_plays_episodes_inside_the_trainer_and_trains_the_adapters(
+    tiny_model_dir, tmp_path, share_model
+):
+    agents = {"kind": "llm", "model": str(tiny_model_dir), "max_new_tokens": 12, "stop": ["e", "a"],
+              "share_model": share_model}
+    tracer = Tracer(tiny_config(tiny_model_dir, tmp_path / "run", agents=agents))
+    before = _adapters(tracer)
     history = tracer.train()
-    assert set(models) == ({"shared"} if share_model else {"proposer", "reviewer"})
-    for name, model in models.items():
-        changed = [not torch.equal(before[name][k], v) for k, v in trainable(model).items()]
-        assert any(changed), f"GSPO left model {name!r} unchanged"
-    groups = sum(s["groups"] for m in history for s in m["generation"].values())
-    assert groups >= 4 and all(m["states_over_bound"] == [] for m in history)
-    # Resume: regrets, strategy sums and adapters come back exactly.
-    ckpt = tmp_path / "run" / "checkpoints" / "step-000002"
-    again = Tracer(cfg)
-    again.load(ckpt)
-    for key, value in tracer.controller.state_dict().items():
-        np.testing.assert_array_equal(again.controller.state_dict()[key], value)
-    for name, model in again.generation.models().items():
-        for (k, v), (_, w) in zip(model.state_dict().items(), models[name].state_dict().items(), strict=True):
-            assert torch.equal(v, w), k
+    after = _adapters(tracer)
+    assert any(not torch.equal(before[k], after[k]) for k in before), "GSPO left the adapters unchanged"
+    assert [m["step"] for m in history] == [1, 2] and all(m["states_over_bound"] == [] for m in history)
+    assert tracer.generation.trained_roles == (("proposer", "reviewer") if share_model else ("proposer",))
+    state = json.loads((tmp_path / "run" / "checkpoint-2" / "trainer_state.json").read_text())
+    assert state["global_step"] == 2
+    final = tmp_path / "run" / "final"
+    assert (final / "adapter_config.json").is_file()  # peft, vLLM and lm-eval can load it
 
 
-@pytest.mark.slow
-def test_cli_entry_writes_metrics_checkpoints_and_summary(tiny_model_dir, tmp_path):
-    import argparse
+def test_the_cli_learner_writes_metrics_summary_and_loadable_adapters(tiny_model_dir, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
 
-    from councilzoo.config import dump_config
-    from councilzoo.learners.tracer import main
-
-    cfg = tiny_config(tiny_model_dir, tmp_path / "run", steps=1, baselines=["never_review"])
-    path = dump_config(cfg, tmp_path / "tracer.yaml")
-    assert main(path, argparse.Namespace(out=None, max_steps=None, resume=False)) == 0
+    cfg = tiny_config(tiny_model_dir, tmp_path / "run", max_steps=1)
+    rows = TracerLearner(cfg).train()
     out = tmp_path / "run"
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert rows[0]["step"] == 1 and "generation/shared/loss" in rows[0]
-    assert any(k.startswith("regret/") and k.endswith("/avg_bound") for k in rows[0])
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert metrics[0]["step"] == 1 and any(k.endswith("/avg_bound") for k in metrics[0])
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["eval"]["synthetic:numeric"]) == {"tracer", "never_review"}
-    assert (out / "checkpoints" / "step-000001" / "shared").is_dir()
+    assert rows and "accuracy" in rows[0]
+    PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir), out / "final")
 
 
-@pytest.mark.slow
-def test_a_resumed_llm_run_plays_and_trains_as_the_uninterrupted_one(tiny_model_dir, tmp_path):
-    # Weights, optimizer states, regrets and the engine's sampling-seed counter come back, so the
-    # step after a resume draws the same utterances and makes the same update.
-    agents = {"kind": "llm", "model": str(tiny_model_dir), "max_new_tokens": 12, "stop": ["e", "a"]}
-    straight = Tracer(tiny_config(tiny_model_dir, tmp_path / "a", agents=agents, checkpoint_every=1))
-    history = straight.train()
-    resumed = Tracer(tiny_config(tiny_model_dir, tmp_path / "b", agents=agents, checkpoint_every=1))
-    resumed.load(tmp_path / "a" / "checkpoints" / "step-000001")
-    again = resumed.step()
-    assert again["train"] == history[1]["train"]
-    assert again["generation"] == history[1]["generation"]
+def test_a_killed_llm_run_resumes_to_the_same_controllers_and_adapters(tiny_model_dir, tmp_path):
+    cfg = tiny_config(tiny_model_dir, tmp_path / "run", max_steps=3, save_steps=1)
+    TracerLearner(cfg).train()
+    run = tmp_path / "run"
+    straight = load_file(run / "final" / "adapter_model.safetensors")
+    regrets = {k: v.copy() for k, v in _controller_arrays(run / "checkpoint-3").items()}
+    # As if killed after the step-1 checkpoint.
+    for name in ("checkpoint-2", "checkpoint-3", "final"):
+        shutil.rmtree(run / name)
+    TracerLearner(cfg).train(resume=True)
+    again = load_file(run / "final" / "adapter_model.safetensors")
+    assert all(torch.equal(again[k], straight[k]) for k in straight)
+    for key, value in _controller_arrays(run / "checkpoint-3").items():
+        np.testing.assert_array_equal(value, regrets[key], err_msg=key)
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3]  # no row written twice
+
+
+def _controller_arrays(checkpoint):
+    from councilzoo.learners.checkpoint import latest_checkpoint, load_checkpoint
+
+    return load_checkpoint(latest_checkpoint(checkpoint / "tracer")).arrays

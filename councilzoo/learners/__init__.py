@@ -1,4 +1,4 @@
-"""Learners: the rollout engine; Co-RL, baselines, TRACER, the policy update and checkpoints are
+"""Learners: the rollout engine; the learner contract, Co-RL, baselines, TRACER and checkpoints are
 imported lazily (they pull in torch and transformers)."""
 
 from __future__ import annotations
@@ -16,12 +16,8 @@ _MODULES = {
     "councilzoo.learners.launch": ("launch_cohort", "CohortFailed"),
     "councilzoo.learners.corl": ("CoRL", "CoRLConfig"),
     "councilzoo.learners.baselines": ("Baseline", "BaselineConfig", "GRPO", "TTRL", "RENT", "INTUITOR"),
-    "councilzoo.learners.tracer": ("Tracer",),
+    "councilzoo.learners.tracer": ("Tracer", "TracerLearner"),
     "councilzoo.learners.tracer_config": ("TracerConfig",),
-    "councilzoo.learners.policy_update": (
-        "PolicyUpdater", "PolicyUpdateConfig", "LoraSettings", "RolloutBatch", "group_advantages",
-        "policy_loss", "completion_logps",
-    ),
     "councilzoo.learners.checkpoint": ("save_checkpoint", "load_checkpoint", "latest_checkpoint"),
     "councilzoo.learners.distributed": ("CohortLink", "DistributedConfig", "PeerFailure"),
     "councilzoo.learners.logging": ("MetricsLogger",),

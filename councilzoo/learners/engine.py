@@ -202,6 +202,7 @@ def build_trainer(
     reward_funcs: list,
     callbacks: Sequence[Any] = (),
     peft: Mapping[str, Any] | None = None,
+    rollout_func: Any = None,
 ) -> Any:
     """A ``GRPOTrainer`` on ``rows`` with our callbacks in place of TRL's printed progress."""
     from datasets import Dataset
@@ -222,6 +223,7 @@ def build_trainer(
         processing_class=tokenizer,
         peft_config=peft_config,
         callbacks=list(callbacks),
+        rollout_func=rollout_func,
     )
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 

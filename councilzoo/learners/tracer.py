@@ -7,15 +7,15 @@ Two layers (REFERENCE.md section 2), each step:
    information states; RM+ by default). Each decision gets action values for both modes
    (``tracer_values``: counterfactual rollouts by default, or the released myopic scores); the
    (state, values) pairs of the whole batch update each role's matcher in one call.
-2. **Generation layer** (LLM agents, ``generation.enabled``). At every REFRESH/SPEAK turn of the
-   batch, G candidates are sampled for the turn's prompt and rewarded (proposer: +1 right answer,
-   -1 wrong or none; reviewer: +1 verdict matches the pending answer's correctness, -1 not, 0
-   none; minus an optional length cost), then one GSPO step per role model
-   (``councilzoo.learners.policy_update``; one shared model with role prompts, or one per role).
+2. **Utterance layer** (LLM agents, ``generation.enabled``), on TRL's ``GRPOTrainer``
+   (``learners/tracer_gspo.py``): each generation round of the trainer is one TRACER step, played
+   inside its ``rollout_func``; G candidates of the step's speaking turns are rewarded by role
+   (proposer: +1 right answer, -1 wrong or none; reviewer: +1 verdict matches the pending answer's
+   correctness, -1 not, 0 none; minus an optional length cost) and TRL takes the GSPO step.
 
 Label-free variant (``label_free: true``): every gold-based value and reward is judged against a
-peer-consensus label instead: the plurality of all proposals made for the problem in the step
-(every episode of it, plus the proposer's GSPO candidates). Gold is then only read to report
+peer-consensus label instead: the plurality of all proposals made for the problem in the step's
+episodes. Gold is then only read to report
 evaluation accuracy. See docs/tracer.md for what changes.
 
 Update semantics: per visit (default), each decision is one regret-matching iteration, applied in
@@ -27,8 +27,8 @@ Either way the bound ``regret <= Delta sqrt(2 T)`` holds per state with its own 
 from __future__ import annotations
 
 import json
+import shutil
 import time
-from argparse import Namespace
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -37,16 +37,24 @@ import numpy as np
 from councilzoo.agents.controllers import Controller, FixedController, RandomController
 from councilzoo.agents.regret_controller import RegretMatchingController, VoteTimeState
 from councilzoo.agents.simulated import SimulatedAgent
-from councilzoo.config import load_config, write_run_files
+from councilzoo.config import ConfigError, write_run_files
 from councilzoo.envs import review_v0
 from councilzoo.envs.core import Mode
+from councilzoo.learners.base import Learner, register_learner
 from councilzoo.learners.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from councilzoo.learners.logging import MetricsLogger
+from councilzoo.learners.engine import latest_trainer_checkpoint
+from councilzoo.learners.logging import MetricsLogger, read_metrics
 from councilzoo.learners.rollout import RolloutEngine
 from councilzoo.learners.tracer_config import DataConfig, TracerConfig
 from councilzoo.learners.tracer_metrics import episode_metrics, flatten, regret_summary, speak_rates
 from councilzoo.learners.tracer_values import Player, action_values, branch, play_episodes
 from councilzoo.tasks import Problem, answers_equivalent, plurality
+
+
+def _callback_base() -> type:
+    from transformers import TrainerCallback
+
+    return TrainerCallback
 
 
 def baseline_controllers(names: Sequence[str], seed: int) -> dict[str, Controller]:
@@ -169,9 +177,9 @@ class Tracer:
         )
         self.generation = None
         if cfg.agents.kind == "llm":
-            from councilzoo.learners.tracer_gspo import GenerationLayer
+            from councilzoo.learners.tracer_gspo import UtteranceLayer
 
-            self.generation = GenerationLayer(cfg)
+            self.generation = UtteranceLayer(cfg, self.play_step)
         if agents is None:
             agents = self.generation.agents if self.generation else simulated_agents(cfg)
         self._envs: list = []
@@ -179,7 +187,9 @@ class Tracer:
         self.engine = RolloutEngine(self._new_env, agents, num_envs=1, seed=cfg.seed, progress=False)
         self.player = Player(self.engine, self.controller)
         self.step_count = 0
-        self.out_dir = Path(cfg.out_dir)
+        self.out_dir = Path(cfg.output_dir)
+        self.logger: MetricsLogger | None = None
+        self.history: list[dict] = []
 
     # ---- episodes ----------------------------------------------------------------------------
     def _new_env(self):
@@ -217,7 +227,12 @@ class Tracer:
 
     # ---- training ----------------------------------------------------------------------------
     def step(self) -> dict:
-        """One TRACER step: play, branch, value, update controllers (and GSPO); returns metrics."""
+        """One TRACER step: play, branch, value, update the controllers; returns its metrics.
+        (With the utterance layer on, the trainer runs steps itself: see ``train``.)"""
+        return self.play_step()[2]
+
+    def play_step(self) -> tuple[list[Problem], list[str | None], dict]:
+        """One step's episodes and controller update: (problems per episode, labels, metrics)."""
         cfg, t0, ticks = self.cfg, time.perf_counter(), self.player.ticks
         mode = cfg.controller.values
         self.controller.train()
@@ -225,7 +240,7 @@ class Tracer:
         problems, episodes = self.batch(self.step_count)
         gen = self.generation if cfg.generation.enabled else None
         if gen is not None:
-            gen.start_step(self.step_count)
+            gen.start_step()
         records, decisions = play_episodes(
             self.player,
             self._reset(problems),
@@ -235,15 +250,10 @@ class Tracer:
             on_speak=gen.collect if gen else None,
         )
         branch(self.player, decisions, episodes, mode)
-        candidates = gen.sample(problems) if gen else {}
-        if cfg.label_free:
-            labels = consensus_labels(problems, records, candidates)
-        else:
-            labels = [p.answer for p in problems]
+        labels = consensus_labels(problems, records) if cfg.label_free else [p.answer for p in problems]
         kinds = [p.kind for p in problems]
         values, valid = action_values(decisions, records, labels, kinds, mode, cfg.env.lam, cfg.env.cost_unit)
         self._update_controller(decisions, values, valid)
-        gen_stats = gen.update(problems, labels) if gen else None
         self.step_count += 1
         rows = self.controller.report()
         metrics = {
@@ -266,9 +276,12 @@ class Tracer:
                     ]
                 )
             )
-        if gen_stats is not None:
-            metrics["generation"] = gen_stats
-        return metrics
+        if cfg.eval_every and self.step_count % cfg.eval_every == 0:
+            metrics["eval"] = {name: self.evaluate(ps) for name, ps in self.eval_sets.items()}
+        if self.logger is not None:
+            self.logger.log(self.step_count, {k: v for k, v in flatten(metrics).items() if k != "step"})
+        self.history.append(metrics)
+        return problems, labels, metrics
 
     def _update_controller(self, decisions: Sequence, values: np.ndarray, valid: np.ndarray) -> None:
         for role in self.controller.roles:
@@ -316,8 +329,8 @@ class Tracer:
     # ---- checkpoints -------------------------------------------------------------------------
     def save(self, root: str | Path) -> Path:
         """Checkpoint ``root/step-N``: regrets, strategy sums, visits, value ranges (exactly), the
-        step, the engine's sampling-seed counter, and with LLMs each model's weights (LoRA
-        adapters) and optimizer state."""
+        step and the engine's sampling-seed counter. With the utterance layer this goes inside
+        TRL's ``checkpoint-N`` (weights, adapters, optimizer and RNG states are TRL's)."""
         # 0-d entries (strings, scalars, the rng state) go to state.json: the array file holds
         # only numeric arrays, restored bit-exactly.
         arrays, scalars = {}, {}
@@ -326,88 +339,116 @@ class Tracer:
                 arrays[key] = value
             else:
                 scalars[key] = value.item()
-        gen = self.generation
         return save_checkpoint(
             root,
             self.step_count,
             arrays=arrays,
-            keep_last=self.cfg.keep_last,
+            keep_last=self.cfg.save_total_limit,
             state={"controller_scalars": scalars, "engine": self.engine.state_dict()},
-            models=gen.models() if gen else None,
-            states=gen.optimizer_states() if gen else None,
         )
 
     def load(self, path: str | Path) -> None:
         """Restore a checkpoint written by ``save`` (the run resumes at the next step)."""
-        gen = self.generation
-        ckpt = load_checkpoint(
-            path, models=gen.models() if gen else None, states=gen.optimizer_states() if gen else None
-        )
+        ckpt = load_checkpoint(path)
         scalars = {k: np.array(v) for k, v in ckpt.state["controller_scalars"].items()}
         self.controller.load_state_dict({**ckpt.arrays, **scalars})
-        if "engine" in ckpt.state:  # older checkpoints lack it: sampling seeds then restart from 0
-            self.engine.load_state_dict(ckpt.state["engine"])
+        self.engine.load_state_dict(ckpt.state["engine"])
         self.step_count = ckpt.step
 
+    @property
+    def trains_utterances(self) -> bool:
+        return self.generation is not None and self.cfg.generation.enabled
+
+    def resume(self) -> Path | None:
+        """Load the newest checkpoint of ``output_dir`` (None if there is none); with the utterance
+        layer, returns TRL's checkpoint folder for ``trainer.train(resume_from_checkpoint=...)``."""
+        if not self.trains_utterances:
+            latest = latest_checkpoint(self.out_dir / "checkpoints")
+            if latest is not None:
+                self.load(latest)
+            return latest
+        trainer_ckpt = latest_trainer_checkpoint(self.out_dir)
+        if trainer_ckpt is not None:
+            self.load(latest_checkpoint(trainer_ckpt / "tracer"))
+        return trainer_ckpt
+
     # ---- the run -----------------------------------------------------------------------------
-    def train(self, logger: MetricsLogger | None = None) -> list[dict]:
-        """Run steps up to ``cfg.steps`` (from ``step_count``), evaluating and checkpointing as
-        configured; returns the per-step metrics."""
-        cfg, history = self.cfg, []
-        ckpt_dir = self.out_dir / "checkpoints"
-        while self.step_count < cfg.steps:
-            metrics = self.step()
-            if cfg.eval_every and self.step_count % cfg.eval_every == 0:
-                metrics["eval"] = {name: self.evaluate(ps) for name, ps in self.eval_sets.items()}
-            if logger is not None:
-                logger.log(self.step_count, {k: v for k, v in flatten(metrics).items() if k != "step"})
-            if cfg.checkpoint_every and self.step_count % cfg.checkpoint_every == 0:
-                self.save(ckpt_dir)
-            history.append(metrics)
-        self.save(ckpt_dir)
-        return history
+    def train(self, resume_from: str | Path | None = None) -> list[dict]:
+        """Run steps up to ``cfg.max_steps`` (from ``step_count``), evaluating and checkpointing as
+        configured; returns the per-step metrics. With the utterance layer the trainer drives the
+        steps (one per generation round), resuming from TRL checkpoint ``resume_from``."""
+        cfg = self.cfg
+        if not self.trains_utterances:
+            ckpt_dir = self.out_dir / "checkpoints"
+            while self.step_count < cfg.max_steps:
+                self.step()
+                if cfg.save_steps and self.step_count % cfg.save_steps == 0:
+                    self.save(ckpt_dir)
+            self.save(ckpt_dir)
+            return self.history
+        trainer = self.generation.trainer
+        trainer.add_callback(ControllerCheckpoints(self))
+        trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+        trainer.save_model(str(self.out_dir / "final"))  # adapters: adapter_config.json + weights
+        return self.history
 
 
-def main(config_path: str | Path, args: Namespace | None = None) -> int:
-    """``councilzoo train tracer CONFIG [--out DIR] [--max-steps N] [--resume]``."""
-    cfg = load_config(config_path, TracerConfig)
-    if args is not None and getattr(args, "out", None):
-        cfg.out_dir = args.out
-    if args is not None and getattr(args, "max_steps", None):
-        cfg.steps = int(args.max_steps)
-    resume = bool(args is not None and getattr(args, "resume", False))
-    out = Path(cfg.out_dir)
-    write_run_files(out, cfg, seed=cfg.seed, learner="tracer")
-    tracer = Tracer(cfg)
-    latest = latest_checkpoint(out / "checkpoints") if resume else None
-    if latest is not None:
-        tracer.load(latest)
-        print(f"resumed from {latest} (step {tracer.step_count})")
-    with MetricsLogger(out, resume=resume) as logger:
-        tracer.train(logger)
-    summary = {name: tracer.compare(problems) for name, problems in tracer.eval_sets.items()}
-    summary_rows = tracer.controller.report()
-    (out / "summary.json").write_text(
-        json.dumps(
-            {"eval": summary, "regret": summary_rows, **regret_summary(summary_rows)}, indent=1, default=float
+class ControllerCheckpoints(_callback_base()):
+    """Saves the controllers (and the engine's seed counter) inside each TRL checkpoint."""
+
+    def __init__(self, tracer: Tracer) -> None:
+        self.tracer = tracer
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            self.tracer.save(Path(args.output_dir) / f"checkpoint-{state.global_step}" / "tracer")
+
+
+@register_learner
+class TracerLearner(Learner):
+    """``councilzoo train tracer CONFIG``: train, then compare with the fixed protocols."""
+
+    name = "tracer"
+    config_class = TracerConfig
+
+    def train(self, resume: bool = False, overwrite: bool = False) -> list[dict]:
+        cfg, out = self.cfg, Path(self.cfg.output_dir)
+        held = (out / "checkpoints").is_dir() or latest_trainer_checkpoint(out) is not None
+        if held and not (resume or overwrite):
+            raise ConfigError(f"output_dir {str(out)!r} already holds checkpoints of a run: pass --resume to "
+                              "continue it or --overwrite to start again")
+        if overwrite and not resume:
+            shutil.rmtree(out, ignore_errors=True)
+        write_run_files(out, cfg, seed=cfg.seed, learner="tracer")
+        tracer = Tracer(cfg)
+        resume_from = tracer.resume() if resume else None
+        if resume:
+            keep_rows_up_to(out / "metrics.jsonl", tracer.step_count)
+        with MetricsLogger(out, cfg.report_to, resume=resume) as logger:
+            tracer.logger = logger
+            tracer.train(resume_from)
+        summary = {name: tracer.compare(problems) for name, problems in tracer.eval_sets.items()}
+        summary_rows = tracer.controller.report()
+        (out / "summary.json").write_text(
+            json.dumps({"eval": summary, "regret": summary_rows, **regret_summary(summary_rows)}, indent=1,
+                       default=float)
         )
-    )
-    for name, protocols in summary.items():
-        print(f"\n{name}: protocol | accuracy | objective | calls/q | correction | preservation")
-        for protocol, m in protocols.items():
-            cells = [
-                m["accuracy"],
-                m["objective"],
-                m["calls_per_question"],
-                m["correction_rate"],
-                m["preservation_rate"],
-            ]
-            print(f"  {protocol:13s} | " + " | ".join(_fmt(c) for c in cells))
-    print(
-        f"\nregret <= bound in every state: {not regret_summary(summary_rows)['states_over_bound']}; "
-        f"results in {out}"
-    )
-    return 0
+        for name, protocols in summary.items():
+            print(f"\n{name}: protocol | accuracy | objective | calls/q | correction | preservation")
+            for protocol, m in protocols.items():
+                cells = [m["accuracy"], m["objective"], m["calls_per_question"], m["correction_rate"],
+                         m["preservation_rate"]]
+                print(f"  {protocol:13s} | " + " | ".join(_fmt(c) for c in cells))
+        print(f"\nregret <= bound in every state: {not regret_summary(summary_rows)['states_over_bound']}; "
+              f"results in {out}")
+        first = next(iter(summary.values()), {}).get("tracer", {})
+        return [{"accuracy": first.get("accuracy")}]
+
+
+def keep_rows_up_to(path: Path, step: int) -> None:
+    """Drop the metric rows a killed run wrote past its last checkpoint (a resume rewrites them)."""
+    rows = read_metrics(path) if path.is_file() else []
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows if r.get("step", 0) <= step))
 
 
 def _fmt(value: float | None) -> str:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from councilzoo.learners.policy_update import LoraSettings, PolicyUpdateConfig
+from councilzoo.learners.engine import check_trainer_overrides
+from councilzoo.learners.logging import check_report_to
 
 BASELINES = ("always_speak", "never_review", "alternate", "random")
 
@@ -87,22 +88,33 @@ class AgentsConfig:
 
 @dataclass
 class GenerationConfig:
-    """TRACER's generation layer: G candidates per speaking turn, one GSPO step per role model."""
+    """TRACER's utterance layer on TRL's GRPOTrainer: G candidates per speaking turn, role rewards."""
 
-    enabled: bool = _help("Train the LLMs with GSPO (needs agents.kind='llm').", default=False)
+    enabled: bool = _help("Train the LLM with GSPO (needs agents.kind='llm').", default=False)
     num_candidates: int = _help("G candidates per REFRESH/SPEAK turn.", default=4)
+    turns_per_step: int = _help(
+        "Speaking turns trained per step (the trainer's prompts per round; resampled when fewer).", default=8
+    )
     cost_penalty: float = _help(
         "Optional cost penalty: reward minus this times completion tokens / max_new_tokens.", default=0.0
     )
-    max_turns_per_role: int | None = _help(
-        "Cap on trained turns per role per step (None = all).", default=None
+    trainer: dict = _help(
+        "GRPOConfig fields (the release: lr 5e-6, grad clip 0.5, eps 0.1; GSPO by default).",
+        default_factory=lambda: {"learning_rate": 5e-6, "max_grad_norm": 0.5, "epsilon": 0.1},
     )
-    policy: PolicyUpdateConfig = _help(
-        "GSPO settings (the release: LoRA r=8 alpha=16, lr 5e-6, grad clip 0.5, eps 0.1).",
-        default_factory=lambda: PolicyUpdateConfig(
-            learning_rate=5e-6, max_grad_norm=0.5, epsilon=0.1, lora=LoraSettings(r=8, alpha=16)
-        ),
+    peft: dict | None = _help(
+        "LoRA: peft.LoraConfig arguments (the release: r=8, lora_alpha=16); None trains all weights.",
+        default_factory=lambda: {
+            "r": 8,
+            "lora_alpha": 16,
+            "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"],
+        },
     )
+
+    def __post_init__(self) -> None:
+        check_trainer_overrides(self.trainer, "generation.trainer")
+        if self.turns_per_step < 1:
+            raise ValueError(f"generation.turns_per_step must be >= 1, got {self.turns_per_step}")
 
 
 @dataclass
@@ -130,14 +142,17 @@ class TracerConfig:
     """Everything ``councilzoo train tracer CONFIG`` needs."""
 
     seed: int = _help("The run seed; every draw derives from it.", default=0)
-    steps: int = _help("Training steps.", default=50)
-    out_dir: str = _help("Output folder (metrics.jsonl, checkpoints/, summary.json).", default="runs/tracer")
+    max_steps: int = _help("Training steps (one generation round and update each).", default=50)
+    output_dir: str = _help(
+        "Output folder (metrics.jsonl, checkpoints, summary.json).", default="runs/tracer"
+    )
     problems_per_step: int = _help("Problems per training batch.", default=32)
     episodes_per_problem: int = _help("Episodes per problem per step.", default=1)
     label_free: bool = _help("Train against peer-consensus labels instead of gold.", default=False)
     eval_every: int = _help("Evaluate every k steps (0 = only at the end).", default=0)
-    checkpoint_every: int = _help("Checkpoint every k steps (0 = only at the end).", default=10)
-    keep_last: int = _help("Checkpoints kept.", default=2)
+    save_steps: int = _help("Checkpoint every k steps (0 = only at the end).", default=10)
+    save_total_limit: int = _help("Checkpoints kept.", default=2)
+    report_to: list[str] = _help("Trackers: tensorboard, wandb, trackio.", default_factory=lambda: ["none"])
     baselines: list[str] = _help(
         f"Fixed protocols evaluated at the end, among {list(BASELINES)}.",
         default_factory=lambda: list(BASELINES),
@@ -149,10 +164,11 @@ class TracerConfig:
     data: DataConfig = _help("The problems.", default_factory=DataConfig)
 
     def __post_init__(self) -> None:
-        for name in ("steps", "problems_per_step", "episodes_per_problem", "keep_last"):
+        for name in ("max_steps", "problems_per_step", "episodes_per_problem", "save_total_limit"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("eval_every", "checkpoint_every"):
+        check_report_to(self.report_to)
+        for name in ("eval_every", "save_steps"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         unknown = [b for b in self.baselines if b not in BASELINES]

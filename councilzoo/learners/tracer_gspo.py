@@ -1,158 +1,166 @@
-"""TRACER's generation layer: G candidates per speaking turn, role rewards, one GSPO step per model.
+"""TRACER's utterance layer on TRL's ``GRPOTrainer``: one generation round is one TRACER step.
 
-During a step's episodes every REFRESH / SPEAK turn is collected (its context and mode). After the
-episodes, each collected turn's prompt (the same rendering the agent used) is sampled
-``num_candidates`` times in one ``generate`` call per model, and each candidate is rewarded
-against the episode's label (gold, or the label-free consensus):
+The trainer's ``rollout_func`` hook (TRL calls it at generation time, with the current policy)
+runs the step: it plays the step's ``review-v0`` episodes through the rollout engine with the
+regret-matching controllers choosing modes, branches them for counterfactual values, updates
+the controllers, then picks ``turns_per_step`` of the step's speaking turns (REFRESH / SPEAK
+with a label) and samples ``num_candidates`` continuations of each turn's own prompt. Those
+groups are the trainer's batch; ``UtteranceReward`` scores them by role against the episode's
+label (gold, or the label-free consensus of the step's proposals):
 
 - proposer: +1 if its answer is the label, -1 if wrong or unreadable;
 - reviewer: +1 if its verdict matches the pending answer's correctness, -1 if not, 0 if none;
 - both: minus ``cost_penalty * completion_tokens / max_new_tokens`` (optional).
 
-Then one GSPO step (``councilzoo.learners.policy_update.PolicyUpdater``) per model: one shared
-model with role prompts takes both roles' groups in one step; separate models one step each.
-The release updated before generating each real utterance, one turn at a time; here the update
-follows the batch (same groups and rewards, batched generation), so the episodes of a step are
-played by the policy of the previous step. Turns whose episode has no label train nothing.
+TRL then takes the GSPO step (``importance_sampling_level="sequence", loss_type="grpo"`` unless
+the config's ``generation.trainer`` says otherwise), with LoRA through ``generation.peft``.
+Turns are resampled (with replacement, seeded) when a step has fewer than ``turns_per_step``, and
+subsampled when it has more. The release updated before each real utterance; here the episodes
+of a step are played by the policy of the previous step, and the update follows the batch.
+
+One trainer trains one model: the shared model with role prompts (default), or, with separate
+role models, the proposer's (the reviewer's model then only generates).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
-import torch
 
 from councilzoo.agents.base import Sampling
 from councilzoo.agents.llm import LLMAgent
 from councilzoo.agents.parsing import parse_action
-from councilzoo.envs.core import Mode, TurnContext
-from councilzoo.learners.policy_update import PolicyUpdater, RolloutBatch
+from councilzoo.envs.core import Mode
+from councilzoo.learners import engine
 from councilzoo.learners.tracer_config import TracerConfig
-from councilzoo.tasks import Problem, answers_equivalent
+from councilzoo.tasks import answers_equivalent
 
 ROLES = ("proposer", "reviewer")
+STEP_PROMPT = [{"role": "user", "content": "tracer step"}]  # dataset placeholder; rollout_func plays
 
 
-class GenerationLayer:
-    """LLM agents for review-v0 plus their GSPO training (see the module docstring)."""
+class UtteranceReward:
+    """TRL reward function of TRACER's candidates (see the module docstring)."""
 
-    def __init__(self, cfg: TracerConfig) -> None:
+    __name__ = "tracer_role"
+
+    def __init__(self, cost_penalty: float, max_new_tokens: int) -> None:
+        self.cost_penalty, self.max_new_tokens = cost_penalty, max_new_tokens
+
+    def __call__(self, prompts, completions, completion_ids, role, mode, kind, label, pending, **_: Any):
+        out = []
+        for comp, ids, r, m, k, lab, pend in zip(
+            completions, completion_ids, role, mode, kind, label, pending, strict=True
+        ):
+            action = parse_action(engine.completion_text(comp), r, k, mode=Mode(m))
+            if r == "proposer":
+                value = 1.0 if answers_equivalent(action.answer, lab, k) else -1.0
+            else:
+                right = (action.verdict == "RIGHT") == answers_equivalent(pend or None, lab, k)
+                value = 0.0 if action.verdict is None else (1.0 if right else -1.0)
+            out.append(value - self.cost_penalty * len(ids) / self.max_new_tokens)
+        return out
+
+
+class UtteranceLayer:
+    """The trained model, its ``GRPOTrainer``, and the LLM agents that play with it."""
+
+    def __init__(self, cfg: TracerConfig, play_step: Any) -> None:
+        from transformers import AutoModelForCausalLM
+
+        from councilzoo.agents.generators.common import resolve_model_path
         from councilzoo.agents.generators.transformers_backend import TransformersGenerator
 
         a, g = cfg.agents, cfg.generation
-        self.cfg = cfg
+        self.cfg, self.play_step = cfg, play_step
         self.sampling = Sampling(
             max_new_tokens=a.max_new_tokens, temperature=a.temperature, stop=tuple(a.stop)
         )
-        load = dict(device=a.device, dtype=a.dtype, seed=cfg.seed)
-        proposer = TransformersGenerator(a.model, **load)
+        path = resolve_model_path(a.model)
         self.shared = a.share_model and a.reviewer_model is None
-        reviewer = proposer if self.shared else TransformersGenerator(a.reviewer_model or a.model, **load)
+        self.trained_roles = ROLES if self.shared else ("proposer",)
+        args = engine.grpo_args(
+            output_dir=cfg.output_dir,
+            max_steps=cfg.max_steps,
+            seed=cfg.seed,
+            save_steps=cfg.save_steps,
+            report_to=cfg.report_to,
+            num_generations=g.num_candidates,
+            prompts_per_round=g.turns_per_step,
+            max_completion_length=a.max_new_tokens,
+            run_name=f"tracer-{cfg.seed}",
+            overrides={"temperature": a.temperature, "save_total_limit": cfg.save_total_limit, **g.trainer},
+        )
+        self.trainer = engine.build_trainer(
+            AutoModelForCausalLM.from_pretrained(path),
+            path,
+            args,
+            [
+                {"prompt": STEP_PROMPT, "slot": i}
+                for i in range(engine.rounds_needed(args) * g.turns_per_step)
+            ],
+            [UtteranceReward(g.cost_penalty, a.max_new_tokens)],
+            peft=g.peft,
+            rollout_func=self.rollout,
+        )
+        tokenizer = self.trainer.processing_class
+        proposer = TransformersGenerator(self.trainer.model, tokenizer=tokenizer, seed=cfg.seed)
+        if self.shared:
+            reviewer = proposer
+        else:
+            reviewer = TransformersGenerator(a.reviewer_model or path, device=a.device, seed=cfg.seed)
         self.generators = {"proposer": proposer, "reviewer": reviewer}
-        # One updater per distinct model, named "shared" or by role.
-        names = {"shared": proposer} if self.shared else self.generators
-        self.updaters: dict[str, PolicyUpdater] = {}
-        if g.enabled:
-            for name, gen in names.items():
-                self.updaters[name] = PolicyUpdater(gen.model, g.policy, num_training_steps=cfg.steps)
-                gen.model = self.updaters[name].model  # LoRA wraps the model: generate with the wrapper
         if self.shared:
             self.agents = {"*": LLMAgent(proposer, sampling=self.sampling, name="tracer")}
         else:
             self.agents = {
                 role: LLMAgent(self.generators[role], sampling=self.sampling, name=role) for role in ROLES
             }
-        self._turns: list[tuple[int, TurnContext, Mode]] = []
-        self._groups: dict[str, tuple[list, list, list]] = {}
-        self._step = 0
+        self._turns: list = []
 
-    # ---- collection and sampling -------------------------------------------------------------
-    def start_step(self, step: int) -> None:
-        self._turns, self._groups, self._step = [], {}, step
-
-    def collect(self, episode: int, context: TurnContext, mode: Mode) -> None:
-        """``on_speak`` hook of ``play_episodes``: remember a speaking turn."""
+    # -- the episodes' hook: remember every speaking turn ---------------------------------------
+    def collect(self, episode: int, context, mode: Mode) -> None:
         self._turns.append((episode, context, Mode(mode)))
 
-    def sample(self, problems: list[Problem]) -> dict[str, list[str | None]]:
-        """Sample G candidates for every collected turn; return the proposers' candidate answers per
-        problem id (votes for the label-free consensus)."""
-        g, cap = self.cfg.generation, self.cfg.generation.max_turns_per_role
-        rng = np.random.default_rng([self.cfg.seed, self._step, 17])
-        seed = int(rng.integers(2**31))
-        votes: dict[str, list[str | None]] = {}
-        for role in ROLES:
-            turns = [t for t in self._turns if t[1].role == role]
-            if cap is not None and len(turns) > cap:
-                turns = [turns[k] for k in np.sort(rng.choice(len(turns), size=cap, replace=False))]
-            if not turns:
-                continue
-            agent = self.agents.get(role, self.agents.get("*"))
-            requests = agent.plan([replace(ctx, legal_modes=(mode,)) for _, ctx, mode in turns])
-            prompts = [r.messages for r in requests]
-            completions = self.generators[role].generate(
-                prompts, n=g.num_candidates, sampling=replace(self.sampling, seed=seed)
+    def start_step(self) -> None:
+        self._turns = []
+
+    # -- TRL's rollout_func -------------------------------------------------------------------
+    def rollout(self, prompts: list, trainer: Any) -> dict[str, list]:
+        """One TRACER step, then G candidates of each chosen speaking turn (group after group)."""
+        g = self.cfg.generation
+        if len(prompts) != g.turns_per_step * g.num_candidates:
+            raise RuntimeError(
+                f"expected {g.turns_per_step} x {g.num_candidates} prompts, got {len(prompts)}"
             )
-            parsed = [
-                [parse_action(c.text, role, ctx.problem.kind, mode=mode) for c in group]
-                for (_, ctx, mode), group in zip(turns, completions, strict=True)
-            ]
-            self._groups[role] = (turns, completions, parsed)
-            if role == "proposer":
-                for (i, _, _), actions in zip(turns, parsed, strict=True):
-                    votes.setdefault(problems[i].id, []).extend(a.answer for a in actions)
-        return votes
-
-    # ---- rewards and update ------------------------------------------------------------------
-    def rewards(self, role: str, labels: list[str | None]) -> tuple[list[int], torch.Tensor]:
-        """(indices of the labelled turns, their candidates' rewards flattened group after group)."""
-        turns, completions, parsed = self._groups[role]
-        keep, rewards = [], []
-        max_new = self.cfg.agents.max_new_tokens
-        for k, ((i, ctx, _), group, actions) in enumerate(zip(turns, completions, parsed, strict=True)):
-            label, kind = labels[i], ctx.problem.kind
-            if label is None:
-                continue
-            keep.append(k)
-            pending_ok = answers_equivalent(ctx.extras.get("pending_answer"), label, kind)
-            for c, action in zip(group, actions, strict=True):
-                if role == "proposer":
-                    r = 1.0 if answers_equivalent(action.answer, label, kind) else -1.0
-                else:
-                    right = (action.verdict == "RIGHT") == pending_ok
-                    r = 0.0 if action.verdict is None else (1.0 if right else -1.0)
-                rewards.append(r - self.cfg.generation.cost_penalty * c.completion_tokens / max_new)
-        return keep, torch.tensor(rewards, dtype=torch.float32)
-
-    def update(self, problems: list[Problem], labels: list[str | None]) -> dict[str, dict[str, float]]:
-        """One GSPO step per model on this step's candidates; returns per-model stats."""
-        per_model: dict[str, tuple[list, list]] = {}
-        for role in self._groups:
-            keep, rewards = self.rewards(role, labels)
-            if not keep:
-                continue
-            groups = [self._groups[role][1][k] for k in keep]
-            entry = per_model.setdefault("shared" if self.shared else role, ([], []))
-            entry[0].extend(groups)
-            entry[1].append(rewards)
-        stats = {}
-        for name, (groups, rewards) in per_model.items():
-            pad = self.generators["proposer" if name == "shared" else name].tokenizer.pad_token_id
-            batch = RolloutBatch.from_completions(groups, pad)
-            flat = torch.cat(rewards)
-            stats[name] = {
-                **self.updaters[name].step(batch, flat),
-                "reward_mean": float(flat.mean()),
-                "groups": len(groups),
-            }
-        return stats
-
-    # ---- checkpoints -------------------------------------------------------------------------
-    def models(self) -> dict[str, torch.nn.Module]:
-        return {name: u.model for name, u in self.updaters.items()}
-
-    def optimizer_states(self) -> dict[str, dict[str, object]]:
-        return {
-            name: {"optimizer": u.optimizer, "scheduler": u.scheduler} for name, u in self.updaters.items()
+        while True:
+            problems, labels, metrics = self.play_step()
+            turns = [t for t in self._turns if t[1].role in self.trained_roles and labels[t[0]] is not None]
+            if turns:
+                break  # else a step with nothing to train: play the next one
+        rng = np.random.default_rng([self.cfg.seed, metrics["step"], 17])
+        picked = rng.choice(len(turns), size=g.turns_per_step, replace=len(turns) < g.turns_per_step)
+        chosen = [turns[k] for k in np.sort(picked)]
+        agent = self.agents.get("proposer", self.agents.get("*"))
+        requests = agent.plan([replace(ctx, legal_modes=(mode,)) for _, ctx, mode in chosen])
+        groups = self.generators["proposer"].generate(
+            [r.messages for r in requests],
+            n=g.num_candidates,
+            sampling=replace(self.sampling, seed=int(rng.integers(2**31))),
+        )
+        out: dict[str, list] = {
+            k: [] for k in ("prompt_ids", "completion_ids", "role", "mode", "kind", "label", "pending")
         }
+        for (episode, ctx, mode), group in zip(chosen, groups, strict=True):
+            for c in group:
+                out["prompt_ids"].append(list(c.prompt_token_ids))
+                out["completion_ids"].append(list(c.token_ids))
+                out["role"].append(ctx.role)
+                out["mode"].append(int(mode))
+                out["kind"].append(ctx.problem.kind)
+                out["label"].append(labels[episode])
+                out["pending"].append(ctx.extras.get("pending_answer") or "")
+        out["logprobs"] = None  # TRL scores the old policy itself (no vLLM sampling to correct)
+        return out

@@ -84,11 +84,11 @@ def run_cell(reliability: float, seed: int, sizes: dict[str, int]) -> dict[str, 
     pool = {"proposer": {"skill": 0.5, "swayed_prob": 0.4},
             "reviewer": {"skill": 0.6, "catch_prob": reliability, "false_alarm_prob": 1.0 - reliability}}
     cfg = load_config({
-        "seed": seed, "steps": sizes["steps"], "problems_per_step": sizes["problems"], "env": {"lam": LAM},
+        "seed": seed, "max_steps": sizes["steps"], "problems_per_step": sizes["problems"], "env": {"lam": LAM},
         "agents": {"simulated": pool}, "data": {"synthetic_size": sizes["test"], "eval_limit": sizes["test"]},
     }, TracerConfig)
     tracer, curve = Tracer(cfg), []
-    while tracer.step_count < cfg.steps:
+    while tracer.step_count < cfg.max_steps:
         rows = tracer.step()["regret"]
         curve.append({f"{r['role']}:{r['state']}": (r["avg_regret"], r["avg_bound"]) for r in rows})
     rows = tracer.controller.report()
@@ -243,13 +243,13 @@ def run_lm_cell(generators: dict[str, TransformersGenerator], seed: int, sizes: 
     """Train TRACER's controllers on ``rl`` items with the tiny LMs; compare the protocols on ``test``,
     each protocol's evaluation replaying the same sampling seeds (paired comparison)."""
     cfg = load_config({
-        "seed": seed, "steps": sizes["lm_steps"], "problems_per_step": sizes["lm_problems"],
-        "env": {"lam": LAM, "rounds": LM_ROUNDS}, "checkpoint_every": 0,
+        "seed": seed, "max_steps": sizes["lm_steps"], "problems_per_step": sizes["lm_problems"],
+        "env": {"lam": LAM, "rounds": LM_ROUNDS}, "save_steps": 0,
     }, TracerConfig)
     test = addition_problems("test", sizes["lm_test"], seed=seed)
     rl = addition_problems("rl", seed=seed)
     tracer = Tracer(cfg, agents=lm_agents(generators, seed), train_problems=rl, eval_sets={"test": test})
-    while tracer.step_count < cfg.steps:
+    while tracer.step_count < cfg.max_steps:
         tracer.step()
     baselines = baseline_controllers(PROTOCOLS[1:], seed)
     out = {}
