@@ -46,7 +46,7 @@ def sequential(agent, problems) -> tuple[int, int, float, float]:
 
 
 def engine(agent, problems, num_envs: int) -> tuple[int, int, float, float]:
-    from councilzoo.learners import RolloutEngine
+    from councilzoo.rollout import RolloutEngine
 
     rollout = RolloutEngine(ENV_ID, {"peer": agent}, num_envs=num_envs, env_kwargs=ENV_KWARGS, progress=False)
     start, cpu = time.perf_counter(), time.process_time()

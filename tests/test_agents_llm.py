@@ -9,7 +9,7 @@ from councilzoo.agents.base import Completion
 from councilzoo.agents.generators import GeneratorContractError
 from councilzoo.envs.core import SILENT_MODES, Mode, Turn, TurnContext
 from councilzoo.envs.escalation_v0 import PHASE
-from councilzoo.learners import RolloutEngine
+from councilzoo.rollout import RolloutEngine
 from councilzoo.tasks import synthetic_problems
 
 SAMPLING = Sampling(max_new_tokens=8, temperature=1.0, seed=0)

@@ -18,7 +18,7 @@ from councilzoo.agents.comed import (
     gate_paths,
 )
 from councilzoo.agents.simulated import SimulatedAgent
-from councilzoo.learners.rollout import RolloutEngine
+from councilzoo.rollout import RolloutEngine
 from councilzoo.tasks import synthetic_problems
 
 

@@ -10,7 +10,7 @@ from councilzoo.agents import LLMAgent, Sampling, SimulatedAgent, bind_agents
 from councilzoo.agents.controllers import FixedController, default_mode
 from councilzoo.envs import make
 from councilzoo.envs.core import Action, Mode, TurnContext
-from councilzoo.learners import RolloutEngine
+from councilzoo.rollout import RolloutEngine
 from councilzoo.tasks import synthetic_problems
 
 
@@ -80,6 +80,33 @@ def test_one_generate_call_per_generator_per_tick(counting_generator):
     assert len(records) == 4
     assert len(counting_generator.batches) == engine.stats.ticks == engine.stats.generate_calls == 6
     assert counting_generator.batches == [4] * 6  # every env's pending turn in one call
+
+
+def _documented_batched_agent():
+    """The custom LLM agent of docs/new_agent.md section 4, exactly as written there."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "new_agent.md").read_text()
+    section = doc.split("## 4.", 1)[1]
+    namespace: dict = {}
+    exec(re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)[0], namespace)
+    return namespace["TerseAgent"]
+
+
+@pytest.mark.slow
+def test_a_custom_batched_agent_is_batched_and_its_turns_carry_tokens(counting_generator):
+    from councilzoo.agents.base import BatchedAgent
+
+    terse = _documented_batched_agent()(counting_generator, Sampling(max_new_tokens=4, seed=0))
+    assert isinstance(terse, BatchedAgent)
+    engine = RolloutEngine("councilzoo/debate-v0", {"*": terse}, num_envs=4,
+                           env_kwargs={"num_agents": 2, "rounds": 1}, progress=False)
+    counting_generator.batches.clear()
+    records = engine.run(synthetic_problems("numeric", 4, seed=5))
+    assert counting_generator.batches == [4] * engine.stats.ticks  # all envs' turns in one call
+    turns = [t for r in records for t in r.turns]
+    assert turns and all(t.token_ids and t.prompt_token_ids and t.logprobs for t in turns)
 
 
 @pytest.mark.slow

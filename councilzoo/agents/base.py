@@ -1,11 +1,12 @@
-"""The two seams of the agent layer: ``Agent`` (acts in a game) and ``Generator`` (makes text)."""
+"""The seams of the agent layer: ``Agent`` (acts in a game), ``Generator`` (makes text) and
+``BatchedAgent`` (an agent the rollout engine batches and learners can train)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from councilzoo.envs.core import Action, TurnContext
+from councilzoo.envs.core import Action, Mode, TurnContext
 
 
 @runtime_checkable
@@ -55,3 +56,36 @@ class Generator(Protocol):
     def generate(
         self, prompts: list, n: int = 1, sampling: Sampling | None = None
     ) -> list[list[Completion]]: ...
+
+
+@dataclass
+class Request:
+    """One planned turn: the chosen mode and, for speaking modes, the prompt and sample count."""
+
+    context: TurnContext
+    mode: Mode
+    messages: list[dict[str, str]] | None = None  # None: silent turn, no model call
+    n: int = 1
+
+
+@runtime_checkable
+class BatchedAgent(Protocol):
+    """An agent whose turns the rollout engine batches with every other agent on its generator.
+
+    ``act`` split in two halves: ``plan`` chooses each turn's mode and renders its prompt
+    (``Request``), the engine makes one ``generator.generate`` call per (generator, sampling) per
+    tick for all agents sharing them, then ``finish`` turns each request's completions into the
+    action and the completion it commits to. The engine attaches that completion's prompt and
+    completion token ids and log-probs to the episode's ``Turn``, which is what learners train
+    on. ``LLMAgent`` is one; a custom LLM agent implementing these gets the same batching.
+    """
+
+    generator: Generator
+    sampling: Sampling
+
+    def act(self, contexts: list[TurnContext]) -> list[Action]: ...
+
+    def plan(self, contexts: list[TurnContext]) -> list[Request]: ...
+
+    def finish(self, request: Request, completions: list[Completion]) -> tuple[Action, Completion | None]: ...
+

@@ -2,8 +2,9 @@
 
 ``LLMAgent.act`` makes ONE ``generate`` call for the whole batch of contexts. The rollout engine
 goes further and merges the requests of every agent that shares a generator into one call per
-tick; it uses the two halves of ``act``: ``plan`` (choose modes, render prompts) and ``finish``
-(parse completions into actions), with ``generate_requests`` in between.
+tick; it uses the two halves of ``act`` named by ``agents.base.BatchedAgent``: ``plan`` (choose
+modes, render prompts) and ``finish`` (parse completions into actions), with
+``generate_requests`` in between.
 
 Samples per turn: the escalation anchor draws ``n`` samples for self-consistency (the env's
 ``extras["num_samples"]`` hint, else ``samples_per_turn["anchor"]``), a cohort member ``G``.
@@ -15,25 +16,15 @@ Generator contract (a GeneratorContractError naming the backend), propagate.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from councilzoo.agents.base import Completion, Generator, Sampling
+from councilzoo.agents.base import Completion, Generator, Request, Sampling
 from councilzoo.agents.controllers import Controller, default_mode, is_silent
 from councilzoo.agents.generators.common import checked_generate
 from councilzoo.agents.parsing import parse_action
 from councilzoo.agents.prompts import MAX_CHARS, render_messages
 from councilzoo.envs.core import Action, Mode, TurnContext
 from councilzoo.tasks import plurality
-
-
-@dataclass
-class Request:
-    """One planned turn: the chosen mode and, for speaking modes, the prompt and sample count."""
-
-    context: TurnContext
-    mode: Mode
-    messages: list[dict[str, str]] | None = None  # None: silent turn, no model call
-    n: int = 1
 
 
 def call_sampling(sampling: Sampling, call: int) -> Sampling:

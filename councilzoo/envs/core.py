@@ -141,3 +141,22 @@ class EpisodeRecord:
             "turns": [t.to_dict() for t in self.turns],
             "info": self.info,
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EpisodeRecord:
+        """Inverse of ``to_dict`` (extra keys such as an episode log's ``episode`` are ignored)."""
+        turns = []
+        for t in data["turns"]:
+            fields = {"mode": Mode[t["mode"]], "cost": Cost(**t["cost"]), "samples": tuple(t["samples"])}
+            turns.append(Turn(**{**t, **fields}))
+        return cls(
+            env_id=data["env_id"],
+            problem_id=data["problem_id"],
+            final_answer=data["final_answer"],
+            correct=data["correct"],
+            reward=data["reward"],
+            cost=Cost(**data["cost"]),
+            cost_by_agent={k: Cost(**v) for k, v in data["cost_by_agent"].items()},
+            turns=turns,
+            info=data.get("info", {}),
+        )

@@ -23,7 +23,7 @@ from councilzoo.envs.core import EpisodeRecord
 from councilzoo.evaluation import protocols, report
 from councilzoo.evaluation.council import CouncilConfig, agents_file, build_models, load_council
 from councilzoo.evaluation.metrics import ProtocolResult
-from councilzoo.learners.rollout import RolloutEngine
+from councilzoo.rollout import RolloutEngine
 from councilzoo.tasks import KINDS, Problem, load_dataset, synthetic_problems
 
 DEV_SEED_OFFSET = 10_000  # synthetic dev problems: seed + this (ids carry the seed, so disjoint)

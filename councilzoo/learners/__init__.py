@@ -1,12 +1,13 @@
-"""Learners: the rollout engine; the learner contract, Co-RL, baselines, TRACER and checkpoints are
-imported lazily (they pull in torch and transformers)."""
+"""Learners: the learner contract, Co-RL, baselines and TRACER on TRL's GRPOTrainer, imported
+lazily (they pull in torch and transformers). ``RolloutEngine`` is re-exported from
+``councilzoo.rollout``, the layer evaluation and learners share."""
 
 from __future__ import annotations
 
 import importlib
 from typing import Any
 
-from councilzoo.learners.rollout import RolloutEngine, RolloutStats, record_from_dict
+from councilzoo.rollout import RolloutEngine, RolloutStats
 
 _MODULES = {
     "councilzoo.learners.base": ("Learner", "register_learner", "get_learner", "learner_names"),
@@ -33,4 +34,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'councilzoo.learners' has no attribute {name!r}")
 
 
-__all__ = ["RolloutEngine", "RolloutStats", "record_from_dict", *_LAZY]
+__all__ = ["RolloutEngine", "RolloutStats", *_LAZY]

@@ -44,10 +44,10 @@ from councilzoo.learners.base import Learner, register_learner
 from councilzoo.learners.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from councilzoo.learners.engine import latest_trainer_checkpoint
 from councilzoo.learners.logging import MetricsLogger, read_metrics
-from councilzoo.learners.rollout import RolloutEngine
 from councilzoo.learners.tracer_config import DataConfig, TracerConfig
 from councilzoo.learners.tracer_metrics import episode_metrics, flatten, regret_summary, speak_rates
 from councilzoo.learners.tracer_values import Player, action_values, branch, play_episodes
+from councilzoo.rollout import RolloutEngine
 from councilzoo.tasks import Problem, answers_equivalent, plurality
 
 

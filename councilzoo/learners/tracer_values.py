@@ -35,7 +35,7 @@ from councilzoo.agents.controllers import Controller, is_silent
 from councilzoo.agents.regret_controller import ROLE_MODES, StateFn, is_decision
 from councilzoo.envs.base import team_reward
 from councilzoo.envs.core import EpisodeRecord, Mode, Turn, TurnContext
-from councilzoo.learners.rollout import RolloutEngine, TurnHook
+from councilzoo.rollout import RolloutEngine, TurnHook
 from councilzoo.tasks import answers_equivalent
 
 VALUE_MODES = ("counterfactual", "myopic", "myopic_released")

@@ -84,7 +84,8 @@ def run_cell(reliability: float, seed: int, sizes: dict[str, int]) -> dict[str, 
     pool = {"proposer": {"skill": 0.5, "swayed_prob": 0.4},
             "reviewer": {"skill": 0.6, "catch_prob": reliability, "false_alarm_prob": 1.0 - reliability}}
     cfg = load_config({
-        "seed": seed, "max_steps": sizes["steps"], "problems_per_step": sizes["problems"], "env": {"lam": LAM},
+        "seed": seed, "max_steps": sizes["steps"], "problems_per_step": sizes["problems"],
+        "env": {"lam": LAM},
         "agents": {"simulated": pool}, "data": {"synthetic_size": sizes["test"], "eval_limit": sizes["test"]},
     }, TracerConfig)
     tracer, curve = Tracer(cfg), []

@@ -2,18 +2,19 @@
 
 ``RolloutEngine(env, agents, num_envs=M).run(problems)`` plays every (problem, episode) pair and
 returns their ``EpisodeRecord``s in input order. ``M`` raw envs advance together: each tick
-collects the turn pending in every live env, groups the turns of ``LLMAgent``s by generator and
-sampling settings (two roles or two agents sharing one model make ONE call), calls ``generate``
+collects the turn pending in every live env, groups the turns of batched agents (any
+``agents.base.BatchedAgent``, e.g. ``LLMAgent``) by generator and sampling settings (two roles
+or two agents sharing one model make ONE call), calls ``generate``
 once per group (a turn drawing n samples is n rows of that call), calls
 every other agent's ``act`` once with all its turns, then steps each env. A speaking LLM turn's
 ``Turn`` gets the prompt token ids, completion token ids and log-probs of the completion it
 committed to, for learners.
 
-Results stream to ``jsonl_path`` (one line per finished episode, appended, flushed and fsynced,
+Results stream to ``jsonl_path`` (``rollout/log.EpisodeLog``: one line per finished episode,
 keyed by problem id and episode index). Rerunning with the same path skips every finished key,
-so an interrupted evaluation resumes where it stopped with no lost and no duplicated episode; a
-last line cut off by a crash is dropped. An error raised by an agent or a generator stops the
-run after the episodes already finished are on disk.
+so an interrupted evaluation resumes where it stopped with no lost and no duplicated episode. An
+error raised by an agent or a generator stops the run after the episodes already finished are
+on disk.
 
 ``play(envs, episodes, controller=...)`` is the same lockstep loop over envs the caller reset (or
 deep-copied mid-episode): a ``Controller`` picks every turn's mode, the agent is called only for
@@ -29,102 +30,23 @@ engine's call counter: reproducible for a given ``M``, never the same seed twice
 
 from __future__ import annotations
 
-import io
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from pettingzoo import ParallelEnv
 
-from councilzoo.agents.base import Agent, Completion
+from councilzoo.agents.base import Agent, BatchedAgent, Completion
 from councilzoo.agents.binding import AgentBinding, bind_agents
 from councilzoo.agents.controllers import Controller, is_silent
-from councilzoo.agents.llm import LLMAgent, call_sampling, generate_requests
-from councilzoo.envs.core import Action, Cost, EpisodeRecord, Mode, Turn, TurnContext
+from councilzoo.agents.llm import call_sampling, generate_requests
+from councilzoo.envs.core import Action, EpisodeRecord, Mode, Turn, TurnContext
+from councilzoo.rollout.log import EpisodeLog, Key
 from councilzoo.tasks import Problem
 
-Key = tuple[str, int]  # (problem id, episode index)
 TurnHook = Callable[[int, Any, TurnContext, Mode], None]  # (env position, env, context, chosen mode)
-
-
-def record_from_dict(data: Mapping[str, Any]) -> EpisodeRecord:
-    """Inverse of ``EpisodeRecord.to_dict`` (extra keys such as ``episode`` are ignored)."""
-    turns = []
-    for t in data["turns"]:
-        fields = {"mode": Mode[t["mode"]], "cost": Cost(**t["cost"]), "samples": tuple(t["samples"])}
-        turns.append(Turn(**{**t, **fields}))
-    return EpisodeRecord(
-        env_id=data["env_id"],
-        problem_id=data["problem_id"],
-        final_answer=data["final_answer"],
-        correct=data["correct"],
-        reward=data["reward"],
-        cost=Cost(**data["cost"]),
-        cost_by_agent={k: Cost(**v) for k, v in data["cost_by_agent"].items()},
-        turns=turns,
-        info=data.get("info", {}),
-    )
-
-
-class EpisodeLog:
-    """Append-only JSONL of finished episodes, safe against crashes (see the module docstring)."""
-
-    def __init__(self, path: str | os.PathLike) -> None:
-        self.path = Path(path)
-        self._file = None
-
-    def load(self) -> dict[Key, EpisodeRecord]:
-        """Finished episodes by key. A partial last line (a crash mid-write) is cut from the file;
-        any other unreadable line is an error naming the line."""
-        done: dict[Key, EpisodeRecord] = {}
-        if not self.path.exists():
-            return done
-        raw = self.path.read_bytes()
-        keep = 0
-        for number, line in enumerate(io.BytesIO(raw), start=1):
-            if line.strip():
-                try:
-                    data = json.loads(line)
-                    key = (str(data["problem_id"]), int(data["episode"]))
-                    record = record_from_dict(data)
-                except (ValueError, KeyError, TypeError) as err:
-                    if not line.endswith(b"\n"):
-                        break
-                    raise ValueError(f"{self.path}: line {number} is not an episode record ({err})") from err
-                done.setdefault(key, record)
-            keep += len(line)
-        with self.path.open("r+b") as f:
-            f.truncate(keep)
-            if keep and not raw[:keep].endswith(b"\n"):
-                f.seek(keep)
-                f.write(b"\n")
-        return done
-
-    def __enter__(self) -> EpisodeLog:
-        self._file = self.path.open("a", encoding="utf-8")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._file.close()
-        self._file = None
-
-    def append(self, key: Key, record: EpisodeRecord) -> None:
-        """Write one finished episode durably (flush + fsync) before returning."""
-        self._file.write(json.dumps({"episode": key[1], **record.to_dict()}, default=_jsonable) + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
-
-
-def _jsonable(value: Any) -> Any:
-    if hasattr(value, "tolist"):  # numpy scalars and arrays in infos
-        return value.tolist()
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    raise TypeError(f"episode record holds a {type(value).__name__}, which JSON cannot store")
 
 
 @dataclass
@@ -377,7 +299,7 @@ class RolloutEngine:
         calls: dict[tuple[int, Any], tuple[Any, Any, list]] = {}  # (generator, sampling) -> requests
         for agent, indices in groups.values():
             batch = [contexts[i] for i in indices]
-            if isinstance(agent, LLMAgent):
+            if isinstance(agent, BatchedAgent):
                 key = (id(agent.generator), agent.sampling)
                 entry = calls.setdefault(key, (agent.generator, agent.sampling, []))
                 entry[2].extend((agent, i, req) for i, req in zip(indices, agent.plan(batch), strict=True))
