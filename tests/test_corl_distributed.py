@@ -141,3 +141,23 @@ def test_a_hung_member_stops_the_cohort_within_its_timeout(tmp_path, models):
     assert out.returncode == 3, out.stderr[-3000:]
     assert "did not answer within 10.0 s" in out.stderr
     assert time.monotonic() - started < 120
+
+
+def test_a_member_can_be_a_two_process_data_parallel_world(tmp_path, models):
+    """Member qwen is a torchrun world of 2 (gloo on CPU): its reward gathers each item's G
+    completions from both ranks before voting, and only rank 0 talks to the cohort."""
+    config = _config(tmp_path, models, max_steps=2)
+    data = yaml.safe_load(config.read_text())
+    data["members"][0]["num_processes"] = 2
+    config.write_text(yaml.safe_dump(data))
+    out = _train(config)
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = tmp_path / "run"
+    rows = {n: [r for r in read_metrics(run / "members" / n / "metrics.jsonl") if "reward" in r]
+            for n in ("qwen", "llama")}
+    assert [r["step"] for r in rows["qwen"]] == [1, 2]
+    assert all(r["votes_per_item"] == 4 for r in rows["qwen"])  # both ranks' completions, G = 4
+    # Agreement is computed from the exchanged own labels: the same numbers on both sides means the
+    # 2-rank member voted over all of each item's completions, as the 1-rank member did.
+    assert [r["agreement"] for r in rows["qwen"]] == [r["agreement"] for r in rows["llama"]]
+    assert (run / "members" / "qwen" / "final" / "model.safetensors").is_file()

@@ -412,6 +412,7 @@ class CohortReward:
         out = {
             "label_accuracy": M.label_accuracy(against, golds, kinds),
             "unlabeled": sum(a is None for a in against) / max(1, len(keys)),
+            "votes_per_item": sum(len(g) for g in groups) / max(1, len(keys)),  # G when the world gathered
             "oracle_reward": M.oracle_reward(groups, golds, kinds),
             "wrong_consensus": M.wrong_consensus(groups, golds, kinds),
             **M.group_diversity(groups, kinds),
