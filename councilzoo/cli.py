@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--set", action="append", metavar="KEY.SUB=VALUE",
                     help="override a config value (repeatable), e.g. --set trainer.learning_rate=1e-6")
     tr.add_argument("--out", default=None, help="override the config's output_dir")
-    tr.add_argument("--max-steps", type=int, default=None, help="override the config's max_steps")
+    tr.add_argument("--max-steps", type=at_least(1), default=None, help="override the config's max_steps")
     tr.add_argument("--resume", action="store_true", help="continue the run in the output folder")
     tr.add_argument("--overwrite", action="store_true", help="discard the output folder's checkpoints first")
     tr.add_argument("--members", default=None,

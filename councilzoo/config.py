@@ -89,7 +89,8 @@ def _build(data: Any, cls: type[T], where: str) -> T:
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise ConfigError(
-            f"{where}: unknown key(s) {unknown} for {cls.__name__}; expected some of {sorted(fields)}"
+            f"{where + ': ' if where else ''}unknown key(s) {unknown} for {cls.__name__}; "
+            f"expected some of {sorted(fields)}"
         )
     kwargs = {}
     for name, f in fields.items():

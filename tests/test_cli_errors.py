@@ -81,6 +81,30 @@ def cmd(expected: str, *argv: str) -> Case:
     return Case([*argv, "--out", "{out}"], expected)
 
 
+GOOD_CORL = """\
+members:
+  - {name: qwen, tiny_family: qwen3}
+  - {name: llama, tiny_family: llama, view: 1}
+num_generations: 2
+prompts_per_step: 2
+max_steps: 1
+max_completion_length: 4
+data: {dataset: "synthetic:multiple_choice", num_problems: 8}
+trainer: {learning_rate: 0.001}
+"""
+
+
+def tr(expected: str, *flags: str, config: str = GOOD_CORL, learner: str = "corl") -> Case:
+    """``councilzoo train LEARNER`` on ``config`` (written as corl.yaml) with ``flags``."""
+    return Case(
+        ["train", learner, "{dir}/corl.yaml", *flags, "--out", "{out}"], expected, {"corl.yaml": config}
+    )
+
+
+def corl(old: str, new: str) -> str:
+    return GOOD_CORL.replace(old, new, 1)
+
+
 OPENAI = agents("{type: simulated, kwargs: {skill: 0.6, seed: 1}}", OPENAI_SEAT)
 CASES = {
     # ---- eval: flags ---------------------------------------------------------------------------
@@ -156,7 +180,9 @@ CASES = {
     "demo --seed -2": cmd("argument --seed", "demo", "--seed", "-2"),
     "demo endpoint refused": cmd(
         "cannot reach the OpenAI-compatible endpoint http://127.0.0.1:",
-        "demo", "--endpoint", "http://127.0.0.1:{closed}/v1",
+        "demo",
+        "--endpoint",
+        "http://127.0.0.1:{closed}/v1",
     ),
     "demo endpoint not a URL": cmd(
         "base_url must start with http:// or https://", "demo", "--endpoint", "localhost:8000"
@@ -169,6 +195,58 @@ CASES = {
     "repro --seeds 0": cmd("argument --seeds", "repro", "corl", "--seeds", "0"),
     "repro --seeds x": cmd("argument --seeds", "repro", "corl", "--seeds", "x"),
     "repro --jobs 0": cmd("argument --jobs", "repro", "all", "--jobs", "0"),
+    # ---- train ---------------------------------------------------------------------------------
+    "train unknown learner": tr("unknown learner 'corll'; expected one of", learner="corll"),
+    "train learner import path": tr("learner 'nopkg:Learner' cannot be imported", learner="nopkg:Learner"),
+    "train config missing": Case(
+        ["train", "corl", "{dir}/none.yaml", "--out", "{out}"], "none.yaml' does not exist"
+    ),
+    "train YAML malformed": tr(
+        "corl.yaml (line 3, column 2): not valid YAML", config="members:\n  - {name: q\nx: 1\n"
+    ),
+    "train config a list": tr("expected a mapping of settings at the top level", config="- 1\n"),
+    "train unknown key": tr("corl.yaml: unknown key(s) ['max_stpes']", config=GOOD_CORL + "max_stpes: 3\n"),
+    "train member unknown key": tr(
+        "members[1]: unknown key(s) ['tiny_famly']", config=corl("tiny_family: llama", "tiny_famly: llama")
+    ),
+    "train member family": tr(
+        "tiny_family: expected one of", config=corl("tiny_family: llama", "tiny_family: gpt2")
+    ),
+    "train model path missing": tr(
+        "model path '/no/such/model' does not exist",
+        config=corl("tiny_family: llama", "model: /no/such/model"),
+    ),
+    "train model not cached": tr(
+        "model 'nobody/no-model' is not a local directory",
+        config=corl("tiny_family: llama", "model: nobody/no-model"),
+    ),
+    "train one member": tr(
+        "needs >= 2 members", config=corl("  - {name: llama, tiny_family: llama, view: 1}\n", "")
+    ),
+    "train unknown trainer field": tr(
+        "unknown GRPOConfig field(s) ['learning_rat']", config=corl("learning_rate", "learning_rat")
+    ),
+    "train learner-owned trainer key": tr(
+        "are set by the learner's own keys", config=corl("{learning_rate: 0.001}", "{max_steps: 3}")
+    ),
+    "train bad trainer value": tr("trainer settings of", "--set", "trainer.lr_scheduler_type=nope"),
+    "train accumulation mismatch": tr("does not divide", "--set", "trainer.gradient_accumulation_steps=3"),
+    "train wrong type": tr("num_generations: expected int", "--set", "num_generations=many"),
+    "train tau out of range": tr("tau must be in [0, 1]", "--set", "tau=5"),
+    "train peer rule for corl": tr("reward_rule must be one of", "--set", "reward_rule=ground_truth"),
+    "train baseline rule": tr(
+        "learner 'grpo' needs 'ground_truth'",
+        learner="grpo",
+        config=corl("members:", "reward_rule: self_majority\nmembers:"),
+    ),
+    "train report_to": tr("report_to: unknown backend 'tensorbored'", "--set", "report_to=[tensorbored]"),
+    "train offline dataset": tr("Cannot load dataset 'gsm8k'", "--set", "data.dataset=gsm8k"),
+    "train --max-steps -1": tr("argument --max-steps: must be an integer >= 1, got -1", "--max-steps", "-1"),
+    "train --max-steps 0": tr("argument --max-steps: must be an integer >= 1, got 0", "--max-steps", "0"),
+    "train --set malformed": tr("--set 'max_steps': expected key.sub=value", "--set", "max_steps"),
+    "train --set bad index": tr("not an index of one", "--set", "members.7.view=1"),
+    "train --members": tr("--members: expected member indices", "--members", "one"),
+    "train tracer unknown key": tr("unknown key(s) ['stpes']", learner="tracer", config="stpes: 3\n"),
 }
 
 

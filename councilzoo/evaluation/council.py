@@ -247,7 +247,7 @@ def agents_file(path: str | Path) -> Iterator[None]:
     try:
         yield
     except ConfigError as err:
-        message = str(err).lstrip(": ")  # a top-level key error has an empty key path
+        message = str(err)
         key_path = re.match(r"[\w-]+(?:\.[\w-]+|\[\d+\])*(?=:)", message)
         line = _line_of(Path(path), key_path.group(0)) if key_path else None
         raise ConfigError(f"{path}{f', line {line}' if line else ''}: {message}") from err

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,9 @@ OWNED_KEYS = frozenset(
         "run_name",
     }
 )
+# transformers 5 renamed gradient checkpointing (TRL's GRPOConfig still uses the old name): the
+# deprecation says nothing a user of our configs can act on, so it is not printed.
+warnings.filterwarnings("ignore", message=r".*gradient_checkpointing.* is deprecated", category=FutureWarning)
 DEFAULTS: dict[str, Any] = {
     "loss_type": "grpo",
     "importance_sampling_level": "sequence",

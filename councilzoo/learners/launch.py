@@ -82,10 +82,13 @@ def member_command(
 
 
 def prepare_run(cfg: CohortConfig, learner: str, resume: bool, overwrite: bool) -> Path:
-    """Everything that can fail fast, before any member starts: data, models, the output folder.
-    Returns the resolved config file the members read."""
+    """Everything that can fail fast, before any member starts and before anything is written:
+    trainer settings, the output folder, data, models. Returns the resolved config file the
+    members read."""
     quiet_loading()
     out = Path(cfg.output_dir)
+    for i in range(len(cfg.members)):
+        member_args(cfg, i)  # GRPOConfig errors now
     existing = [i for i in range(len(cfg.members)) if engine.checkpoint_steps(cfg.member_dir(i))]
     if existing and not (resume or overwrite):
         raise ConfigError(
@@ -96,10 +99,10 @@ def prepare_run(cfg: CohortConfig, learner: str, resume: bool, overwrite: bool) 
         for i in range(len(cfg.members)):
             shutil.rmtree(cfg.member_dir(i), ignore_errors=True)
     problems = load_problems(cfg.data, cfg.seed)
+    for i, member in enumerate(cfg.members):
+        if not member.tiny_family:
+            member_model_path(cfg, i)  # ModelNotCachedError now, not in a member
     build_tiny_models(cfg, problems)
-    for i in range(len(cfg.members)):
-        member_model_path(cfg, i)  # ModelNotCachedError now, not in a member
-        member_args(cfg, i)  # GRPOConfig errors now
     write_run_files(out, cfg, cfg.seed, learner=learner, fingerprint=cfg.fingerprint())
     return out / "config.yaml"
 

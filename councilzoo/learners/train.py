@@ -99,8 +99,6 @@ def main(args: argparse.Namespace) -> int:
     if args.out:
         sets.append(f"output_dir={args.out}")
     if args.max_steps is not None:
-        if args.max_steps < 1:
-            raise ConfigError(f"--max-steps must be >= 1, got {args.max_steps}")
         sets.append(f"max_steps={args.max_steps}")
     cfg = read_config(args.config, learner_class.config_class, sets)
     learner = learner_class(cfg)
