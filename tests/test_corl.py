@@ -13,7 +13,7 @@ from councilzoo.learners.baselines import GRPO, INTUITOR, RENT, BaselineConfig
 from councilzoo.learners.cohort import (
     CohortReward,
     build_tiny_models,
-    load_problems,
+    load_items,
     member_model_path,
     run_member,
 )
@@ -100,7 +100,7 @@ def test_cohort_reward_is_the_games_rule_against_peer_labels(tmp_path, rule, n):
 
 
 def test_rows_follow_rounds_and_carry_no_gold(tmp_path):
-    problems = load_problems(make_config(tmp_path).data, 0)
+    problems = load_items(make_config(tmp_path).data, 0)
     rows = problem_rows(problems, 0, rounds=3, per_round=4, render=lambda p: p.question)
     assert [r["round"] for r in rows] == [0] * 4 + [1] * 4 + [2] * 4
     assert {"prompt", "problem_id", "problem_key", "round"} == set(rows[0])
@@ -131,7 +131,7 @@ def test_set_overrides_reach_nested_and_listed_keys():
 
 def _train_alone(tmp_path, learner, rule, **overrides):
     cfg = make_config(tmp_path, n=1, rule=rule, cls=BaselineConfig, **overrides)
-    build_tiny_models(cfg, load_problems(cfg.data, cfg.seed))
+    build_tiny_models(cfg, load_items(cfg.data, cfg.seed))
     before = AutoModelForCausalLM.from_pretrained(member_model_path(cfg, 0)).state_dict()
     row = run_member(cfg, 0, learner.reward_functions)
     after = AutoModelForCausalLM.from_pretrained(cfg.member_dir(0) / "final").state_dict()

@@ -69,12 +69,12 @@ def _train(
 def models(tmp_path_factory) -> Path:
     """The two tiny models, built and warmed once (the launcher reuses them)."""
     from councilzoo.config import load_config
-    from councilzoo.learners.cohort import build_tiny_models, load_problems
+    from councilzoo.learners.cohort import build_tiny_models, load_items
     from councilzoo.learners.corl import CoRLConfig
 
     tmp = tmp_path_factory.mktemp("dist")
     cfg = load_config(yaml.safe_load(_config(tmp, tmp / "models", 1).read_text()), CoRLConfig)
-    build_tiny_models(cfg, load_problems(cfg.data, cfg.seed))
+    build_tiny_models(cfg, load_items(cfg.data, cfg.seed))
     return tmp / "models"
 
 

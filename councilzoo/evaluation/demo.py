@@ -17,7 +17,7 @@ from typing import Any
 from councilzoo.config import load_config, run_metadata
 from councilzoo.evaluation.council import CouncilConfig
 from councilzoo.evaluation.harness import PROTOCOL_ORDER, Evaluation, run_and_report
-from councilzoo.tasks import synthetic_problems
+from councilzoo.tasks import load_problems
 
 _PEER = {"correlation": 0.4, "swayed_prob": 0.45, "adopt_prob": 0.4}
 DEMO_COUNCIL: dict[str, Any] = {
@@ -42,7 +42,6 @@ DEMO_COUNCIL: dict[str, Any] = {
     "comed": {"lam": 0.02, "cost_unit": "calls", "dev_size": 300},
 }
 DEMO_SIZE, REAL_MODEL_SIZE = 300, 20
-DEV_SEED_OFFSET = 10_000
 
 
 def real_model_council(model: str | None, endpoint: str | None) -> dict[str, Any]:
@@ -70,8 +69,8 @@ def run_demo(
     real = bool(model or endpoint)
     council = load_config(real_model_council(model, endpoint) if real else DEMO_COUNCIL, CouncilConfig)
     n = limit or (REAL_MODEL_SIZE if real else DEMO_SIZE)
-    test = synthetic_problems("numeric", n, seed=seed)
-    dev = synthetic_problems("numeric", council.comed.dev_size, seed=seed + DEV_SEED_OFFSET)
+    test = load_problems("synthetic:numeric", "test", seed=seed, limit=n)
+    dev = load_problems("synthetic:numeric", "dev", seed=seed, limit=council.comed.dev_size)
     ev = Evaluation(council, test, dev, out, seed=seed, progress=real)
     names = [p for p in PROTOCOL_ORDER if not (real and p in ("routing", "best_single_hindsight"))]
     meta = run_metadata(seed, demo=True, model=model, endpoint=endpoint, n=n)

@@ -24,10 +24,8 @@ from councilzoo.evaluation import protocols, report
 from councilzoo.evaluation.council import CouncilConfig, agents_file, build_models, load_council
 from councilzoo.evaluation.metrics import ProtocolResult
 from councilzoo.rollout import RolloutEngine
-from councilzoo.tasks import KINDS, Problem, load_dataset, synthetic_problems
+from councilzoo.tasks import Problem, load_problems
 
-DEV_SEED_OFFSET = 10_000  # synthetic dev problems: seed + this (ids carry the seed, so disjoint)
-DEFAULT_SYNTHETIC_SIZE = 200
 PROTOCOL_ORDER = tuple(protocols.PROTOCOLS)
 
 
@@ -134,23 +132,15 @@ class Evaluation:
 def problems_for(
     dataset: str, split: str, limit: int | None, seed: int, path: str | None = None
 ) -> list[Problem]:
-    """Test problems: ``synthetic:<kind>`` (seeded) or a named/local dataset via ``load_dataset``."""
-    if dataset.startswith("synthetic:"):
-        kind = dataset.split(":", 1)[1]
-        if kind not in KINDS:
-            raise ValueError(f"dataset {dataset!r}: kind must be one of {KINDS}")
-        return synthetic_problems(kind, limit or DEFAULT_SYNTHETIC_SIZE, seed=seed)
-    if path is not None and not Path(path).is_file():
-        raise ValueError(f"dataset file {str(path)!r} (--path) does not exist")
-    return load_dataset(dataset, split=split, path=path, limit=limit, seed=seed)
+    """Test problems: ``synthetic:<kind>`` (seeded) or a named/local dataset (``tasks.load_problems``)."""
+    return load_problems(dataset, split, seed=seed, path=path, limit=limit)
 
 
 def dev_for(dataset: str, council: CouncilConfig, seed: int) -> Callable[[], list[Problem]]:
     """A loader of the dev problems for ``dataset`` (another seed or split, never the test)."""
     size = council.comed.dev_size
-    if dataset.startswith("synthetic:"):
-        return lambda: synthetic_problems(dataset.split(":", 1)[1], size, seed=seed + DEV_SEED_OFFSET)
-    return lambda: load_dataset(dataset, split=council.comed.dev_split, limit=size, seed=seed)
+    split = "dev" if dataset.startswith("synthetic:") else council.comed.dev_split
+    return lambda: load_problems(dataset, split, seed=seed, limit=size)
 
 
 def evaluate(

@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from councilzoo.config import ConfigError, config_to_dict, load_config
+from councilzoo.config import config_to_dict, load_config
 from councilzoo.envs import cohort_v0
 from councilzoo.envs.core import Action, Mode, TurnContext
 from councilzoo.envs.rewards import PEER_RULES, own_label
@@ -52,9 +52,8 @@ from councilzoo.tasks import (
     answers_for_batch,
     extract_answer,
     format_answer,
-    load_dataset,
+    load_problems,
     paraphrase,
-    synthetic_problems,
 )
 
 NO_FEATURES = np.zeros(3, dtype=np.float32)
@@ -141,7 +140,7 @@ class EvalConfig:
     path: str | None = field(default=None, metadata={"help": "Local JSON/JSONL file for the dataset."})
     limit: int | None = field(default=None, metadata={"help": "Use at most this many items."})
     eval_steps: int = field(default=0, metadata={"help": "Evaluate every k optimizer steps (0: never)."})
-    num_problems: int = field(default=200, metadata={"help": "Number of synthetic items (seed + 1: unseen)."})
+    num_problems: int = field(default=200, metadata={"help": "Number of synthetic items (own split seed)."})
     difficulty: float = field(default=0.3, metadata={"help": "Synthetic difficulty in [0, 1]."})
 
     def __post_init__(self) -> None:
@@ -228,16 +227,10 @@ class CohortConfig:
         return hashlib.sha256(json.dumps(config_to_dict(self), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def load_problems(data: DataConfig | EvalConfig, seed: int) -> list[Problem]:
-    """Training or held-out items (a synthetic generator or a dataset by name); never empty."""
-    if data.dataset.startswith("synthetic:"):
-        problems = synthetic_problems(data.dataset.split(":", 1)[1], data.num_problems, seed, data.difficulty)
-    else:
-        problems = load_dataset(data.dataset, split=data.split, path=data.path, seed=seed)
-    problems = problems[: data.limit] if data.limit else problems
-    if not problems:
-        raise ConfigError(f"data: dataset {data.dataset!r} gave no problems")
-    return problems
+def load_items(data: DataConfig | EvalConfig, seed: int) -> list[Problem]:
+    """Training or held-out items through the one problem source (``tasks.load_problems``)."""
+    return load_problems(data.dataset, data.split, seed=seed, path=data.path, limit=data.limit,
+                         size=data.num_problems, difficulty=data.difficulty)
 
 
 class HeldOutAccuracy(engine.MetricsFile):
@@ -564,7 +557,7 @@ def run_member(
     """
     quiet_loading()
     args = member_args(cfg, index)
-    problems = load_problems(cfg.data, cfg.seed)
+    problems = load_items(cfg.data, cfg.seed)
     model_path = member_model_path(cfg, index)
     member = cfg.members[index]
     view = member.view
@@ -579,7 +572,7 @@ def run_member(
         )
     _tracker_env(cfg, member.name)
     if cfg.eval.eval_steps:
-        held_out = load_problems(cfg.eval, cfg.seed + 1)
+        held_out = load_items(cfg.eval, cfg.seed)
         callbacks = [
             *callbacks,
             HeldOutAccuracy(

@@ -25,7 +25,7 @@ from councilzoo.learners.cohort import (
     CohortConfig,
     MemberConfig,
     build_tiny_models,
-    load_problems,
+    load_items,
     member_args,
     member_model_path,
     quiet_loading,
@@ -98,7 +98,7 @@ def prepare_run(cfg: CohortConfig, learner: str, resume: bool, overwrite: bool) 
     if overwrite and not resume:
         for i in range(len(cfg.members)):
             shutil.rmtree(cfg.member_dir(i), ignore_errors=True)
-    problems = load_problems(cfg.data, cfg.seed)
+    problems = load_items(cfg.data, cfg.seed)
     for i, member in enumerate(cfg.members):
         if not member.tiny_family:
             member_model_path(cfg, i)  # ModelNotCachedError now, not in a member

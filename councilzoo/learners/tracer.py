@@ -44,11 +44,11 @@ from councilzoo.learners.base import Learner, register_learner
 from councilzoo.learners.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from councilzoo.learners.engine import latest_trainer_checkpoint
 from councilzoo.learners.logging import MetricsLogger, read_metrics
-from councilzoo.learners.tracer_config import DataConfig, TracerConfig
+from councilzoo.learners.tracer_config import TracerConfig
 from councilzoo.learners.tracer_metrics import episode_metrics, flatten, regret_summary, speak_rates
 from councilzoo.learners.tracer_values import Player, action_values, branch, play_episodes
 from councilzoo.rollout import RolloutEngine
-from councilzoo.tasks import Problem, answers_equivalent, plurality
+from councilzoo.tasks import Problem, answers_equivalent, load_problems, plurality
 
 
 def _callback_base() -> type:
@@ -79,26 +79,6 @@ def baseline_controllers(names: Sequence[str], seed: int) -> dict[str, Controlle
         "random": lambda: RandomController(0.5, seed=seed),
     }
     return {name: table[name]() for name in names}
-
-
-def load_problems(
-    name: str, split: str, path: str | None, limit: int | None, data: DataConfig, seed: int
-) -> list[Problem]:
-    """A dataset by name (``councilzoo.tasks.load_dataset``) or ``synthetic:<kind>``."""
-    if name.startswith("synthetic:"):
-        from councilzoo.tasks.synthetic import synthetic_problems
-
-        # Train and test synthetic sets must not overlap: different seeds per split.
-        offset = {"train": 0, "test": 1}.get(split, 2)
-        n = data.synthetic_size if limit is None else min(limit, data.synthetic_size)
-        return list(
-            synthetic_problems(
-                name.split(":", 1)[1], n, seed=1000 * offset + seed, difficulty=data.synthetic_difficulty
-            )
-        )
-    from councilzoo.tasks.datasets import load_dataset
-
-    return load_dataset(name, split=split, path=path, limit=limit, seed=seed)
 
 
 def consensus_labels(
@@ -148,9 +128,9 @@ class Tracer:
         self.train_problems = (
             list(train_problems)
             if train_problems is not None
-            else load_problems(
-                data.train, data.train_split, data.train_path, data.train_limit, data, cfg.seed
-            )
+            else load_problems(data.train, data.train_split, seed=cfg.seed, path=data.train_path,
+                               limit=data.train_limit, size=data.synthetic_size,
+                               difficulty=data.synthetic_difficulty)
         )
         if not self.train_problems:
             raise ValueError("the training set is empty")
@@ -158,7 +138,8 @@ class Tracer:
             {k: list(v) for k, v in eval_sets.items()}
             if eval_sets is not None
             else {
-                name: load_problems(name, data.eval_split, None, data.eval_limit, data, cfg.seed)
+                name: load_problems(name, data.eval_split, seed=cfg.seed, limit=data.eval_limit,
+                                    size=data.synthetic_size, difficulty=data.synthetic_difficulty)
                 for name in data.eval
             }
         )

@@ -10,6 +10,7 @@ from councilzoo.tasks.grading import (
     plurality,
 )
 from councilzoo.tasks.problem import KINDS, Problem
+from councilzoo.tasks.source import load_problems, split_seed
 from councilzoo.tasks.synthetic import paraphrase, synthetic_problems
 
 __all__ = [
@@ -24,10 +25,12 @@ __all__ = [
     "extract_verdict",
     "format_answer",
     "load_dataset",
+    "load_problems",
     "paraphrase",
     "pass_at_k",
     "passes",
     "plurality",
     "program_for",
+    "split_seed",
     "synthetic_problems",
 ]

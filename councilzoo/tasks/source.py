@@ -1,0 +1,57 @@
+"""One problem source for learners and evaluation, with one seed rule for train, dev and test.
+
+``load_problems(name, split, seed=...)`` reads ``synthetic:<kind>`` (generated) or any dataset
+``load_dataset`` knows (by name, or a local file with ``path=``). Synthetic splits never overlap:
+each split draws from its own seed, ``split_seed(seed, split)`` (test: ``seed``, dev:
+``seed + 10_000``, train: ``seed + 20_000``, any other split a hash of its name), and problem ids
+carry that seed. Named datasets use their own splits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from councilzoo.tasks.datasets import load_dataset
+from councilzoo.tasks.problem import KINDS, Problem
+from councilzoo.tasks.synthetic import synthetic_problems
+
+SPLIT_SEED_OFFSETS = {"test": 0, "dev": 10_000, "train": 20_000}
+DEFAULT_SYNTHETIC_SIZE = 200
+
+
+def split_seed(seed: int, split: str) -> int:
+    """The seed synthetic problems of ``split`` are drawn from (disjoint across splits)."""
+    if split in SPLIT_SEED_OFFSETS:
+        return seed + SPLIT_SEED_OFFSETS[split]
+    return seed + 30_000 + int.from_bytes(hashlib.sha256(split.encode()).digest()[:2], "little")
+
+
+def load_problems(
+    name: str,
+    split: str = "test",
+    *,
+    seed: int = 0,
+    path: str | None = None,
+    limit: int | None = None,
+    size: int = DEFAULT_SYNTHETIC_SIZE,
+    difficulty: float = 0.5,
+) -> list[Problem]:
+    """Problems of ``split`` (at most ``limit``; synthetic sets have ``limit or size`` items).
+
+    Raises ``ValueError`` for an unknown synthetic kind, a missing local file or an empty set, and
+    ``DatasetUnavailableError`` for a dataset that cannot be read, before any work starts.
+    """
+    if name.startswith("synthetic:"):
+        kind = name.split(":", 1)[1]
+        if kind not in KINDS:
+            raise ValueError(f"dataset {name!r}: kind must be one of {KINDS}")
+        seeded = split_seed(seed, split)
+        problems = synthetic_problems(kind, limit or size, seed=seeded, difficulty=difficulty)
+    else:
+        if path is not None and not Path(path).is_file():
+            raise ValueError(f"dataset file {str(path)!r} (--path) does not exist")
+        problems = load_dataset(name, split=split, path=path, limit=limit, seed=seed)
+    if not problems:
+        raise ValueError(f"dataset {name!r} (split {split!r}) gave no problems")
+    return problems
