@@ -9,7 +9,7 @@ tiny random model (``build_tiny_model(vocab_size=32000)``, taught to state a let
 ``\\boxed{X}`` so rewards, hence advantages, are not all zero).
 
 Default shape (a Co-RL round scaled to CPU): 8 prompts x 8 completions x 64 completion tokens,
-fp32, one optimizer step per round, about 8 minutes on 2 busy cores; ``--tokens 512`` is the
+fp32, one optimizer step per round, about 12 minutes on 2 busy cores; ``--tokens 512`` is the
 recipe's length (about 150 s per step here, too long for a default). Completions are forced to
 exactly ``max_completion_length`` tokens (``generation_kwargs={"min_new_tokens": T}``), so every
 update does the same work; the
