@@ -1,10 +1,24 @@
-"""Our GSPO/GRPO update step vs TRL's GRPOTrainer on the same tiny model and batch.
+"""One Co-RL learner update vs a plain TRL ``GRPOTrainer`` update: time, peak memory, bf16.
 
-Both sides start from identical weights and see the identical batch (2 prompts x 4 samples x 16
-tokens, GSPO: importance_sampling_level="sequence"). One step = forward, loss, backward, grad clip,
-AdamW step. TRL's side is ``GRPOTrainer.compute_loss`` + ``accelerator.backward`` (its
-``training_step`` without ``_prepare_inputs``, which would generate) plus its optimizer step (generation and
-reward scoring excluded on both sides). Prints a table and writes benchmarks/results/learner_step.json.
+Subject: a cohort member's trainer exactly as ``councilzoo train grpo`` builds it
+(``cohort.run_member``: ``member_args`` -> ``GRPOConfig``, ``problem_rows``, ``build_trainer`` with
+the baseline's ``CohortReward`` playing cohort-v0 against the gold answer, our metric and progress
+callbacks), one member, in-process (no cohort link). Baseline: ``GRPOTrainer`` with the identical
+``GRPOConfig``, the same prompts and a trivial reward function. Both train the same ~32k-vocabulary
+tiny random model (``build_tiny_model(vocab_size=32000)``, taught to state a letter as
+``\\boxed{X}`` so rewards, hence advantages, are not all zero).
+
+Default shape (a Co-RL round scaled to CPU): 8 prompts x 8 completions x 64 completion tokens,
+fp32, one optimizer step per round, about 12 minutes on 2 busy cores; ``--tokens 512`` is the
+recipe's length (about 150 s per step here, too long for a default). Completions are forced to
+exactly ``max_completion_length`` tokens (``generation_kwargs={"min_new_tokens": T}``), so every
+update does the same work; the
+step time is the wall clock between successive optimizer steps (generation, reward, loss,
+backward, optimizer, logging), the first step excluded as warm-up. Every configuration runs in
+its own subprocess; its peak RSS comes from ``os.wait4``. Also measured: our learner's peak RSS at
+1x, 2x and 4x the global batch with a fixed micro-batch (accumulation scaled, one optimizer step
+per round; target: flat), and the fraction of non-embedding weights a few bf16 steps at lr 1e-6
+change (on CPU bf16 is autocast over fp32 master weights, so it should be ~1).
 
     python benchmarks/learner_step.py [--quick]
 """
@@ -13,144 +27,298 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from itertools import pairwise
 from pathlib import Path
 
-import torch
-
-from councilzoo.learners.policy_update import (
-    PolicyUpdateConfig,
-    PolicyUpdater,
-    RolloutBatch,
-    completion_logps,
-    group_advantages,
-    policy_loss,
-)
-from councilzoo.testing import build_tiny_model
-
-B, G, P, T = 8, 4, 16, 16
+ROOT = Path(__file__).resolve().parents[1]
+RESULT = ROOT / "benchmarks" / "results" / "learner_step.json"
+VOCAB, TARGET = 32000, 1.1
+SHAPES = {  # prompts, completions per prompt, completion tokens, micro-batch of the memory sweep
+    "default": (8, 8, 64, 16),
+    "quick": (2, 4, 32, 4),
+}
+BF16_SHAPE, BF16_STEPS = (2, 4, 32), 3
 
 
-def _trl_trainer(model_dir: Path, out: Path):
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOConfig, GRPOTrainer
-
-    args = GRPOConfig(
-        output_dir=str(out),
-        use_cpu=True,
-        bf16=False,
-        gradient_checkpointing=False,
-        per_device_train_batch_size=B,
-        num_generations=G,
-        max_completion_length=T,
-        importance_sampling_level="sequence",
-        loss_type="grpo",
-        learning_rate=1e-4,
-        adam_beta2=0.95,
-        max_grad_norm=1.0,
-        report_to="none",
-    )
-    trainer = GRPOTrainer(
-        model=AutoModelForCausalLM.from_pretrained(model_dir),
-        reward_funcs=lambda completions, **_: [0.0] * len(completions),
-        args=args,
-        train_dataset=Dataset.from_dict({"prompt": ["q"] * B}),
-        processing_class=AutoTokenizer.from_pretrained(model_dir),
-    )
-    trainer.create_optimizer()
-    trainer.current_gradient_accumulation_steps = 1
-    trainer.model.train()
-    return trainer
+# --- one measured configuration (the child process) --------------------------------------------
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
-    reps = 5 if parser.parse_args().quick else 30
-    torch.set_num_threads(1)
-    from transformers import AutoModelForCausalLM
+def _cohort_config(spec: dict):
+    from councilzoo.learners.baselines import BaselineConfig
+    from councilzoo.learners.cohort import DataConfig, MemberConfig
 
-    with tempfile.TemporaryDirectory() as tmp:
-        model_dir = build_tiny_model(Path(tmp) / "tiny")
-        g = torch.Generator().manual_seed(0)
-        vocab = AutoModelForCausalLM.from_pretrained(model_dir).config.vocab_size
-        batch = RolloutBatch(
-            torch.randint(5, vocab, (B, P), generator=g),
-            torch.ones(B, P, dtype=torch.long),
-            torch.randint(5, vocab, (B, T), generator=g),
-            torch.ones(B, T, dtype=torch.long),
-            G,
-        )
-        rewards = torch.tensor([1.0, 0, 0, 1, 0, 1, 0, 0])
-        cfg = PolicyUpdateConfig(importance_sampling_level="sequence", learning_rate=1e-4, max_grad_norm=1.0)
-        ours = PolicyUpdater(AutoModelForCausalLM.from_pretrained(model_dir), cfg)
-        trainer = _trl_trainer(model_dir, Path(tmp) / "trl")
-        inputs = {
-            "prompt_ids": batch.prompt_ids,
-            "prompt_mask": batch.prompt_mask,
-            "completion_ids": batch.completion_ids,
-            "completion_mask": batch.completion_mask,
-            "advantages": group_advantages(rewards, G),
-        }
-
-        # Loss and gradient difference on identical weights, before any step.
-        logps, _ = completion_logps(
-            ours.model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids, batch.completion_mask
-        )
-        loss, _ = policy_loss(logps, logps.detach(), inputs["advantages"], batch.completion_mask, cfg)
-        loss.backward()
-        trl_loss = trainer.compute_loss(trainer.model, inputs)
-        trl_loss.backward()
-        grad_diff = max(
-            float((a.grad - b.grad).abs().max())
-            for a, b in zip(ours.model.parameters(), trainer.model.parameters(), strict=True)
-        )
-        loss_diff = abs(float(loss.detach()) - float(trl_loss.detach()))
-        ours.optimizer.zero_grad()
-        trainer.model.zero_grad()
-
-        def ours_step():
-            ours.step(batch, rewards)
-
-        def trl_step():
-            # Trainer.training_step minus _prepare_inputs (which would generate): loss + backward
-            trainer.accelerator.backward(trainer.compute_loss(trainer.model, inputs))
-            torch.nn.utils.clip_grad_norm_(trainer.model.parameters(), 1.0)
-            trainer.optimizer.step()
-            trainer.optimizer.zero_grad()
-
-        times = {"councilzoo PolicyUpdater.step": [], "TRL GRPOTrainer loss+backward+step": []}
-        for fn in (ours_step, trl_step, ours_step, trl_step):  # warm-up
-            fn()
-        for _ in range(reps):  # interleaved, so machine noise hits both alike
-            for name, fn in zip(times, (ours_step, trl_step), strict=True):
-                start = time.perf_counter()
-                fn()
-                times[name].append(time.perf_counter() - start)
-
-    medians = {k: statistics.median(v) * 1e3 for k, v in times.items()}
-    ratio = medians["councilzoo PolicyUpdater.step"] / medians["TRL GRPOTrainer loss+backward+step"]
-    rows = [{"step": k, "median_ms": round(v, 2), "reps": reps} for k, v in medians.items()]
-    print(f"{'step':34s} {'median ms':>10s}")
-    for row in rows:
-        print(f"{row['step']:34s} {row['median_ms']:10.2f}")
-    print(
-        f"time ratio (ours / TRL) = {ratio:.3f}  (target <= 1.1); |loss diff| = {loss_diff:.2e}; "
-        f"max |grad diff| = {grad_diff:.2e}"
-    )
-    summary = {
-        "time_ratio": round(ratio, 4),
-        "target": 1.1,
-        "loss_abs_diff": loss_diff,
-        "max_grad_abs_diff": grad_diff,
-        "batch": f"{B // G} prompts x {G} samples, prompt {P} + completion {T} tokens",
+    trainer = {
+        "generation_kwargs": {"min_new_tokens": spec["tokens"]},
+        "learning_rate": spec["lr"],
+        "bf16": spec["bf16"],
+        "temperature": 1.0,
     }
-    out = Path(__file__).parent / "results" / "learner_step.json"
-    out.write_text(json.dumps({"table": rows, "summary": summary}, indent=2))
+    if spec.get("micro_batch"):
+        trainer["per_device_train_batch_size"] = spec["micro_batch"]
+        trainer["gradient_accumulation_steps"] = spec["prompts"] * spec["generations"] // spec["micro_batch"]
+    return BaselineConfig(
+        members=[MemberConfig(name="m", model=spec["model"])],
+        reward_rule="ground_truth",
+        num_generations=spec["generations"],
+        prompts_per_step=spec["prompts"],
+        max_steps=spec["steps"],
+        max_completion_length=spec["tokens"],
+        output_dir=spec["out"],
+        data=DataConfig(dataset="synthetic:multiple_choice", num_problems=64, difficulty=0.2),
+        trainer=trainer,
+    )
+
+
+def _step_clock():
+    from transformers import TrainerCallback
+
+    class StepClock(TrainerCallback):
+        """Wall clock and process CPU time at the end of every optimizer step."""
+
+        def __init__(self) -> None:
+            self.ends: list[tuple[float, float]] = []
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.ends.append((time.perf_counter(), time.process_time()))
+
+    return StepClock()
+
+
+def _plain_trl(cfg, clock) -> list[dict]:
+    """The baseline: TRL's trainer on the same GRPOConfig and prompts, a trivial reward."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from trl import GRPOTrainer
+
+    from councilzoo.learners import engine
+    from councilzoo.learners.cohort import load_problems, member_args, member_prompt
+
+    args = member_args(cfg, 0)
+    problems = load_problems(cfg.data, cfg.seed)
+    rows = engine.problem_rows(
+        problems, cfg.seed, engine.rounds_needed(args), cfg.prompts_per_step, lambda p: member_prompt(p, 0)
+    )
+    model = cfg.members[0].model
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=lambda completions, **_: [float(len(str(c)) % 2) for c in completions],
+        args=args,
+        train_dataset=Dataset.from_list([{"prompt": r["prompt"]} for r in rows]),
+        processing_class=AutoTokenizer.from_pretrained(model),
+        callbacks=[clock],
+    )
+    trainer.train()
+    return [r for r in trainer.state.log_history if "step_time" in r]
+
+
+def _changed_fraction(before: Path, after: Path) -> dict:
+    """Fraction of non-embedding weight elements that differ between two safetensors files."""
+    from safetensors.torch import load_file
+
+    a, b = load_file(before), load_file(after)
+    changed = total = 0
+    for name, tensor in a.items():
+        if "embed_tokens" in name:
+            continue
+        changed += int((tensor != b[name].to(tensor.dtype)).sum())
+        total += tensor.numel()
+    return {"changed_fraction": changed / total, "dtype_after": str(next(iter(b.values())).dtype)}
+
+
+def child(spec: dict) -> dict:
+    """Train one configuration; per-step wall times, TRL's logged rows, optionally weight change."""
+    from councilzoo.learners.baselines import GRPO
+    from councilzoo.learners.cohort import run_member
+    from councilzoo.learners.logging import read_metrics
+
+    cfg = _cohort_config(spec)
+    clock = _step_clock()
+    start = time.perf_counter()
+    if spec["kind"] == "ours":
+        run_member(cfg, 0, GRPO.reward_functions, callbacks=[clock])
+        logged = [r for r in read_metrics(cfg.member_dir(0) / "metrics.jsonl") if "step_time" in r]
+    else:
+        logged = _plain_trl(cfg, clock)
+    out = {"seconds_total": time.perf_counter() - start, "step_ends": clock.ends, "logged": logged}
+    if spec.get("weights_changed"):
+        final = cfg.member_dir(0) / "final" / "model.safetensors"
+        out.update(_changed_fraction(Path(spec["model"]) / "model.safetensors", final))
+    return out
+
+
+# --- the parent: model, subprocesses, table ------------------------------------------------------
+
+
+def build_model(folder: Path) -> Path:
+    """The ~32k-vocabulary tiny model, taught the answer format (as cohort tiny members are)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from councilzoo.learners.cohort import member_prompt, teach_answer_format
+    from councilzoo.tasks import synthetic_problems
+    from councilzoo.testing import build_tiny_model
+
+    base = build_tiny_model(folder / "base", vocab_size=VOCAB)
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(base), AutoTokenizer.from_pretrained(base)
+    prompts = [member_prompt(p, 0) for p in synthetic_problems("multiple_choice", 64, 0, 0.2)]
+    teach_answer_format(model, tokenizer, prompts, steps=40, seed=0)
+    model.save_pretrained(folder / "warm")
+    tokenizer.save_pretrained(folder / "warm")
+    return folder / "warm"
+
+
+def run_child(spec: dict, log: Path, threads: int) -> dict:
+    """``spec`` in a fresh interpreter; its result plus its peak RSS (MiB) from ``wait4``."""
+    result = log.with_suffix(".json")
+    script = str(Path(__file__).resolve())
+    cmd = [sys.executable, script, "--child", json.dumps(spec), "--result", str(result)]
+    with log.open("w") as fh:
+        proc = subprocess.Popen(
+            cmd,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=dict(os.environ, OMP_NUM_THREADS=str(threads)),
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+    if status != 0:
+        tail = "\n".join(log.read_text().splitlines()[-25:])
+        raise RuntimeError(f"{spec['name']} failed (wait status {status}):\n{tail}")
+    return {**json.loads(result.read_text()), "peak_rss_mib": usage.ru_maxrss / 1024}
+
+
+def summarise(name: str, spec: dict, runs: list[dict]) -> dict:
+    """One table row from every run of a configuration (each run's first step is warm-up)."""
+    steps, cpu, step_time, rates = [], [], [], []
+    for res in runs:
+        logged = res["logged"]
+        for ((w0, c0), (w1, c1)), (a, b) in zip(pairwise(res["step_ends"]), pairwise(logged), strict=True):
+            steps.append(w1 - w0)
+            cpu.append(c1 - c0)
+            step_time.append(b["step_time"])
+            rates.append((b["num_tokens"] - a["num_tokens"]) / (w1 - w0))
+    res = runs[-1]
+    row = {
+        "run": name,
+        "shape": f"{spec['prompts']}x{spec['generations']}x{spec['tokens']}",
+        "micro_batch_x_accum": "round x 1" if not spec.get("micro_batch") else
+        f"{spec['micro_batch']} x {spec['prompts'] * spec['generations'] // spec['micro_batch']}",
+        "bf16": spec["bf16"],
+        "runs": len(runs),
+        "timed_steps": len(steps),
+        "s_per_step": statistics.median(steps) if steps else None,
+        "cpu_s_per_step": statistics.median(cpu) if cpu else None,
+        "trl_step_time_s": statistics.median(step_time) if step_time else None,
+        "tokens_per_s": statistics.median(rates) if rates else None,
+        "completion_length": [res["logged"][-1].get(f"completions/{k}_length") for k in ("min", "max")],
+        "peak_rss_mib": round(max(r["peak_rss_mib"] for r in runs), 1),
+    }
+    if "changed_fraction" in res:
+        row["changed_fraction"] = res["changed_fraction"]
+        row["dtype_after"] = res["dtype_after"]
+    return row
+
+
+def _fmt(value, spec: str) -> str:
+    return format(value, spec) if value is not None else "-".rjust(int(spec.split(".")[0]))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a much smaller shape (a smoke run)")
+    parser.add_argument("--steps", type=int, default=2, help="optimizer steps per timed run (first: warm-up)")
+    parser.add_argument(
+        "--repeats", type=int, default=2, help="timed runs of each trainer, in ABBA order (default 2)"
+    )
+    parser.add_argument("--tokens", type=int, default=None, help="completion tokens (default: the shape's)")
+    parser.add_argument(
+        "--threads", type=int, default=1,
+        help="torch threads per run (default 1: on a shared machine more threads spin against other load)",
+    )
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--result", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        Path(args.result).write_text(json.dumps(child(json.loads(args.child))))
+        return 0
+
+    import torch
+
+    torch.set_num_threads(args.threads)  # the model build, too
+    load_before = os.getloadavg()
+    prompts, generations, tokens, micro = SHAPES["quick" if args.quick else "default"]
+    tokens = args.tokens or tokens
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        model = str(build_model(tmp / "model"))
+        base = dict(model=model, prompts=prompts, generations=generations, tokens=tokens, lr=1e-6, bf16=False)
+        configs = {"ours": dict(base, kind="ours", steps=args.steps),
+                   "plain TRL": dict(base, kind="trl", steps=args.steps)}
+        plan = [name for i in range(args.repeats) for name in (list(configs)[:: 1 if i % 2 == 0 else -1])]
+        for k in (1, 2, 4):
+            configs[f"ours, {k}x batch"] = dict(
+                base, kind="ours", steps=1, prompts=prompts * k, micro_batch=micro
+            )
+        bp, bg, bt = BF16_SHAPE
+        configs["ours, bf16"] = dict(base, kind="ours", steps=BF16_STEPS, prompts=bp, generations=bg,
+                                     tokens=bt, bf16=True, weights_changed=True)
+        plan += list(configs)[2:]
+        results: dict[str, list[dict]] = {}
+        for i, name in enumerate(plan):
+            started = time.perf_counter()
+            spec = dict(configs[name], name=name, out=str(tmp / f"run{i}"))
+            results.setdefault(name, []).append(run_child(spec, tmp / f"run{i}.log", args.threads))
+            print(f"  {name}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    rows = [summarise(name, configs[name], runs) for name, runs in results.items()]
+    by = {r["run"]: r for r in rows}
+    ours, plain = by["ours"], by["plain TRL"]
+    sweep = [by[f"ours, {k}x batch"]["peak_rss_mib"] for k in (1, 2, 4)]
+    summary = {
+        "time_ratio": round(ours["s_per_step"] / plain["s_per_step"], 4),
+        "time_ratio_cpu_seconds": round(ours["cpu_s_per_step"] / plain["cpu_s_per_step"], 4),
+        "peak_memory_ratio": round(ours["peak_rss_mib"] / plain["peak_rss_mib"], 4),
+        "target_ratio": TARGET,
+        "peak_rss_mib_1x_2x_4x_fixed_micro_batch": sweep,
+        "peak_rss_growth_4x_over_1x": round(sweep[2] / sweep[0], 4),
+        "bf16_changed_fraction": by["ours, bf16"]["changed_fraction"],
+        "seconds_per_step": {"ours": ours["s_per_step"], "plain_trl": plain["s_per_step"]},
+        "cpu_seconds_per_step": {"ours": ours["cpu_s_per_step"], "plain_trl": plain["cpu_s_per_step"]},
+        "load_average_1_5_15": {"before": [round(x, 2) for x in load_before],
+                                "after": [round(x, 2) for x in os.getloadavg()]},
+        "cpus": os.cpu_count(),
+    }
+    header = (f"{'run':<16} {'shape PxGxT':>11} {'micro x acc':>11} {'runs':>4} {'steps':>5} "
+              f"{'s/step':>7} {'CPU s/step':>10} {'TRL step_time':>13} {'tokens/s':>8} {'comp len':>8} "
+              f"{'peak RSS MiB':>12}")
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        length = "-".join(str(int(x)) if x is not None else "?" for x in r["completion_length"])
+        print(f"{r['run']:<16} {r['shape']:>11} {r['micro_batch_x_accum']:>11} {r['runs']:>4} "
+              f"{r['timed_steps']:>5} {_fmt(r['s_per_step'], '7.2f')} {_fmt(r['cpu_s_per_step'], '10.2f')} "
+              f"{_fmt(r['trl_step_time_s'], '13.2f')} {_fmt(r['tokens_per_s'], '8.0f')} {length:>8} "
+              f"{r['peak_rss_mib']:12.0f}")
+    print(f"time ratio (ours / plain TRL) = {summary['time_ratio']:.3f} wall clock, "
+          f"{summary['time_ratio_cpu_seconds']:.3f} CPU seconds; peak memory ratio = "
+          f"{summary['peak_memory_ratio']:.3f} (targets <= {TARGET}); peak RSS at 1x/2x/4x batch, fixed "
+          f"micro-batch: {' / '.join(f'{m:.0f}' for m in sweep)} MiB; bf16 changed fraction of "
+          f"non-embedding weights after {BF16_STEPS} steps at lr 1e-6 = "
+          f"{summary['bf16_changed_fraction']:.4f}")
+    print(f"load average (1, 5, 15 min) before {summary['load_average_1_5_15']['before']}, after "
+          f"{summary['load_average_1_5_15']['after']} on {os.cpu_count()} CPUs")
+    config = {"quick": args.quick, "vocab_size": VOCAB, "steps": args.steps, "repeats": args.repeats,
+              "torch_threads": args.threads,
+              "reward_rule": "ground_truth",
+              "data": "synthetic:multiple_choice", "bf16_shape": BF16_SHAPE, "bf16_steps": BF16_STEPS}
+    RESULT.parent.mkdir(parents=True, exist_ok=True)
+    RESULT.write_text(json.dumps({"config": config, "table": rows, "summary": summary}, indent=2) + "\n")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -16,6 +16,7 @@ import numpy as np
 
 FAMILIES = ("qwen3", "llama")
 BOS, EOS, PAD = "<|bos|>", "<|im_end|>", "<|pad|>"
+DEFAULT_VOCAB_SIZE = 512
 SPECIAL_TOKENS = (PAD, BOS, EOS, "<|im_start|>")
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
@@ -45,6 +46,15 @@ def tiny_tokenizer_corpus(seed: int = 0, n_lines: int = 2_000) -> list[str]:
     return lines
 
 
+def filler_corpus(n_words: int, seed: int = 0) -> list[str]:
+    """Seeded random lowercase pseudo-words, 16 a line: the role corpus alone saturates near 3k
+    BPE tokens, and benchmarks want realistic vocabularies (e.g. 32k)."""
+    rng = np.random.default_rng([seed, 1])
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    words = ["".join(rng.choice(letters, size=int(rng.integers(3, 10)))) for _ in range(n_words)]
+    return [" ".join(words[i : i + 16]) for i in range(0, n_words, 16)]
+
+
 def _build_tokenizer(vocab_size: int, seed: int):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -58,7 +68,10 @@ def _build_tokenizer(vocab_size: int, seed: int):
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator(tiny_tokenizer_corpus(seed), trainer=trainer)
+    corpus = tiny_tokenizer_corpus(seed)
+    if vocab_size > DEFAULT_VOCAB_SIZE:  # the default build's corpus stays as it always was
+        corpus += filler_corpus(vocab_size, seed)
+    tok.train_from_iterator(corpus, trainer=trainer)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=PAD, padding_side="left"
     )
@@ -95,7 +108,7 @@ def build_tiny_model(
     num_layers: int = 2,
     num_heads: int = 2,
     head_dim: int = 32,
-    vocab_size: int = 512,
+    vocab_size: int = DEFAULT_VOCAB_SIZE,
     seed: int = 0,
 ) -> Path:
     """Write a tiny random causal LM and its tokenizer to ``path``; return ``path``.
@@ -103,7 +116,8 @@ def build_tiny_model(
     Loadable with ``AutoTokenizer``/``AutoModelForCausalLM`` (safetensors, ChatML-style chat
     template, eos ``<|im_end|>``, left padding). The arguments are stored beside the model in
     ``councilzoo_tiny.json``; if ``path`` already holds a model built with the same arguments
-    it is returned without rebuilding. ``vocab_size`` is the BPE target (byte alphabet included).
+    it is returned without rebuilding. ``vocab_size`` is the BPE target (byte alphabet included);
+    above the default, pseudo-words join the tokenizer corpus so that targets like 32000 are met.
     """
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")

@@ -71,6 +71,13 @@ def test_families_build_with_untied_head_dim_32(tmp_path, family, arch):
     assert 1e5 < model.num_parameters() < 2e6
 
 
+def test_large_vocab_target_is_met_and_round_trips(tmp_path):
+    path = build_tiny_model(tmp_path / "big", vocab_size=8000, num_layers=1)
+    tok = AutoTokenizer.from_pretrained(path)
+    assert len(tok) == 8000 == AutoModelForCausalLM.from_pretrained(path).config.vocab_size
+    assert all(tok.decode(tok(text)["input_ids"]) == text for text in TEXTS)
+
+
 class _ForceEosAfter(LogitsProcessor):
     def __init__(self, prompt_len: int, steps: int, eos: int):
         self.prompt_len, self.steps, self.eos = prompt_len, steps, eos

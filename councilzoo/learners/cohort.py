@@ -515,6 +515,7 @@ def teach_answer_format(
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    device = next(model.parameters()).device
     model.train()
     for _ in range(steps):
         rows, masks = [], []
@@ -529,6 +530,7 @@ def teach_answer_format(
         ids = torch.tensor([r + [tokenizer.pad_token_id] * (width - len(r)) for r in rows])
         labels = torch.tensor([m + [0] * (width - len(m)) for m in masks])
         attention = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+        ids, labels, attention = (t.to(device) for t in (ids, labels, attention))
         loss = model(input_ids=ids, attention_mask=attention, labels=ids.masked_fill(labels == 0, -100)).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
