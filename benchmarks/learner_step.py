@@ -159,14 +159,13 @@ def build_model(folder: Path) -> Path:
     """The ~32k-vocabulary tiny model, taught the answer format (as cohort tiny members are)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from councilzoo.learners.cohort import member_prompt, teach_answer_format
+    from councilzoo.learners.cohort import warm_up
     from councilzoo.tasks import synthetic_problems
     from councilzoo.testing import build_tiny_model
 
     base = build_tiny_model(folder / "base", vocab_size=VOCAB)
     model, tokenizer = AutoModelForCausalLM.from_pretrained(base), AutoTokenizer.from_pretrained(base)
-    prompts = [member_prompt(p, 0) for p in synthetic_problems("multiple_choice", 64, 0, 0.2)]
-    teach_answer_format(model, tokenizer, prompts, steps=40, seed=0)
+    warm_up(model, tokenizer, synthetic_problems("multiple_choice", 64, 0, 0.2), steps=40, seed=0)
     model.save_pretrained(folder / "warm")
     tokenizer.save_pretrained(folder / "warm")
     return folder / "warm"

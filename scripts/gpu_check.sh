@@ -4,7 +4,8 @@
 # by councilzoo.testing), trains a 2-member Co-RL cohort 3 steps in bf16 with vLLM colocated
 # through the real command (`python -m councilzoo.cli train corl CONFIG`), then reports peak GPU
 # memory (nvidia-smi, vLLM's reserved pool included), tokens/s (TRL's num_tokens and step_time) and
-# the fraction of non-embedding weights each member changed (bf16 keeps fp32 master weights, so ~1).
+# the fraction of non-embedding weights each member changed (bf16 keeps fp32 master weights, so ~1),
+# then TRACER 2 steps on the first model with LoRA (adapters must load with peft).
 # Each member gets its own GPU when there are 2+, else both share GPU 0 at lower vLLM memory.
 #
 # Usage: scripts/gpu_check.sh [OUT_DIR]        (default: a fresh temporary folder)
@@ -81,7 +82,7 @@ from pathlib import Path
 
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from councilzoo.learners.cohort import member_prompt, teach_answer_format
+from councilzoo.learners.cohort import warm_up
 from councilzoo.tasks import synthetic_problems
 from councilzoo.testing import build_tiny_model
 
@@ -89,7 +90,7 @@ out = Path(os.environ["GPU_CHECK_OUT"]) / "models"
 cpu = os.environ["GPU_CHECK_CPU"] == "1"
 # ~108M parameters: 10 layers x 5.9M + 2 x 32000 x 768 (untied embeddings); CPU: the default tiny model.
 size = {} if cpu else dict(hidden_size=768, num_layers=10, num_heads=12, head_dim=64, vocab_size=32000)
-prompts = [member_prompt(p, 0) for p in synthetic_problems("multiple_choice", 64, 0, 0.2)]
+items = synthetic_problems("multiple_choice", 64, 0, 0.2)
 counts = {}
 for seed, (name, family) in enumerate((("qwen", "qwen3"), ("llama", "llama"))):
     base = build_tiny_model(out / f"{name}-base", family=family, seed=seed, **size)
@@ -97,7 +98,7 @@ for seed, (name, family) in enumerate((("qwen", "qwen3"), ("llama", "llama"))):
     if not cpu:
         model.cuda()
     # Random models state no answers; a few SFT steps teach "\boxed{X}" so labels and rewards vary.
-    teach_answer_format(model, tokenizer, prompts, steps=40, seed=seed, lr=1e-3 if not cpu else 3e-3)
+    warm_up(model, tokenizer, items, steps=40, seed=seed, lr=1e-3 if not cpu else 3e-3)
     model.cpu().save_pretrained(out / name)
     tokenizer.save_pretrained(out / name)
     counts[name] = sum(p.numel() for p in model.parameters())

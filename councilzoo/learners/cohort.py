@@ -229,8 +229,15 @@ class CohortConfig:
 
 def load_items(data: DataConfig | EvalConfig, seed: int) -> list[Problem]:
     """Training or held-out items through the one problem source (``tasks.load_problems``)."""
-    return load_problems(data.dataset, data.split, seed=seed, path=data.path, limit=data.limit,
-                         size=data.num_problems, difficulty=data.difficulty)
+    return load_problems(
+        data.dataset,
+        data.split,
+        seed=seed,
+        path=data.path,
+        limit=data.limit,
+        size=data.num_problems,
+        difficulty=data.difficulty,
+    )
 
 
 class HeldOutAccuracy(engine.MetricsFile):
@@ -479,13 +486,26 @@ def build_tiny_models(cfg: CohortConfig, problems: Sequence[Problem]) -> None:
         if marker.is_file() and json.loads(marker.read_text()) == spec:
             continue
         model, tokenizer = AutoModelForCausalLM.from_pretrained(base), AutoTokenizer.from_pretrained(base)
-        warm_items = problems[:64]
-        prompts = [member_prompt(p, member.view) for p in warm_items]
-        targets = [warmup_answers(p) for p in warm_items]
-        teach_answer_format(model, tokenizer, prompts, targets, member.tiny_warmup_steps, cfg.seed + index)
+        warm_up(model, tokenizer, problems[:64], member.tiny_warmup_steps, cfg.seed + index, view=member.view)
         model.save_pretrained(warm)
         tokenizer.save_pretrained(warm)
         marker.write_text(json.dumps(spec))  # written last: marks a complete build
+
+
+def warm_up(
+    model: Any,
+    tokenizer: Any,
+    problems: Sequence[Problem],
+    steps: int,
+    seed: int,
+    *,
+    view: int = 0,
+    lr: float = 3e-3,
+) -> None:
+    """Teach a random tiny model to state one of each problem's answer forms (``warmup_answers``)
+    after the member prompt of ``view``, so that votes, labels and rewards are non-trivial."""
+    prompts = [member_prompt(p, view) for p in problems]
+    teach_answer_format(model, tokenizer, prompts, [warmup_answers(p) for p in problems], steps, seed, lr=lr)
 
 
 def warmup_answers(problem: Problem) -> list[str]:
