@@ -97,10 +97,11 @@ def _plain_trl(cfg, clock) -> list[dict]:
     from trl import GRPOTrainer
 
     from councilzoo.learners import engine
-    from councilzoo.learners.cohort import load_problems, member_args, member_prompt
+    from councilzoo.learners.cohort import load_items, member_prompt
+    from councilzoo.learners.member import member_args
 
     args = member_args(cfg, 0)
-    problems = load_problems(cfg.data, cfg.seed)
+    problems = load_items(cfg.data, cfg.seed)
     rows = engine.problem_rows(
         problems, cfg.seed, engine.rounds_needed(args), cfg.prompts_per_step, lambda p: member_prompt(p, 0)
     )
@@ -134,8 +135,8 @@ def _changed_fraction(before: Path, after: Path) -> dict:
 def child(spec: dict) -> dict:
     """Train one configuration; per-step wall times, TRL's logged rows, optionally weight change."""
     from councilzoo.learners.baselines import GRPO
-    from councilzoo.learners.cohort import run_member
     from councilzoo.learners.logging import read_metrics
+    from councilzoo.learners.member import run_member
 
     cfg = _cohort_config(spec)
     clock = _step_clock()
@@ -159,7 +160,7 @@ def build_model(folder: Path) -> Path:
     """The ~32k-vocabulary tiny model, taught the answer format (as cohort tiny members are)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from councilzoo.learners.cohort import warm_up
+    from councilzoo.learners.tiny_models import warm_up
     from councilzoo.tasks import synthetic_problems
     from councilzoo.testing import build_tiny_model
 

@@ -12,8 +12,9 @@ from councilzoo.rollout import RolloutEngine, RolloutStats
 _MODULES = {
     "councilzoo.learners.base": ("Learner", "register_learner", "get_learner", "learner_names"),
     "councilzoo.learners.cohort": (
-        "CohortLearner", "CohortConfig", "MemberConfig", "DataConfig", "CohortReward", "run_member",
+        "CohortLearner", "CohortConfig", "MemberConfig", "DataConfig", "EvalConfig", "CohortReward",
     ),
+    "councilzoo.learners.member": ("run_member",),
     "councilzoo.learners.launch": ("launch_cohort", "CohortFailed"),
     "councilzoo.learners.corl": ("CoRL", "CoRLConfig"),
     "councilzoo.learners.baselines": ("Baseline", "BaselineConfig", "GRPO", "TTRL", "RENT", "INTUITOR"),

@@ -2,9 +2,11 @@
 
 Co-RL and its baselines are one learner with different reward rules. Each member is one
 ``torchrun`` / ``accelerate launch`` world (any number of processes: data parallel, ZeRO, FSDP)
-that runs ``python -m councilzoo.learners.cohort CONFIG --member i``. The members share no
+that runs ``python -m councilzoo.learners.member CONFIG --member i``. The members share no
 parameters and no process group; only each world's main process joins the cohort link
 (``learners/distributed.py``), over which own labels travel keyed by (round, problem key).
+
+The member's world itself is ``learners/member.py``; the launcher ``learners/launch.py``.
 
 Per generation round TRL samples G completions of every item for the member (its own paraphrase
 view), then calls ``CohortReward``, which:
@@ -25,20 +27,17 @@ own devices), waits for it, and stops every member when one fails.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import json
-import os
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from councilzoo.config import config_to_dict, load_config
+from councilzoo.config import config_to_dict
 from councilzoo.envs import cohort_v0
 from councilzoo.envs.core import Action, Mode, TurnContext
 from councilzoo.envs.rewards import PEER_RULES, own_label
@@ -50,8 +49,6 @@ from councilzoo.learners.logging import check_report_to
 from councilzoo.tasks import (
     Problem,
     answers_for_batch,
-    extract_answer,
-    format_answer,
     load_problems,
     paraphrase,
 )
@@ -240,44 +237,6 @@ def load_items(data: DataConfig | EvalConfig, seed: int) -> list[Problem]:
     )
 
 
-class HeldOutAccuracy(engine.MetricsFile):
-    """Greedy accuracy of the member on held-out items before training and every ``eval_steps``
-    optimizer steps (and at the end), one JSON line per evaluation in ``path`` (main process)."""
-
-    def __init__(self, path: Path, problems: Sequence[Problem], every: int, max_new_tokens: int) -> None:
-        super().__init__(path)
-        self.problems, self.every, self.max_new_tokens = list(problems), every, max_new_tokens
-
-    def _evaluate(self, state, model, processing_class) -> None:
-        from councilzoo.agents.base import Sampling
-        from councilzoo.agents.generators.transformers_backend import TransformersGenerator
-        from councilzoo.tasks import answers_equivalent
-
-        generator = TransformersGenerator(getattr(model, "module", model), tokenizer=processing_class)
-        prompts = [member_prompt(p, 0) for p in self.problems]
-        greedy = Sampling(max_new_tokens=self.max_new_tokens, temperature=0.0)
-        texts = [g[0].text for g in generator.generate(prompts, n=1, sampling=greedy)]
-        hits = [
-            answers_equivalent(extract_answer(t, p.kind), p.answer, p.kind)
-            for t, p in zip(texts, self.problems, strict=True)
-        ]
-        with self.path.open("a") as fh:
-            fh.write(json.dumps({"step": state.global_step, "accuracy": sum(hits) / len(hits)}) + "\n")
-
-    def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
-        super().on_train_begin(args, state, control, **kwargs)
-        if state.is_world_process_zero and state.global_step == 0:
-            self._evaluate(state, model, processing_class)
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        return None
-
-    def on_step_end(self, args, state, control, model=None, processing_class=None, **kwargs):
-        due = state.global_step % self.every == 0 or state.global_step == state.max_steps
-        if state.is_world_process_zero and due:
-            self._evaluate(state, model, processing_class)
-
-
 def member_prompt(problem: Problem, view: int) -> list[dict[str, str]]:
     """The chat prompt a member answers: the game's member turn for its paraphrase view."""
     from councilzoo.agents.prompts import render_messages
@@ -423,244 +382,6 @@ class CohortReward:
         return {k: v for k, v in out.items() if v == v}  # NaN (no gold) is not logged
 
 
-# --- one member's world ---------------------------------------------------------------------------
-
-
-def member_args(cfg: CohortConfig, index: int) -> Any:
-    """The member's ``GRPOConfig`` (cohort trainer settings, then the member's own)."""
-    member = cfg.members[index]
-    return engine.grpo_args(
-        output_dir=cfg.member_dir(index),
-        max_steps=cfg.max_steps,
-        seed=cfg.seed,
-        save_steps=cfg.save_steps,
-        report_to=cfg.report_to,
-        num_generations=cfg.num_generations,
-        prompts_per_round=cfg.prompts_per_step,
-        max_completion_length=cfg.max_completion_length,
-        run_name=f"{Path(cfg.output_dir).name}-{member.name}",
-        overrides={**cfg.trainer, **member.trainer},
-    )
-
-
-def member_model_path(cfg: CohortConfig, index: int) -> str:
-    """The member's model folder: a resolved local/hub model, or its built tiny model."""
-    from councilzoo.agents.generators.common import resolve_model_path
-
-    member = cfg.members[index]
-    if member.tiny_family:
-        return str(_tiny_model_dir(cfg, index))
-    return resolve_model_path(member.model)
-
-
-def _tiny_model_dir(cfg: CohortConfig, index: int) -> Path:
-    root = Path(cfg.tiny_models_dir) if cfg.tiny_models_dir else Path(cfg.output_dir) / "models"
-    member = cfg.members[index]
-    return root / (member.name if member.tiny_warmup_steps else f"{member.name}-base")
-
-
-def build_tiny_models(cfg: CohortConfig, problems: Sequence[Problem]) -> None:
-    """Build (or reuse) every tiny_family member's model, warmed up to state answers."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from councilzoo.testing import build_tiny_model
-
-    for index, member in enumerate(cfg.members):
-        if not member.tiny_family:
-            continue
-        root = _tiny_model_dir(cfg, index).parent
-        base = build_tiny_model(
-            root / f"{member.name}-base", family=member.tiny_family, seed=cfg.seed + index
-        )
-        if not member.tiny_warmup_steps:
-            continue
-        spec = {
-            "steps": member.tiny_warmup_steps,
-            "seed": cfg.seed + index,
-            "view": member.view,
-            "data": config_to_dict(cfg.data),
-            "family": member.tiny_family,
-        }
-        warm = root / member.name
-        marker = warm / "councilzoo_warmup.json"
-        if marker.is_file() and json.loads(marker.read_text()) == spec:
-            continue
-        model, tokenizer = AutoModelForCausalLM.from_pretrained(base), AutoTokenizer.from_pretrained(base)
-        warm_up(model, tokenizer, problems[:64], member.tiny_warmup_steps, cfg.seed + index, view=member.view)
-        model.save_pretrained(warm)
-        tokenizer.save_pretrained(warm)
-        marker.write_text(json.dumps(spec))  # written last: marks a complete build
-
-
-def warm_up(
-    model: Any,
-    tokenizer: Any,
-    problems: Sequence[Problem],
-    steps: int,
-    seed: int,
-    *,
-    view: int = 0,
-    lr: float = 3e-3,
-) -> None:
-    """Teach a random tiny model to state one of each problem's answer forms (``warmup_answers``)
-    after the member prompt of ``view``, so that votes, labels and rewards are non-trivial."""
-    prompts = [member_prompt(p, view) for p in problems]
-    teach_answer_format(model, tokenizer, prompts, [warmup_answers(p) for p in problems], steps, seed, lr=lr)
-
-
-def warmup_answers(problem: Problem) -> list[str]:
-    """What a warmed-up tiny model may answer: a random letter, or for code one of the problem's
-    programs (its solution or a wrong one), each in the canonical answer format."""
-    if problem.kind == "code":
-        programs = [problem.metadata["solution"], *problem.metadata.get("distractors", ())]
-        return [format_answer(program, "code") for program in programs]
-    return [f"The answer is {format_answer(letter, 'multiple_choice')}." for letter in "ABCD"]
-
-
-def teach_answer_format(
-    model: Any,
-    tokenizer: Any,
-    prompts: Sequence[list[dict[str, str]]],
-    targets: Sequence[Sequence[str]],
-    steps: int,
-    seed: int,
-    lr: float = 3e-3,
-    batch_size: int = 16,
-) -> None:
-    """A few SFT steps on ``prompt -> target``, the target drawn uniformly from the prompt's own
-    ``targets``: a random tiny model then states (random) answers, so labels, votes and rewards
-    are non-trivial on CPU. Test scaffolding for random models, not a policy update."""
-    import torch
-
-    rng = np.random.default_rng(seed)
-    torch.manual_seed(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-    device = next(model.parameters()).device
-    model.train()
-    for _ in range(steps):
-        rows, masks = [], []
-        for i in rng.integers(0, len(prompts), size=batch_size):
-            prompt = tokenizer.apply_chat_template(prompts[i], add_generation_prompt=True, tokenize=False)
-            answer = targets[i][rng.integers(len(targets[i]))] + tokenizer.eos_token
-            p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-            a_ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
-            rows.append(p_ids + a_ids)
-            masks.append([0] * len(p_ids) + [1] * len(a_ids))
-        width = max(map(len, rows))
-        ids = torch.tensor([r + [tokenizer.pad_token_id] * (width - len(r)) for r in rows])
-        labels = torch.tensor([m + [0] * (width - len(m)) for m in masks])
-        attention = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
-        ids, labels, attention = (t.to(device) for t in (ids, labels, attention))
-        loss = model(input_ids=ids, attention_mask=attention, labels=ids.masked_fill(labels == 0, -100)).loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-
-
-def _resume_checkpoint(cfg: CohortConfig, index: int, link: CohortLink | None, resume: bool) -> str | None:
-    """The checkpoint every member has (the newest common step), or None to start fresh."""
-    mine = engine.checkpoint_steps(cfg.member_dir(index)) if resume else []
-    steps = link.agree_on_checkpoint(mine) if link is not None else (max(mine) if mine else None)
-    return str(cfg.member_dir(index) / f"checkpoint-{steps}") if steps is not None else None
-
-
-def run_member(
-    cfg: CohortConfig,
-    index: int,
-    reward_functions: Callable[..., list],
-    resume: bool = False,
-    callbacks: Sequence[Any] = (),
-) -> dict[str, float]:
-    """Train member ``index`` in this process's world; returns its last logged row (main process).
-
-    ``reward_functions(cfg, index, problems, link)`` gives the learner's TRL reward functions.
-    Peer rules join the cohort link from the world's main process; every member must agree on the
-    config fingerprint and on the checkpoint to resume from.
-    """
-    quiet_loading()
-    args = member_args(cfg, index)
-    problems = load_items(cfg.data, cfg.seed)
-    model_path = member_model_path(cfg, index)
-    member = cfg.members[index]
-    view = member.view
-    rows = engine.problem_rows(
-        problems, cfg.seed, engine.rounds_needed(args), cfg.prompts_per_step, lambda p: member_prompt(p, view)
-    )
-    rank = int(os.environ.get("RANK", "0"))
-    link = None
-    if cfg.reward_rule in PEER_RULES and rank == 0:
-        link = CohortLink(
-            cfg.distributed, index, len(cfg.members), run_id="cohort", fingerprint=cfg.fingerprint()
-        )
-    _tracker_env(cfg, member.name)
-    if cfg.eval.eval_steps:
-        held_out = load_items(cfg.eval, cfg.seed)
-        callbacks = [
-            *callbacks,
-            HeldOutAccuracy(
-                cfg.member_dir(index) / "eval.jsonl", held_out, cfg.eval.eval_steps, cfg.max_completion_length
-            ),
-        ]
-    cbs = [
-        engine.MetricsFile(cfg.member_dir(index) / "metrics.jsonl"),
-        engine.StepProgress(member.name, index),
-        *callbacks,
-    ]
-    with link if link is not None else _nullcontext():
-        checkpoint = _resume_checkpoint(cfg, index, link, resume) if rank == 0 else None
-        checkpoint = _broadcast_from_main(checkpoint)
-        trainer = engine.build_trainer(
-            model_path, model_path, args, rows, reward_functions(cfg, index, problems, link), cbs, member.peft
-        )
-        trainer.train(resume_from_checkpoint=checkpoint)
-        final = cfg.member_dir(index) / "final"
-        trainer.save_model(str(final))
-        if trainer.accelerator.is_main_process:
-            trainer.processing_class.save_pretrained(str(final))
-    history = [r for r in trainer.state.log_history if "reward" in r]
-    return history[-1] if history else {}
-
-
-class _nullcontext:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return None
-
-
-def _broadcast_from_main(value: Any) -> Any:
-    """``value`` of world rank 0 on every rank (a no-op outside a distributed world)."""
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()):
-        return value
-    box = [value]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
-
-
-def _tracker_env(cfg: CohortConfig, member: str) -> None:
-    """Per-member trackers: one wandb run per member (stable id, so a resume continues it), grouped
-    by the cohort's run; TensorBoard writes under the member's own folder."""
-    run = Path(cfg.output_dir).name
-    os.environ.setdefault("WANDB_PROJECT", cfg.project)
-    os.environ.setdefault("WANDB_RUN_GROUP", run)
-    os.environ.setdefault(
-        "WANDB_RUN_ID", hashlib.sha256(f"{cfg.fingerprint()}/{member}".encode()).hexdigest()[:12]
-    )
-    os.environ.setdefault("WANDB_RESUME", "allow")
-    os.environ.setdefault("TRACKIO_PROJECT", cfg.project)
-
-
-def quiet_loading() -> None:
-    """No per-file loading bars from transformers and the hub: the step bars are the progress."""
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-
-
 class CohortLearner(Learner):
     """A learner whose members are cohort worlds; subclasses name it and may swap the rewards."""
 
@@ -678,23 +399,3 @@ class CohortLearner(Learner):
 
         spec = f"{type(self).__module__}:{type(self).__qualname__}"  # what the member worlds import
         return launch_cohort(self.cfg, spec, members=members, resume=resume, overwrite=overwrite)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m councilzoo.learners.cohort CONFIG --learner NAME --member I``: one member's world."""
-    from councilzoo.learners.base import get_learner
-
-    parser = argparse.ArgumentParser(prog="councilzoo.learners.cohort")
-    parser.add_argument("config")
-    parser.add_argument("--learner", required=True)
-    parser.add_argument("--member", type=int, required=True)
-    parser.add_argument("--resume", action="store_true")
-    args = parser.parse_args(argv)
-    learner = get_learner(args.learner)
-    cfg = load_config(args.config, learner.config_class)
-    run_member(cfg, args.member, learner.reward_functions, resume=args.resume)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -21,16 +21,10 @@ from pathlib import Path
 
 from councilzoo.config import ConfigError, write_run_files
 from councilzoo.learners import engine
-from councilzoo.learners.cohort import (
-    CohortConfig,
-    MemberConfig,
-    build_tiny_models,
-    load_items,
-    member_args,
-    member_model_path,
-    quiet_loading,
-)
+from councilzoo.learners.cohort import CohortConfig, MemberConfig, load_items
 from councilzoo.learners.logging import read_metrics
+from councilzoo.learners.member import member_args, member_model_path, quiet_loading
+from councilzoo.learners.tiny_models import build_tiny_models
 
 
 def _free_port() -> int:
@@ -45,7 +39,7 @@ def member_command(
     """How member ``index``'s world starts: python (one process), torchrun, or accelerate launch."""
     entry = [
         "-m",
-        "councilzoo.learners.cohort",
+        "councilzoo.learners.member",
         str(config_path),
         "--learner",
         learner,

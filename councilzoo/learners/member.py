@@ -1,0 +1,208 @@
+"""One cohort member's world: its GRPOTrainer, joined to the cohort from the world's main process.
+
+``python -m councilzoo.learners.member CONFIG --learner NAME --member I`` is what the launcher
+starts (under ``torchrun`` or ``accelerate launch`` for a world of several processes).
+``run_member`` builds the member's ``GRPOConfig`` (cohort trainer settings, then the member's
+own), its round-ordered dataset and reward functions, joins the cohort link (peer rules, rank 0
+only), agrees with the peers on the checkpoint to resume from, trains and saves the final model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+from councilzoo.config import load_config
+from councilzoo.envs.rewards import PEER_RULES
+from councilzoo.learners import engine
+from councilzoo.learners.cohort import CohortConfig, load_items, member_prompt
+from councilzoo.learners.distributed import CohortLink
+from councilzoo.learners.tiny_models import tiny_model_dir
+from councilzoo.tasks import Problem, answers_equivalent, extract_answer
+
+
+class HeldOutAccuracy(engine.MetricsFile):
+    """Greedy accuracy of the member on held-out items before training and every ``eval_steps``
+    optimizer steps (and at the end), one JSON line per evaluation in ``path`` (main process)."""
+
+    def __init__(self, path: Path, problems: Sequence[Problem], every: int, max_new_tokens: int) -> None:
+        super().__init__(path)
+        self.problems, self.every, self.max_new_tokens = list(problems), every, max_new_tokens
+
+    def _evaluate(self, state, model, processing_class) -> None:
+        from councilzoo.agents.base import Sampling
+        from councilzoo.agents.generators.transformers_backend import TransformersGenerator
+
+        generator = TransformersGenerator(getattr(model, "module", model), tokenizer=processing_class)
+        prompts = [member_prompt(p, 0) for p in self.problems]
+        greedy = Sampling(max_new_tokens=self.max_new_tokens, temperature=0.0)
+        texts = [g[0].text for g in generator.generate(prompts, n=1, sampling=greedy)]
+        hits = [
+            answers_equivalent(extract_answer(t, p.kind), p.answer, p.kind)
+            for t, p in zip(texts, self.problems, strict=True)
+        ]
+        with self.path.open("a") as fh:
+            fh.write(json.dumps({"step": state.global_step, "accuracy": sum(hits) / len(hits)}) + "\n")
+
+    def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
+        super().on_train_begin(args, state, control, **kwargs)
+        if state.is_world_process_zero and state.global_step == 0:
+            self._evaluate(state, model, processing_class)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        return None
+
+    def on_step_end(self, args, state, control, model=None, processing_class=None, **kwargs):
+        due = state.global_step % self.every == 0 or state.global_step == state.max_steps
+        if state.is_world_process_zero and due:
+            self._evaluate(state, model, processing_class)
+
+
+def member_args(cfg: CohortConfig, index: int) -> Any:
+    """The member's ``GRPOConfig`` (cohort trainer settings, then the member's own)."""
+    member = cfg.members[index]
+    return engine.grpo_args(
+        output_dir=cfg.member_dir(index),
+        max_steps=cfg.max_steps,
+        seed=cfg.seed,
+        save_steps=cfg.save_steps,
+        report_to=cfg.report_to,
+        num_generations=cfg.num_generations,
+        prompts_per_round=cfg.prompts_per_step,
+        max_completion_length=cfg.max_completion_length,
+        run_name=f"{Path(cfg.output_dir).name}-{member.name}",
+        overrides={**cfg.trainer, **member.trainer},
+    )
+
+
+def member_model_path(cfg: CohortConfig, index: int) -> str:
+    """The member's model folder: a resolved local/hub model, or its built tiny model."""
+    from councilzoo.agents.generators.common import resolve_model_path
+
+    member = cfg.members[index]
+    if member.tiny_family:
+        return str(tiny_model_dir(cfg, index))
+    return resolve_model_path(member.model)
+
+
+def _resume_checkpoint(cfg: CohortConfig, index: int, link: CohortLink | None, resume: bool) -> str | None:
+    """The checkpoint every member has (the newest common step), or None to start fresh."""
+    mine = engine.checkpoint_steps(cfg.member_dir(index)) if resume else []
+    steps = link.agree_on_checkpoint(mine) if link is not None else (max(mine) if mine else None)
+    return str(cfg.member_dir(index) / f"checkpoint-{steps}") if steps is not None else None
+
+
+def run_member(
+    cfg: CohortConfig,
+    index: int,
+    reward_functions: Callable[..., list],
+    resume: bool = False,
+    callbacks: Sequence[Any] = (),
+) -> dict[str, float]:
+    """Train member ``index`` in this process's world; returns its last logged row (main process).
+
+    ``reward_functions(cfg, index, problems, link)`` gives the learner's TRL reward functions.
+    Peer rules join the cohort link from the world's main process; every member must agree on the
+    config fingerprint and on the checkpoint to resume from.
+    """
+    quiet_loading()
+    args = member_args(cfg, index)
+    problems = load_items(cfg.data, cfg.seed)
+    model_path = member_model_path(cfg, index)
+    member = cfg.members[index]
+    view = member.view
+    rows = engine.problem_rows(
+        problems, cfg.seed, engine.rounds_needed(args), cfg.prompts_per_step, lambda p: member_prompt(p, view)
+    )
+    rank = int(os.environ.get("RANK", "0"))
+    link = None
+    if cfg.reward_rule in PEER_RULES and rank == 0:
+        link = CohortLink(
+            cfg.distributed, index, len(cfg.members), run_id="cohort", fingerprint=cfg.fingerprint()
+        )
+    _tracker_env(cfg, member.name)
+    if cfg.eval.eval_steps:
+        held_out = load_items(cfg.eval, cfg.seed)
+        callbacks = [
+            *callbacks,
+            HeldOutAccuracy(
+                cfg.member_dir(index) / "eval.jsonl", held_out, cfg.eval.eval_steps, cfg.max_completion_length
+            ),
+        ]
+    cbs = [
+        engine.MetricsFile(cfg.member_dir(index) / "metrics.jsonl"),
+        engine.StepProgress(member.name, index),
+        *callbacks,
+    ]
+    with link if link is not None else nullcontext():
+        checkpoint = _resume_checkpoint(cfg, index, link, resume) if rank == 0 else None
+        checkpoint = _broadcast_from_main(checkpoint)
+        trainer = engine.build_trainer(
+            model_path, model_path, args, rows, reward_functions(cfg, index, problems, link), cbs, member.peft
+        )
+        trainer.train(resume_from_checkpoint=checkpoint)
+        final = cfg.member_dir(index) / "final"
+        trainer.save_model(str(final))
+        if trainer.accelerator.is_main_process:
+            trainer.processing_class.save_pretrained(str(final))
+    history = [r for r in trainer.state.log_history if "reward" in r]
+    return history[-1] if history else {}
+
+
+def _broadcast_from_main(value: Any) -> Any:
+    """``value`` of world rank 0 on every rank (a no-op outside a distributed world)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def _tracker_env(cfg: CohortConfig, member: str) -> None:
+    """Per-member trackers: one wandb run per member (stable id, so a resume continues it), grouped
+    by the cohort's run; TensorBoard writes under the member's own folder."""
+    run = Path(cfg.output_dir).name
+    os.environ.setdefault("WANDB_PROJECT", cfg.project)
+    os.environ.setdefault("WANDB_RUN_GROUP", run)
+    os.environ.setdefault(
+        "WANDB_RUN_ID", hashlib.sha256(f"{cfg.fingerprint()}/{member}".encode()).hexdigest()[:12]
+    )
+    os.environ.setdefault("WANDB_RESUME", "allow")
+    os.environ.setdefault("TRACKIO_PROJECT", cfg.project)
+
+
+def quiet_loading() -> None:
+    """No per-file loading bars from transformers and the hub: the step bars are the progress."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m councilzoo.learners.member CONFIG --learner NAME --member I``."""
+    from councilzoo.learners.base import get_learner
+
+    parser = argparse.ArgumentParser(prog="councilzoo.learners.member")
+    parser.add_argument("config")
+    parser.add_argument("--learner", required=True)
+    parser.add_argument("--member", type=int, required=True)
+    parser.add_argument("--resume", action="store_true")
+    args = parser.parse_args(argv)
+    learner = get_learner(args.learner)
+    cfg = load_config(args.config, learner.config_class)
+    run_member(cfg, args.member, learner.reward_functions, resume=args.resume)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
