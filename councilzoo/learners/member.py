@@ -25,7 +25,7 @@ from councilzoo.learners import engine
 from councilzoo.learners.cohort import CohortConfig, load_items, member_prompt
 from councilzoo.learners.distributed import CohortLink
 from councilzoo.learners.tiny_models import tiny_model_dir
-from councilzoo.tasks import Problem, answers_equivalent, extract_answer
+from councilzoo.tasks import Problem, answers_equivalent, answers_for_batch
 
 
 class HeldOutAccuracy(engine.MetricsFile):
@@ -44,9 +44,10 @@ class HeldOutAccuracy(engine.MetricsFile):
         prompts = [member_prompt(p, 0) for p in self.problems]
         greedy = Sampling(max_new_tokens=self.max_new_tokens, temperature=0.0)
         texts = [g[0].text for g in generator.generate(prompts, n=1, sampling=greedy)]
+        # code: each program's output signature, all run in one sandbox call
+        answers = answers_for_batch([(p, [t]) for p, t in zip(self.problems, texts, strict=True)])
         hits = [
-            answers_equivalent(extract_answer(t, p.kind), p.answer, p.kind)
-            for t, p in zip(texts, self.problems, strict=True)
+            answers_equivalent(a, p.answer, p.kind) for [a], p in zip(answers, self.problems, strict=True)
         ]
         with self.path.open("a") as fh:
             fh.write(json.dumps({"step": state.global_step, "accuracy": sum(hits) / len(hits)}) + "\n")
