@@ -1,4 +1,4 @@
-"""Answer extraction, equivalence, verdicts and plurality (REFERENCE.md section 2 failures included)."""
+"""Answer extraction, equivalence, verdicts and plurality (the released code's parsing failures included)."""
 
 from __future__ import annotations
 

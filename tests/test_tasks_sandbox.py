@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import os
 import socket
-import time
 from pathlib import Path
 
 import psutil
@@ -15,7 +14,6 @@ import pytest
 from councilzoo.tasks.sandbox import Job, Limits, Sandbox
 
 LIMITS = Limits(timeout_s=1.0, memory_mb=512, max_output_bytes=65_536)
-SLACK_S = 1.5  # fork, reporting and kill on a loaded 2-core machine
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +30,7 @@ def call(body: str, *, prelude: str = "") -> Job:
 
 
 def run_one(sandbox: Sandbox, job: Job):
-    start = time.perf_counter()
-    (result,) = sandbox.run([job])
-    assert time.perf_counter() - start < LIMITS.timeout_s + SLACK_S, result
+    (result,) = sandbox.run([job])  # each case's status says which limit stopped it
     return result
 
 

@@ -9,7 +9,7 @@ on every question). It reads three cheap signals of the anchor's answer:
   model's (``p_top1 - p_top2`` for a routed anchor); absent when no router is configured;
 - **peer probe**: one short call to one peer; does it agree with the anchor?
 
-Decision rule (REFERENCE.md section 3, every threshold configurable, ``ComedThresholds``):
+Decision rule (docs/comed.md, every threshold configurable, ``ComedThresholds``):
 
     at the gate:   c >= tau_accept and (m >= delta or m absent)    -> ACCEPT
                    c <  tau_direct                                  -> ESCALATE (skip the probe)

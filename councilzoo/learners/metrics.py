@@ -11,7 +11,7 @@ All functions take extracted answers (None = no answer) and compare them up to e
   are equivalent.
 - ``collapse_rate``: share of groups whose G samples all state the same answer. At 1.0 a member
   gets no GRPO signal under self-consistency rewards and no longer explores: the collapse that
-  label-free intrinsic rewards show (REFERENCE 4); Co-RL's peer rewards are meant to avoid it.
+  label-free intrinsic rewards show; Co-RL's peer rewards are meant to avoid it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """TRACER: turn-level RL for cooperative multi-LLM reasoning, on ``councilzoo/review-v0``.
 
-Two layers (REFERENCE.md section 2), each step:
+Two layers (docs/tracer.md), each step:
 
 1. **Controller layer.** Proposers choose KEEP/REFRESH and reviewers SKIP/SPEAK by regret
    matching (``RegretMatchingController``: one ``councilzoo.theory.RegretMatcher`` per role over

@@ -1,7 +1,7 @@
 """``councilzoo repro comed``: selective escalation beats dense collaboration at lower cost,
 because it avoids harm.
 
-COMED's claim (REFERENCE.md section 3) at toy scale. The rescue-harm identity
+COMED's claim (docs/comed.md) at toy scale. The rescue-harm identity
 ``Acc - Acc_anchor = Rescue - Harm`` says dense collaboration helps only while the rescues it
 brings exceed the harms it does; a gate that escalates selectively keeps the rescues and avoids
 most harms. We sweep the peers' harm propensity (``swayed_prob``: the chance a peer holding a

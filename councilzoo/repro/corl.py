@@ -1,5 +1,5 @@
 """``councilzoo repro corl``: peer rewards without labels improve a cohort and resist collapse;
-diversity helps (Co-RL, REFERENCE.md section 1), at toy scale on a CPU.
+diversity helps (Co-RL, docs/learners.md), at toy scale on a CPU.
 
 Language-model part. Two tiny LMs SFT'd on two-digit addition to 35-55% held-out accuracy
 (``councilzoo.repro.tiny_lms``: ``solver-qwen-a``, a Qwen3-style model, and ``solver-llama-b``,

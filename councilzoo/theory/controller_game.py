@@ -1,6 +1,6 @@
 """TRACER's controller game: a binary skip/speak choice per information state, solved by RM.
 
-TRACER (REFERENCE.md section 2) gives each role a controller: the reviewer chooses SKIP or SPEAK,
+TRACER (docs/tracer.md) gives each role a controller: the reviewer chooses SKIP or SPEAK,
 the proposer KEEP or REFRESH; action index 0 is the free action (skip / keep) and 1 the call
 (speak / refresh). The controller is tabular regret matching per information state, fed with
 myopic oracle scores. Here the scores come from an ``OutcomeModel``: at state ``s`` the pending
