@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+from councilzoo.tasks.images import ImageInput, image_ref, is_image_input
 
 KINDS = ("math", "numeric", "multiple_choice", "code")
 
@@ -22,6 +24,10 @@ class Problem:
     JSON-serialisable metadata: ``entry_point`` (None: a stdin program), ``test_inputs``, and for
     labelled data ``test_script`` or ``expected_outputs``; ``answer`` is the output signature of the
     reference solution on the test inputs, so equivalence to it means "same outputs".
+
+    ``images`` are the figures the question refers to, in order (PIL images or image file paths;
+    see ``councilzoo.tasks.images``). Grading never looks at them; text-only agents see the
+    question alone.
     """
 
     id: str
@@ -31,14 +37,28 @@ class Problem:
     choices: tuple[str, ...] = ()
     source: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    images: tuple[ImageInput, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"Problem {self.id!r}: kind must be one of {KINDS}, got {self.kind!r}")
         self.choices = tuple(self.choices)
+        self.images = tuple(self.images)
+        for image in self.images:
+            if not is_image_input(image):
+                raise TypeError(
+                    f"Problem {self.id!r}: each image must be a PIL image or a file path, "
+                    f"got {type(image).__name__}"
+                )
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self, image_dir=None) -> dict[str, Any]:
+        """JSON-serialisable fields; images become paths (in-memory ones saved under ``image_dir``,
+        or written as their content hash when it is None), never pickled pixels."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["choices"] = list(self.choices)
+        out["metadata"] = dict(self.metadata)
+        out["images"] = [image_ref(image, image_dir) for image in self.images]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Problem:
