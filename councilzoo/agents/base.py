@@ -51,11 +51,20 @@ class Completion:
 @runtime_checkable
 class Generator(Protocol):
     """A text backend. ``prompts`` are chat message lists (``[{"role", "content"}, ...]``) or
-    already-rendered strings; the result holds ``n`` completions per prompt, in prompt order."""
+    already-rendered strings; the result holds ``n`` completions per prompt, in prompt order.
+
+    A backend that reads images sets ``accepts_images = True`` and takes user contents that are
+    lists of ``{"type": "image", "image": ...}`` / ``{"type": "text", "text": ...}`` parts; agents
+    send image parts only to such backends (``accepts_images``)."""
 
     def generate(
         self, prompts: list, n: int = 1, sampling: Sampling | None = None
     ) -> list[list[Completion]]: ...
+
+
+def accepts_images(generator: object) -> bool:
+    """Whether ``generator`` reads image parts (backends without the attribute are text-only)."""
+    return bool(getattr(generator, "accepts_images", False))
 
 
 @dataclass
@@ -64,7 +73,7 @@ class Request:
 
     context: TurnContext
     mode: Mode
-    messages: list[dict[str, str]] | None = None  # None: silent turn, no model call
+    messages: list[dict] | None = None  # None: silent turn, no model call
     n: int = 1
 
 

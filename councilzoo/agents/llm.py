@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from councilzoo.agents.base import Completion, Generator, Request, Sampling
+from councilzoo.agents.base import Completion, Generator, Request, Sampling, accepts_images
 from councilzoo.agents.controllers import Controller, default_mode, is_silent
 from councilzoo.agents.generators.common import checked_generate
 from councilzoo.agents.parsing import parse_action
@@ -72,7 +72,9 @@ class LLMAgent:
     ``samples_per_turn`` maps a role to its number of samples (default anchor 5, member 4, others
     1); ``max_chars`` bounds each quoted utterance in the prompt. ``render`` replaces the prompt
     renderer altogether (``TurnContext -> chat messages``), e.g. for a model fine-tuned on its own
-    prompt format; modes, sampling, batching and parsing stay the same.
+    prompt format; modes, sampling, batching and parsing stay the same. A problem's images go
+    into the prompt when the generator ``accepts_images``; a text-only generator gets the text
+    and a note that the question shows images it cannot see.
     """
 
     def __init__(
@@ -104,6 +106,7 @@ class LLMAgent:
         self.max_chars = max_chars
         self.render = render
         self.name = name
+        self._with_images = accepts_images(generator)
         self._calls = 0
 
     def __repr__(self) -> str:
@@ -121,7 +124,10 @@ class LLMAgent:
             n = int(ctx.extras.get("num_samples", self.samples_per_turn.get(ctx.role, 1)))
             messages = (
                 self.render(ctx) if self.render is not None
-                else render_messages(ctx, self.role_prompts, self.instructions, max_chars=self.max_chars)
+                else render_messages(
+                    ctx, self.role_prompts, self.instructions, max_chars=self.max_chars,
+                    with_images=self._with_images,
+                )
             )
             requests.append(Request(ctx, mode, messages, n))
         return requests

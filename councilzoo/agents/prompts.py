@@ -6,6 +6,12 @@ produces ``[{"role": "system", ...}, {"role": "user", ...}]``; the generator app
 tokenizer's chat template. The user message holds the question (with lettered options for
 multiple choice), what the others said most recently (answers and verdicts, each text cut to
 ``max_chars``), and the role's instruction.
+
+Problems with images: the user message becomes a list of content parts in Hugging Face's chat
+format, one ``{"type": "image", "image": ...}`` part per image ahead of the ``{"type": "text"}``
+part, which every backend converts to its own form (processor inputs, vLLM multi-modal data,
+OpenAI ``image_url`` parts). A text-only model gets the text alone, with a note saying how many
+images it cannot see (``with_images=False``).
 """
 
 from __future__ import annotations
@@ -107,17 +113,34 @@ def _context_section(ctx: TurnContext, max_chars: int) -> str:
     return "Answers from the other agents:\n\n" + "\n\n".join(_quote(x, max_chars) for x in others)
 
 
+def unseen_images_note(count: int) -> str:
+    """What a text-only model is told about the images it cannot see."""
+    figures = "an image" if count == 1 else f"{count} images"
+    return f"(The question refers to {figures} that you cannot see; answer from the text.)"
+
+
+def user_content(text: str, images: tuple, with_images: bool = True) -> str | list[dict]:
+    """A user message's content: ``text`` alone, or the image parts followed by ``text``."""
+    if not images:
+        return text
+    if not with_images:
+        return f"{unseen_images_note(len(images))}\n{text}"
+    return [{"type": "image", "image": image} for image in images] + [{"type": "text", "text": text}]
+
+
 def render_messages(
     ctx: TurnContext,
     role_prompts: Mapping[str, str] | None = None,
     instructions: Mapping[str, str] | None = None,
     *,
     max_chars: int = MAX_CHARS,
-) -> list[dict[str, str]]:
+    with_images: bool = True,
+) -> list[dict]:
     """Chat messages for ``ctx``: the role's system prompt, then question, context, instruction.
 
     ``role_prompts`` / ``instructions`` override the defaults per role; an unknown role uses the
-    ``peer`` texts.
+    ``peer`` texts. The problem's images lead the user message (``with_images=False``: a note
+    instead, for text-only models).
     """
     prompts = {**ROLE_PROMPTS, **(role_prompts or {})}
     closing = {**INSTRUCTIONS, **(instructions or {})}
@@ -126,5 +149,5 @@ def render_messages(
     user = "\n\n".join(p for p in parts if p)
     return [
         {"role": "system", "content": prompts.get(ctx.role, prompts["peer"])},
-        {"role": "user", "content": user},
+        {"role": "user", "content": user_content(user, ctx.problem.images, with_images)},
     ]

@@ -240,8 +240,12 @@ def grade(answer: str | None, problem: Problem) -> bool | None:
 
 
 def render_problem(problem: Problem) -> str:
+    """The problem as observation text; images appear as numbered placeholders (the pixels are in
+    ``turn_context(agent).images``)."""
     lines = [f"Question: {problem.question}"]
     lines += [f"({chr(65 + i)}) {choice}" for i, choice in enumerate(problem.choices)]
+    if problem.images:
+        lines.append("Images: " + " ".join(f"<image {i + 1}>" for i in range(len(problem.images))))
     return "\n".join(lines)
 
 

@@ -99,7 +99,7 @@ class Turn:
 class TurnContext:
     """Everything an agent may look at on its turn (richer than the PettingZoo observation).
 
-    LLM agents render ``problem.question`` and ``transcript`` into a prompt; simulated agents may
+    LLM agents render ``problem.question``, ``images`` and ``transcript`` into a prompt; simulated agents may
     read ``problem.answer`` and ``problem.metadata`` to simulate skill; controllers read
     ``features`` (the same vector as ``obs["features"]``) and ``legal_modes``.
     """
@@ -113,6 +113,12 @@ class TurnContext:
     legal_modes: tuple[Mode, ...]
     features: Any  # np.ndarray (float32)
     extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def images(self) -> tuple:
+        """The images this turn refers to: the problem's, in the order the observation numbers
+        them (``<image 1>``, ...); empty for text problems."""
+        return tuple(self.problem.images)
 
 
 @dataclass

@@ -237,12 +237,14 @@ def load_items(data: DataConfig | EvalConfig, seed: int) -> list[Problem]:
     )
 
 
-def member_prompt(problem: Problem, view: int) -> list[dict[str, str]]:
-    """The chat prompt a member answers: the game's member turn for its paraphrase view."""
+def member_prompt(problem: Problem, view: int, with_images: bool = False) -> list[dict]:
+    """The chat prompt a member answers: the game's member turn for its paraphrase view. A
+    vision-language member sees the problem's images; a text-only member the text and a note."""
     from councilzoo.agents.prompts import render_messages
 
     problem = paraphrase(problem, view)
-    return render_messages(TurnContext(0, "member", "member", 0, problem, (), (Mode.ANSWER,), NO_FEATURES))
+    ctx = TurnContext(0, "member", "member", 0, problem, (), (Mode.ANSWER,), NO_FEATURES)
+    return render_messages(ctx, with_images=with_images)
 
 
 # --- the reward: one cohort-v0 game per item ----------------------------------------------------

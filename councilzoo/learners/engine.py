@@ -182,13 +182,28 @@ def problem_rows(
     problems: Sequence[Problem], seed: int, rounds: int, per_round: int, render: Any
 ) -> list[dict[str, Any]]:
     """Dataset rows for ``rounds`` rounds: ``prompt`` (chat messages from ``render(problem)``),
-    ``problem_id``, ``problem_key`` and ``round``. Gold answers are never a column."""
+    ``problem_id``, ``problem_key`` and ``round``. Gold answers are never a column.
+
+    A prompt with image parts is stored in TRL's vision-language form: text-only messages plus an
+    ``images`` column, which GRPOTrainer puts back ahead of the first user message (where
+    ``render`` had them)."""
     rows = []
     for r in range(rounds):
         items = step_items(problems, seed, r, per_round)
         for problem, key in zip(items, item_keys(items), strict=True):
-            rows.append({"prompt": render(problem), "problem_id": problem.id, "problem_key": key, "round": r})
+            prompt, images = split_images(render(problem))
+            row = {"prompt": prompt, "problem_id": problem.id, "problem_key": key, "round": r}
+            rows.append({**row, "images": images} if images else row)
     return rows
+
+
+def split_images(messages: list[dict]) -> tuple[list[dict], list]:
+    """``messages`` with every content as text, and their images opened, in order."""
+    from councilzoo.agents.generators.common import message_images, text_content
+    from councilzoo.tasks.images import load_image
+
+    images = [load_image(image) for image in message_images(messages)]
+    return [{**m, "content": text_content(m["content"])} for m in messages], images
 
 
 def completion_text(completion: Any) -> str:
@@ -210,7 +225,6 @@ def build_trainer(
 ) -> Any:
     """A ``GRPOTrainer`` on ``rows`` with our callbacks in place of TRL's printed progress."""
     from datasets import Dataset
-    from transformers import AutoTokenizer
     from trl import GRPOTrainer
 
     peft_config = None
@@ -218,7 +232,7 @@ def build_trainer(
         from peft import LoraConfig
 
         peft_config = LoraConfig(task_type="CAUSAL_LM", **dict(peft))
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+    tokenizer = processing_class(tokenizer_path)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=reward_funcs,
@@ -237,6 +251,18 @@ def build_trainer(
         if hasattr(fn, "bind"):
             fn.bind(trainer)
     return trainer
+
+
+def processing_class(path: str) -> Any:
+    """The model's processor for a vision-language model (what GRPOTrainer needs to encode
+    images), else its tokenizer."""
+    from transformers import AutoConfig, AutoProcessor, AutoTokenizer
+
+    from councilzoo.agents.generators.transformers_backend import is_vision_language
+
+    if is_vision_language(AutoConfig.from_pretrained(path)):
+        return AutoProcessor.from_pretrained(path)
+    return AutoTokenizer.from_pretrained(path)
 
 
 def latest_trainer_checkpoint(output_dir: str | Path) -> Path | None:

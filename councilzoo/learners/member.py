@@ -37,11 +37,17 @@ class HeldOutAccuracy(engine.MetricsFile):
         self.problems, self.every, self.max_new_tokens = list(problems), every, max_new_tokens
 
     def _evaluate(self, state, model, processing_class) -> None:
+        from transformers import ProcessorMixin
+
         from councilzoo.agents.base import Sampling
         from councilzoo.agents.generators.transformers_backend import TransformersGenerator
 
-        generator = TransformersGenerator(getattr(model, "module", model), tokenizer=processing_class)
-        prompts = [member_prompt(p, 0) for p in self.problems]
+        model = getattr(model, "module", model)
+        if isinstance(processing_class, ProcessorMixin):
+            generator = TransformersGenerator(model, processor=processing_class)
+        else:
+            generator = TransformersGenerator(model, tokenizer=processing_class)
+        prompts = [member_prompt(p, 0, generator.accepts_images) for p in self.problems]
         greedy = Sampling(max_new_tokens=self.max_new_tokens, temperature=0.0)
         texts = [g[0].text for g in generator.generate(prompts, n=1, sampling=greedy)]
         # code: each program's output signature, all run in one sandbox call
@@ -93,6 +99,15 @@ def member_model_path(cfg: CohortConfig, index: int) -> str:
     return resolve_model_path(member.model)
 
 
+def member_sees_images(model_path: str) -> bool:
+    """Whether the member's model is a vision-language model (it then trains on the images)."""
+    from transformers import AutoConfig
+
+    from councilzoo.agents.generators.transformers_backend import is_vision_language
+
+    return is_vision_language(AutoConfig.from_pretrained(model_path))
+
+
 def _resume_checkpoint(cfg: CohortConfig, index: int, link: CohortLink | None, resume: bool) -> str | None:
     """The checkpoint every member has (the newest common step), or None to start fresh."""
     mine = engine.checkpoint_steps(cfg.member_dir(index)) if resume else []
@@ -118,9 +133,10 @@ def run_member(
     problems = load_items(cfg.data, cfg.seed)
     model_path = member_model_path(cfg, index)
     member = cfg.members[index]
-    view = member.view
+    view, vlm = member.view, member_sees_images(model_path)
     rows = engine.problem_rows(
-        problems, cfg.seed, engine.rounds_needed(args), cfg.prompts_per_step, lambda p: member_prompt(p, view)
+        problems, cfg.seed, engine.rounds_needed(args), cfg.prompts_per_step,
+        lambda p: member_prompt(p, view, vlm),
     )
     rank = int(os.environ.get("RANK", "0"))
     link = None

@@ -61,6 +61,9 @@ def check_request(prompts: list, n: int, sampling: Sampling | None) -> Sampling:
                 f"prompts[{i}] must be a string or a non-empty list of {{'role', 'content'}} dicts, "
                 f"got {prompt!r:.80}"
             )
+        for message in prompt:
+            if not isinstance(message["content"], str):
+                _check_parts(message["content"], i)
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError(f"n must be a positive integer, got {n!r}")
     sampling = Sampling() if sampling is None else sampling
@@ -75,6 +78,44 @@ def check_request(prompts: list, n: int, sampling: Sampling | None) -> Sampling:
     if isinstance(sampling.stop, str) or not all(isinstance(s, str) and s for s in sampling.stop):
         raise ValueError(f"Sampling.stop must be a tuple of non-empty strings, got {sampling.stop!r}")
     return sampling
+
+
+def _check_parts(content, index: int) -> None:
+    """A content-part list: text parts with a str, image parts with a PIL image or a path."""
+    from councilzoo.tasks.images import is_image_input
+
+    if not isinstance(content, list):
+        raise TypeError(f"prompts[{index}]: message content must be a str or a list of parts")
+    for part in content:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            continue
+        if kind == "image" and is_image_input(part.get("image")):
+            continue
+        raise TypeError(
+            f"prompts[{index}]: content parts must be {{'type': 'text', 'text': str}} or "
+            f"{{'type': 'image', 'image': PIL image or path}}, got {part!r:.80}"
+        )
+
+
+def message_images(prompt: str | list[dict]) -> list:
+    """The image parts' images of a chat prompt, in order (none for a rendered string)."""
+    if isinstance(prompt, str):
+        return []
+    return [
+        part["image"]
+        for message in prompt
+        if not isinstance(message["content"], str)
+        for part in message["content"]
+        if part["type"] == "image"
+    ]
+
+
+def text_content(content: str | list[dict]) -> str:
+    """A message's content as one string (text parts joined; image parts must be gone)."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(part["text"] for part in content if part["type"] == "text")
 
 
 def checked_generate(generator, prompts: list, n: int, sampling: Sampling | None) -> list[list[Completion]]:
@@ -118,6 +159,13 @@ def render_prompt(tokenizer, prompt: str | list[dict]) -> list[int]:
     if isinstance(prompt, str):
         text = prompt
     else:
+        if message_images(prompt):
+            raise ValueError(
+                f"model {getattr(tokenizer, 'name_or_path', '')!r} is text-only (no image processor) "
+                "but the prompt holds image parts: use a vision-language model, or render the "
+                "prompt without images (LLMAgent does so for text-only generators)"
+            )
+        prompt = [{**m, "content": text_content(m["content"])} for m in prompt]
         if not getattr(tokenizer, "chat_template", None):
             raise ValueError(
                 f"tokenizer {getattr(tokenizer, 'name_or_path', '')!r} has no chat template: pass "

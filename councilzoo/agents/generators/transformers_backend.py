@@ -4,6 +4,11 @@ The learner trains ``TransformersGenerator.model`` in place and generates again 
 backend is the reference for on-policy sampling: its log-probabilities are exactly those of the
 distribution the tokens were drawn from. Decoding is ``model.generate`` on left-padded batches;
 we only add a last logits processor that reads off the sampled tokens' log-probabilities.
+
+Vision-language models (a config with a ``vision_config``) load as ``AutoModelForImageTextToText``
+with their ``AutoProcessor``: prompts with image parts are rendered by the processor's chat
+template and encoded with their images batch by batch, so a row's ``prompt_token_ids`` hold the
+expanded image placeholder tokens the model saw.
 """
 
 from __future__ import annotations
@@ -13,7 +18,10 @@ from dataclasses import replace
 
 import torch
 from transformers import (
+    AutoConfig,
     AutoModelForCausalLM,
+    AutoModelForImageTextToText,
+    AutoProcessor,
     AutoTokenizer,
     GenerationConfig,
     LogitsProcessor,
@@ -24,7 +32,13 @@ from transformers import (
 )
 
 from councilzoo.agents.base import Completion, Sampling
-from councilzoo.agents.generators.common import check_request, render_prompt, resolve_model_path
+from councilzoo.agents.generators.common import (
+    check_request,
+    message_images,
+    render_prompt,
+    resolve_model_path,
+)
+from councilzoo.tasks.images import load_image
 
 # Values that switch off the processors transformers would otherwise add from the model's own
 # generation_config (Qwen ships temperature 0.7, top_k 20, repetition_penalty 1.05): decoding
@@ -68,13 +82,19 @@ def _resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> tor
     return resolved
 
 
+def is_vision_language(config) -> bool:
+    """Whether a model config describes an image-text-to-text model."""
+    return getattr(config, "vision_config", None) is not None
+
+
 class TransformersGenerator:
-    """A ``Generator`` over a transformers causal LM.
+    """A ``Generator`` over a transformers causal LM or vision-language model.
 
     - ``model_or_path``: a local model directory, a cached hub name, or a loaded model with
       ``generate`` (a ``PreTrainedModel`` or a peft ``PeftModel``; then ``tokenizer`` is
-      required). ``.model`` and ``.tokenizer`` are public: a learner may update ``.model`` in
-      place and the next ``generate`` uses it.
+      required, or ``processor`` for a vision-language model). ``.model``, ``.tokenizer`` and
+      ``.processor`` (None for text models) are public: a learner may update ``.model`` in place
+      and the next ``generate`` uses it. ``accepts_images`` is True when there is a processor.
     - ``device``: default CUDA when available, else CPU (a loaded model stays where it is).
     - ``dtype``: default float32 on CPU, the checkpoint's dtype on GPU.
     - ``batch_size``: sequences per ``model.generate`` call; ``n`` samples of a prompt are
@@ -96,6 +116,7 @@ class TransformersGenerator:
         model_or_path: str | os.PathLike | PreTrainedModel | torch.nn.Module,
         *,
         tokenizer=None,
+        processor=None,
         device: str | torch.device | None = None,
         dtype: str | torch.dtype | None = None,
         batch_size: int = 64,
@@ -103,15 +124,22 @@ class TransformersGenerator:
     ):
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        self.processor = processor
         if isinstance(model_or_path, (str, os.PathLike)):
             target = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
             path = resolve_model_path(model_or_path)
+            loader = AutoModelForCausalLM
+            if is_vision_language(AutoConfig.from_pretrained(path)):
+                loader = AutoModelForImageTextToText
+                self.processor = processor if processor is not None else AutoProcessor.from_pretrained(path)
+                tokenizer = self.processor.tokenizer
             self.tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(path)
-            self.model = AutoModelForCausalLM.from_pretrained(path, dtype=_resolve_dtype(dtype, target))
+            self.model = loader.from_pretrained(path, dtype=_resolve_dtype(dtype, target))
             self.model.to(target)
         elif isinstance(model_or_path, torch.nn.Module) and hasattr(model_or_path, "generate"):
+            tokenizer = tokenizer if tokenizer is not None or processor is None else processor.tokenizer
             if tokenizer is None:
-                raise ValueError("tokenizer is required when model_or_path is a loaded model")
+                raise ValueError("tokenizer (or processor) is required when model_or_path is a loaded model")
             self.model, self.tokenizer = model_or_path, tokenizer
             if device is not None:
                 self.model.to(device)
@@ -141,12 +169,19 @@ class TransformersGenerator:
     def device(self) -> torch.device:
         return self.model.device
 
+    @property
+    def accepts_images(self) -> bool:
+        return self.processor is not None
+
     def generate(self, prompts: list, n: int = 1, sampling: Sampling | None = None) -> list[list[Completion]]:
         """``n`` completions per prompt, in prompt order (see the class docstring for the contract)."""
         sampling = check_request(prompts, n, sampling)
-        prompt_ids = [render_prompt(self.tokenizer, p) for p in prompts]
+        if self.processor is None:
+            encoded = [render_prompt(self.tokenizer, p) for p in prompts]
+        else:  # images are opened (and checked) before any decoding starts
+            encoded = [(p, [load_image(image) for image in message_images(p)]) for p in prompts]
         copies = 1 if sampling.greedy else n  # greedy samples are identical: decode once, copy
-        rows = [ids for ids in prompt_ids for _ in range(copies)]
+        rows = [row for row in encoded for _ in range(copies)]
         seed = sampling.seed
         if seed is None:
             seed = int(torch.randint(0, 2**62, (1,), generator=self._seeds))
@@ -164,14 +199,39 @@ class TransformersGenerator:
         grouped = [completions[i * copies : (i + 1) * copies] for i in range(len(prompts))]
         return [group if copies == n else [replace(group[0]) for _ in range(n)] for group in grouped]
 
+    def _on_device(self, tensor: torch.Tensor) -> torch.Tensor:
+        """An input on the model's device; pixel values also in the model's dtype (bf16 on GPU)."""
+        if tensor.is_floating_point():
+            return tensor.to(self.device, dtype=self.model.dtype)
+        return tensor.to(self.device)
+
+    def _encode_batch(self, rows: list) -> tuple[dict[str, torch.Tensor], list[list[int]]]:
+        """Left-padded model inputs for a batch of rows, and each row's own prompt token ids."""
+        if self.processor is None:
+            width = max(len(r) for r in rows)
+            input_ids = torch.full((len(rows), width), self._pad_id, dtype=torch.long)
+            attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+            for i, r in enumerate(rows):  # left padding: every prompt ends at the last column
+                input_ids[i, width - len(r) :] = torch.tensor(r)
+                attention_mask[i, width - len(r) :] = 1
+            return {"input_ids": input_ids, "attention_mask": attention_mask}, rows
+        texts = [
+            p if isinstance(p, str)
+            else self.processor.apply_chat_template(p, add_generation_prompt=True, tokenize=False)
+            for p, _ in rows
+        ]
+        images = [imgs for _, imgs in rows]
+        self.processor.tokenizer.padding_side = "left"
+        inputs = self.processor(
+            text=texts, images=images if any(images) else None, padding=True, return_tensors="pt"
+        )
+        pairs = zip(inputs["input_ids"], inputs["attention_mask"], strict=True)
+        return dict(inputs), [row[mask.bool()].tolist() for row, mask in pairs]
+
     @torch.inference_mode()
-    def _generate_batch(self, rows: list[list[int]], sampling: Sampling) -> list[Completion]:
-        width = max(len(r) for r in rows)
-        input_ids = torch.full((len(rows), width), self._pad_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, r in enumerate(rows):  # left padding: every prompt ends at the last column
-            input_ids[i, width - len(r) :] = torch.tensor(r)
-            attention_mask[i, width - len(r) :] = 1
+    def _generate_batch(self, rows: list, sampling: Sampling) -> list[Completion]:
+        inputs, prompt_ids = self._encode_batch(rows)
+        width = inputs["input_ids"].shape[1]
         recorder = _SampledLogprobs()
         processors = LogitsProcessorList()
         if not sampling.greedy:
@@ -189,8 +249,7 @@ class TransformersGenerator:
             **(_NEUTRAL_GREEDY if sampling.greedy else _NEUTRAL_SAMPLING),
         )
         sequences = self.model.generate(
-            input_ids=input_ids.to(self.device),
-            attention_mask=attention_mask.to(self.device),
+            **{k: self._on_device(v) for k, v in inputs.items()},
             generation_config=config,
             logits_processor=processors,
             tokenizer=self.tokenizer if sampling.stop else None,
@@ -199,7 +258,7 @@ class TransformersGenerator:
         logprobs = recorder.finish(new_tokens).cpu().tolist()
         return [
             self._completion(prompt, tokens, lps, sampling.stop)
-            for prompt, tokens, lps in zip(rows, new_tokens.cpu().tolist(), logprobs, strict=True)
+            for prompt, tokens, lps in zip(prompt_ids, new_tokens.cpu().tolist(), logprobs, strict=True)
         ]
 
     def _completion(self, prompt: list[int], tokens: list[int], logprobs: list[float], stop) -> Completion:
