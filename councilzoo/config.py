@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -180,3 +181,10 @@ def write_run_files(out_dir: str | Path, cfg: Any, seed: int | None = None, **ex
     out.mkdir(parents=True, exist_ok=True)
     dump_config(cfg, out / "config.yaml")
     (out / "run.json").write_text(json.dumps(run_metadata(seed, **extra), indent=2))
+
+
+def cache_home() -> Path:
+    """Where councilzoo keeps what it builds offline (tiny models, trained tiny LMs):
+    ``$COUNCILZOO_CACHE``, else ``~/.cache/councilzoo``."""
+    base = os.environ.get("COUNCILZOO_CACHE")
+    return Path(base) if base else Path.home() / ".cache" / "councilzoo"

@@ -197,11 +197,14 @@ def problem_rows(
     return rows
 
 
-def split_images(messages: list[dict]) -> tuple[list[dict], list]:
-    """``messages`` with every content as text, and their images opened, in order."""
+def split_images(messages: list[dict] | str) -> tuple[list[dict] | str, list]:
+    """``messages`` with every content as text, and their images opened, in order (a plain
+    string prompt has none)."""
     from councilzoo.agents.generators.common import message_images, text_content
     from councilzoo.tasks.images import load_image
 
+    if isinstance(messages, str):
+        return messages, []
     images = [load_image(image) for image in message_images(messages)]
     return [{**m, "content": text_content(m["content"])} for m in messages], images
 

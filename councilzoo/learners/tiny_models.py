@@ -28,17 +28,23 @@ def tiny_model_dir(cfg: CohortConfig, index: int) -> Path:
 
 def build_tiny_models(cfg: CohortConfig, problems: Sequence[Problem]) -> None:
     """Build (or reuse) every tiny_family member's model, warmed up to state answers."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoModelForImageTextToText,
+        AutoProcessor,
+        AutoTokenizer,
+    )
 
-    from councilzoo.testing import build_tiny_model
+    from councilzoo.agents.generators.common import tiny_builder
+    from councilzoo.testing import FAMILIES
 
     for index, member in enumerate(cfg.members):
         if not member.tiny_family:
             continue
         root = tiny_model_dir(cfg, index).parent
-        base = build_tiny_model(
-            root / f"{member.name}-base", family=member.tiny_family, seed=cfg.seed + index
-        )
+        vlm = member.tiny_family not in FAMILIES
+        build = tiny_builder(member.tiny_family)
+        base = build(root / f"{member.name}-base", family=member.tiny_family, seed=cfg.seed + index)
         if not member.tiny_warmup_steps:
             continue
         spec = {
@@ -52,16 +58,22 @@ def build_tiny_models(cfg: CohortConfig, problems: Sequence[Problem]) -> None:
         marker = warm / "councilzoo_warmup.json"
         if marker.is_file() and json.loads(marker.read_text()) == spec:
             continue
-        model, tokenizer = AutoModelForCausalLM.from_pretrained(base), AutoTokenizer.from_pretrained(base)
-        warm_up(model, tokenizer, problems[:64], member.tiny_warmup_steps, cfg.seed + index, view=member.view)
+        if vlm:
+            model = AutoModelForImageTextToText.from_pretrained(base)
+            processing = AutoProcessor.from_pretrained(base)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(base)
+            processing = AutoTokenizer.from_pretrained(base)
+        seed, steps = cfg.seed + index, member.tiny_warmup_steps
+        warm_up(model, processing, problems[:64], steps, seed, view=member.view)
         model.save_pretrained(warm)
-        tokenizer.save_pretrained(warm)
+        processing.save_pretrained(warm)
         marker.write_text(json.dumps(spec))  # written last: marks a complete build
 
 
 def warm_up(
     model: Any,
-    tokenizer: Any,
+    processing: Any,
     problems: Sequence[Problem],
     steps: int,
     seed: int,
@@ -70,9 +82,13 @@ def warm_up(
     lr: float = 3e-3,
 ) -> None:
     """Teach a random tiny model to state one of each problem's answer forms (``warmup_answers``)
-    after the member prompt of ``view``, so that votes, labels and rewards are non-trivial."""
-    prompts = [member_prompt(p, view) for p in problems]
-    teach_answer_format(model, tokenizer, prompts, [warmup_answers(p) for p in problems], steps, seed, lr=lr)
+    after the member prompt of ``view``, so that votes, labels and rewards are non-trivial.
+    ``processing`` is the tokenizer, or a vision-language model's processor (it then sees the
+    problems' images, as in training)."""
+    vlm = hasattr(processing, "image_processor")
+    prompts = [member_prompt(p, view, with_images=vlm) for p in problems]
+    targets = [warmup_answers(p) for p in problems]
+    teach_answer_format(model, processing, prompts, targets, steps, seed, lr=lr)
 
 
 def warmup_answers(problem: Problem) -> list[str]:
@@ -86,8 +102,8 @@ def warmup_answers(problem: Problem) -> list[str]:
 
 def teach_answer_format(
     model: Any,
-    tokenizer: Any,
-    prompts: Sequence[list[dict[str, str]]],
+    processing: Any,
+    prompts: Sequence[list[dict]],
     targets: Sequence[Sequence[str]],
     steps: int,
     seed: int,
@@ -96,29 +112,58 @@ def teach_answer_format(
 ) -> None:
     """A few SFT steps on ``prompt -> target``, the target drawn uniformly from the prompt's own
     ``targets``: a random tiny model then states (random) answers, so labels, votes and rewards
-    are non-trivial on CPU. Test scaffolding for random models, not a policy update."""
+    are non-trivial on CPU. ``processing``: a tokenizer, or a processor for prompts with images.
+    Test scaffolding for random models, not a policy update."""
     import torch
 
+    tokenizer = getattr(processing, "tokenizer", processing)
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     device = next(model.parameters()).device
     model.train()
     for _ in range(steps):
-        rows, masks = [], []
-        for i in rng.integers(0, len(prompts), size=batch_size):
-            prompt = tokenizer.apply_chat_template(prompts[i], add_generation_prompt=True, tokenize=False)
-            answer = targets[i][rng.integers(len(targets[i]))] + tokenizer.eos_token
-            p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-            a_ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
-            rows.append(p_ids + a_ids)
-            masks.append([0] * len(p_ids) + [1] * len(a_ids))
-        width = max(map(len, rows))
-        ids = torch.tensor([r + [tokenizer.pad_token_id] * (width - len(r)) for r in rows])
-        labels = torch.tensor([m + [0] * (width - len(m)) for m in masks])
-        attention = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
-        ids, labels, attention = (t.to(device) for t in (ids, labels, attention))
-        loss = model(input_ids=ids, attention_mask=attention, labels=ids.masked_fill(labels == 0, -100)).loss
+        chosen = rng.integers(0, len(prompts), size=batch_size)
+        picks = [(i, targets[i][rng.integers(len(targets[i]))]) for i in chosen]
+        texts = [
+            processing.apply_chat_template(prompts[i], add_generation_prompt=True, tokenize=False)
+            for i, _ in picks
+        ]
+        answers = [target + tokenizer.eos_token for _, target in picks]
+        answer_ids = [tokenizer(a, add_special_tokens=False)["input_ids"] for a in answers]
+        if processing is tokenizer:
+            prompt_ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+            rows = [p + a for p, a in zip(prompt_ids, answer_ids, strict=True)]
+            inputs = _right_padded(rows, tokenizer.pad_token_id)
+        else:  # the processor expands each image placeholder into the image's tokens
+            images = [_images(prompts[i]) for i, _ in picks]
+            tokenizer.padding_side = "right"
+            full = [t + a for t, a in zip(texts, answers, strict=True)]
+            inputs = processing(text=full, images=images, padding=True, return_tensors="pt")
+        answer_lengths = [len(a) for a in answer_ids]
+        labels = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, -100)
+        for row, n in enumerate(answer_lengths):  # train on the answer tokens only
+            end = int(inputs["attention_mask"][row].sum())
+            labels[row, : end - n] = -100
+        inputs = {k: v.to(device) for k, v in inputs.items()}
+        loss = model(**inputs, labels=labels.to(device)).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+
+
+def _right_padded(rows: list[list[int]], pad_id: int) -> dict[str, Any]:
+    import torch
+
+    width = max(map(len, rows))
+    return {
+        "input_ids": torch.tensor([r + [pad_id] * (width - len(r)) for r in rows]),
+        "attention_mask": torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows]),
+    }
+
+
+def _images(messages: list[dict]) -> list:
+    from councilzoo.agents.generators.common import message_images
+    from councilzoo.tasks.images import load_image
+
+    return [load_image(image) for image in message_images(messages)]

@@ -247,8 +247,9 @@ def cache_root(cache_dir: str | Path | None = None) -> Path:
     """``cache_dir``, else ``$COUNCILZOO_CACHE/tiny_lms``, else ``~/.cache/councilzoo/tiny_lms``."""
     if cache_dir is not None:
         return Path(cache_dir)
-    base = os.environ.get("COUNCILZOO_CACHE")
-    return (Path(base) if base else Path.home() / ".cache" / "councilzoo") / "tiny_lms"
+    from councilzoo.config import cache_home
+
+    return cache_home() / "tiny_lms"
 
 
 def quick_spec(spec: TinyLMSpec) -> TinyLMSpec:

@@ -181,17 +181,46 @@ def prompt_seeds(seed: int, count: int) -> list[int]:
     return [int(s) for s in np.random.default_rng(seed).integers(0, _SEED_BOUND, size=count)]
 
 
+TINY_PREFIX = "councilzoo-tiny:"
+
+
+def tiny_model_path(family: str) -> Path:
+    """The offline tiny random model of ``family`` (``councilzoo.testing``), built once under
+    ``$COUNCILZOO_CACHE/tiny_models`` (default ``~/.cache/councilzoo``): what demos and CI
+    configs name as ``councilzoo-tiny:<family>`` so that they run on a fresh clone."""
+    from councilzoo.config import cache_home
+
+    return tiny_builder(family)(cache_home() / "tiny_models" / family, family=family)
+
+
+def tiny_builder(family: str):
+    """``build_tiny_model`` for a text family, ``build_tiny_vlm`` for a vision-language one."""
+    from councilzoo import testing
+
+    if family in testing.FAMILIES:
+        return testing.build_tiny_model
+    from councilzoo.testing import VLM_FAMILIES, build_tiny_vlm
+
+    if family not in VLM_FAMILIES:
+        known = testing.FAMILIES + VLM_FAMILIES
+        raise ValueError(f"tiny model family must be one of {known}, got {family!r}")
+    return build_tiny_vlm
+
+
 def resolve_model_path(name_or_path: str | os.PathLike) -> str:
-    """A local directory holding the model: the path itself, else the Hugging Face cache's copy
-    of the hub name, else a download (only when the hub is reachable and not disabled).
+    """A local directory holding the model: ``councilzoo-tiny:<family>`` (an offline tiny model),
+    the path itself, else the Hugging Face cache's copy of the hub name, else a download (only
+    when the hub is reachable and not disabled).
 
     Raises ``ModelNotCachedError`` with the remedy when none of these works, instead of the
     hub client's network traceback.
     """
+    name = str(name_or_path)
+    if name.startswith(TINY_PREFIX):
+        return str(tiny_model_path(name[len(TINY_PREFIX) :]))
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         return str(path)
-    name = str(name_or_path)
     if path.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1:
         raise FileNotFoundError(
             f"model directory {name!r} does not exist (expected a folder from save_pretrained)"
