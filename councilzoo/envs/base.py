@@ -412,6 +412,7 @@ class CouncilEnv(AECEnv, ABC):
             {a: c.copy() for a, c in self.costs.items()},
             list(self.transcript),
             {"forfeit": agent},
+            self.problem.images,
         )
         for a in self.agents:
             self.terminations[a] = True
@@ -435,6 +436,7 @@ class CouncilEnv(AECEnv, ABC):
             {a: c.copy() for a, c in self.costs.items()},
             list(self.transcript),
             info,
+            self.problem.images,
         )
         for a in self.agents:
             self.rewards[a] = reward

@@ -247,6 +247,7 @@ class parallel_env(ParallelEnv):
             costs,
             turns,
             info,
+            self.problem.images,
         )
 
     def turn_context(self, agent: str) -> TurnContext:

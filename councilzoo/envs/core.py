@@ -134,8 +134,13 @@ class EpisodeRecord:
     cost_by_agent: dict[str, Cost]
     turns: list[Turn]
     info: dict[str, Any] = field(default_factory=dict)
+    images: tuple = ()  # the problem's images (PIL images or paths)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, image_dir=None) -> dict[str, Any]:
+        """JSON form; images as paths (in-memory ones saved as PNG under ``image_dir``, or their
+        content hash when it is None; see ``councilzoo.tasks.images``)."""
+        from councilzoo.tasks.images import image_ref
+
         return {
             "env_id": self.env_id,
             "problem_id": self.problem_id,
@@ -146,6 +151,7 @@ class EpisodeRecord:
             "cost_by_agent": {k: asdict(v) for k, v in self.cost_by_agent.items()},
             "turns": [t.to_dict() for t in self.turns],
             "info": self.info,
+            "images": [image_ref(image, image_dir) for image in self.images],
         }
 
     @classmethod
@@ -165,4 +171,5 @@ class EpisodeRecord:
             cost_by_agent={k: Cost(**v) for k, v in data["cost_by_agent"].items()},
             turns=turns,
             info=data.get("info", {}),
+            images=tuple(data.get("images", ())),
         )

@@ -2,7 +2,9 @@
 
 One line per finished episode (``{"episode": k, **EpisodeRecord.to_dict()}``), appended, flushed
 and fsynced before the engine moves on, keyed by (problem id, episode index). ``load`` returns
-the finished episodes by key; a last line cut off by a crash is dropped from the file.
+the finished episodes by key; a last line cut off by a crash is dropped from the file. Problem
+images held in memory are saved once as PNG files under ``image_dir`` (default: the folder
+``<log name>_images`` beside the log) and logged by path, so a loaded record opens the same pixels.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ Key = tuple[str, int]  # (problem id, episode index)
 class EpisodeLog:
     """Append-only JSONL of finished episodes, safe against crashes (see the module docstring)."""
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, image_dir: str | os.PathLike | None = None) -> None:
         self.path = Path(path)
+        self.image_dir = Path(image_dir) if image_dir else self.path.with_name(f"{self.path.stem}_images")
         self._file = None
 
     def load(self) -> dict[Key, EpisodeRecord]:
@@ -62,7 +65,8 @@ class EpisodeLog:
 
     def append(self, key: Key, record: EpisodeRecord) -> None:
         """Write one finished episode durably (flush + fsync) before returning."""
-        self._file.write(json.dumps({"episode": key[1], **record.to_dict()}, default=_jsonable) + "\n")
+        line = {"episode": key[1], **record.to_dict(self.image_dir)}
+        self._file.write(json.dumps(line, default=_jsonable) + "\n")
         self._file.flush()
         os.fsync(self._file.fileno())
 
