@@ -5,7 +5,9 @@
 # through the real command (`python -m councilzoo.cli train corl CONFIG`), then reports peak GPU
 # memory (nvidia-smi, vLLM's reserved pool included), tokens/s (TRL's num_tokens and step_time) and
 # the fraction of non-embedding weights each member changed (bf16 keeps fp32 master weights, so ~1),
-# then TRACER 2 steps on the first model with LoRA (adapters must load with peft).
+# then TRACER 2 steps on the first model with LoRA (adapters must load with peft), then a cohort of
+# two tiny vision-language models (Qwen2.5-VL and InternVL configs) 2 steps on synthetic image
+# problems (bf16 on the GPU; models written by the trainer must load again).
 # Each member gets its own GPU when there are 2+, else both share GPU 0 at lower vLLM memory.
 #
 # Usage: scripts/gpu_check.sh [OUT_DIR]        (default: a fresh temporary folder)
@@ -258,13 +260,51 @@ print("tracer: 2 steps, adapters in", out / "tracer" / "final", "load with peft"
 PY
 }
 
-export -f check_environment build_models write_config train report tracer
-# GPU limits add up to 8 minutes (485 s); the CPU dry run may take longer on a busy machine.
+vlm_cohort() {
+    # Two tiny random VLM families, built offline, trained 2 steps by the same learner engine.
+    "$PYTHON" - <<'PY'
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+out = Path(os.environ["GPU_CHECK_OUT"])
+cpu = os.environ["GPU_CHECK_CPU"] == "1"
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+config = {
+    "members": [{"name": "qwen25vl", "tiny_family": "qwen2_5_vl", "view": 0, "tiny_warmup_steps": 20},
+                {"name": "internvl", "tiny_family": "internvl", "view": 1, "tiny_warmup_steps": 20}],
+    "reward_rule": "ring", "num_generations": 4, "prompts_per_step": 2, "max_completion_length": 16,
+    "max_steps": 2, "seed": 0, "output_dir": str(out / "vlm"), "save_steps": 0, "report_to": ["none"],
+    "data": {"dataset": "synthetic:visual", "num_problems": 16, "difficulty": 0.2},
+    "distributed": {"port": port},
+    "trainer": {"learning_rate": 1e-4, "logging_steps": 1, **({"use_cpu": True} if cpu else {"bf16": True})},
+}
+(out / "vlm.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+subprocess.run([sys.executable, "-m", "councilzoo.cli", "train", "corl", str(out / "vlm.yaml"), "--overwrite"],
+               check=True)
+from transformers import AutoModelForImageTextToText, AutoProcessor
+
+for member in config["members"]:
+    final = out / "vlm" / "members" / member["name"] / "final"
+    AutoModelForImageTextToText.from_pretrained(final), AutoProcessor.from_pretrained(final)
+    print(f"vlm {member['name']}: 2 steps, model in {final} loads")
+PY
+}
+
+export -f check_environment build_models write_config train report tracer vlm_cohort
+# GPU limits add up to under 10 minutes (575 s); the CPU dry run may take longer on a busy machine.
 phase environment 30 check_environment
 phase models 90 build_models
 phase config 15 write_config
 phase train "$([[ $CPU == 1 ]] && echo 600 || echo 240)" train INT
 phase report 20 report
 phase tracer "$([[ $CPU == 1 ]] && echo 600 || echo 90)" tracer
+phase vlm "$([[ $CPU == 1 ]] && echo 600 || echo 90)" vlm_cohort
 printf '%s\n' "--- summary ---" "${SUMMARY[@]}"
 echo "outputs in $OUT"

@@ -92,11 +92,15 @@ def warm_up(
 
 
 def warmup_answers(problem: Problem) -> list[str]:
-    """What a warmed-up tiny model may answer: a random letter, or for code one of the problem's
-    programs (its solution or a wrong one), each in the canonical answer format."""
+    """What a warmed-up tiny model may answer, each in the canonical answer format: for code one
+    of the problem's programs (its solution or a wrong one), for a numeric problem with
+    distractors its answer or one of them, else a random letter."""
     if problem.kind == "code":
         programs = [problem.metadata["solution"], *problem.metadata.get("distractors", ())]
         return [format_answer(program, "code") for program in programs]
+    if problem.kind == "numeric" and problem.answer is not None and problem.metadata.get("distractors"):
+        values = [problem.answer, *problem.metadata["distractors"][:3]]
+        return [f"The answer is {format_answer(str(v), 'numeric')}." for v in values]
     return [f"The answer is {format_answer(letter, 'multiple_choice')}." for letter in "ABCD"]
 
 
