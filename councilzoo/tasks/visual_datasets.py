@@ -56,7 +56,7 @@ def mathvista_problem(row: Row, i: int, split: str, seed: int) -> Problem | None
     else:
         kind = "numeric" if row.get("answer_type") in ("integer", "float") else "math"
         if row.get("answer_type") == "float" and row.get("precision") is not None:
-            question += f"\n(Give the answer as a number with {int(row['precision'])} decimal places.)"
+            question += f"\n(Give the answer as a number with {int(row['precision'])} decimal place(s).)"
     meta = row.get("metadata") or {}
     return Problem(
         id=f"mathvista-{row['pid']}",
