@@ -29,6 +29,10 @@ EXPECTED = {  # name -> (number of problems, kind of the first, gold answer of t
     "aime24": (3, "math", "24"),
     "mmlu_pro": (3, "multiple_choice", "C"),
     "hle": (3, "math", "101"),  # the image row is dropped
+    "mathvista": (3, "numeric", "10"),  # images by path, as in the hub's "image" column
+    "mathverse": (3, "multiple_choice", "B"),
+    "mathvision": (3, "multiple_choice", "B"),
+    "wemath": (3, "multiple_choice", "A"),
 }
 
 

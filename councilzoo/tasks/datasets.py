@@ -7,7 +7,9 @@ through datasets' file builders instead. ``name="jsonl"`` (or ``"json"``) reads 
 Code benchmarks (``humaneval``, ``mbpp``, ``livecodebench``) give ``kind="code"`` problems whose
 label-free test inputs are read from the tests (argument tuples parsed out of the assertions with
 ``ast``, or LiveCodeBench's stdin texts), never their expected outputs; their ``answer`` is the
-output signature of the reference (see ``councilzoo.tasks.code``).
+output signature of the reference (see ``councilzoo.tasks.code``). Visual benchmarks
+(``mathvista``, ``mathverse``, ``mathvision``, ``wemath``; converters in
+``councilzoo.tasks.visual_datasets``) give Problems with the figure in ``images``.
 Nothing ever falls back to other or built-in data: a dataset that cannot be read raises
 ``DatasetUnavailableError`` naming the dataset, its hub id and how to pass a local file.
 """
@@ -16,9 +18,11 @@ from __future__ import annotations
 
 import ast
 import base64
+import dataclasses
 import hashlib
 import io
 import json
+import os
 import pickle
 import re
 import zlib
@@ -31,8 +35,15 @@ import numpy as np
 
 from councilzoo.tasks.code import CODE_REPLY, with_reference_answers
 from councilzoo.tasks.grading import LETTERS
+from councilzoo.tasks.images import HASH_PREFIX, ImageError, load_image
 from councilzoo.tasks.problem import Problem
 from councilzoo.tasks.sandbox_worker import canonical, canonical_stdout
+from councilzoo.tasks.visual_datasets import (
+    mathverse_problem,
+    mathvision_problem,
+    mathvista_problem,
+    wemath_problem,
+)
 
 Row = dict[str, Any]
 
@@ -341,6 +352,12 @@ DATASETS: dict[str, DatasetSpec] = {
         default_release="release_v6",
         date_field="contest_date",
     ),
+    "mathvista": DatasetSpec("AI4Math/MathVista", None, mathvista_problem, {"test": "testmini"}),
+    "mathverse": DatasetSpec("AI4Math/MathVerse", "testmini", mathverse_problem, {"test": "testmini"}),
+    "mathvision": DatasetSpec("MathLLMs/MathVision", None, mathvision_problem),  # splits test, testmini
+    "wemath": DatasetSpec(
+        "We-Math/We-Math", None, wemath_problem, {"test": "testmini"}, kind="multiple_choice"
+    ),
 }
 LOCAL_FORMATS = ("jsonl", "json")
 _BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv"}
@@ -398,7 +415,8 @@ def _read_file(name: str, path: Path) -> list[Row]:
 
 
 def _read_local_problems(path: Path) -> list[Problem]:
-    """A JSON array or JSONL file of Problem dicts, or of MATH-500 release rows."""
+    """A JSON array or JSONL file of Problem dicts (``images``: image file paths), or of MATH-500
+    release rows."""
     text = path.read_text(encoding="utf-8")
     if path.suffix.lower() == ".json" or text.lstrip().startswith("["):
         rows = json.loads(text)
@@ -419,9 +437,30 @@ def _read_local_problems(path: Path) -> list[Problem]:
         except TypeError as err:
             raise ValueError(
                 f"{path}: row {i} is neither a Problem dict (id, question, answer, kind, choices, "
-                f"source, metadata) nor a MATH-500 row (prompt, answer, source, id): {err}"
+                f"source, metadata, images) nor a MATH-500 row (prompt, answer, source, id): {err}"
             ) from err
     return problems
+
+
+def _local_image_paths(problems: list[Problem], folder: Path) -> list[Problem]:
+    """Image paths of a local file's problems resolved against its folder (relative ones) and
+    checked to exist, so a missing figure fails at load time, not mid-run."""
+    out = []
+    for problem in problems:
+        resolved = []
+        for image in problem.images:
+            if not isinstance(image, (str, os.PathLike)):
+                resolved.append(image)
+                continue
+            text = os.fspath(image)
+            if text.startswith(HASH_PREFIX):
+                load_image(text)  # raises: a hash-only log entry has no pixels to read
+            full = folder / Path(text).expanduser()  # an absolute path stays as it is
+            if not full.is_file():
+                raise ImageError(f"problem {problem.id!r}: image file {text!r} does not exist ({full})")
+            resolved.append(str(full))
+        out.append(dataclasses.replace(problem, images=tuple(resolved)))
+    return out
 
 
 def load_dataset(
@@ -464,6 +503,8 @@ def load_dataset(
         problems = [p for p in converted if p is not None]
     else:
         raise ValueError(f"unknown dataset {name!r}; known: {sorted(DATASETS) + list(LOCAL_FORMATS)}")
+    if path is not None:
+        problems = _local_image_paths(problems, Path(path).parent)
     if limit is not None and limit < len(problems):
         keep = np.sort(np.random.default_rng(seed).choice(len(problems), size=limit, replace=False))
         problems = [problems[k] for k in keep]

@@ -1,7 +1,8 @@
 """One problem source for learners and evaluation, with one seed rule for train, dev and test.
 
-``load_problems(name, split, seed=...)`` reads ``synthetic:<kind>`` (generated) or any dataset
-``load_dataset`` knows (by name, or a local file with ``path=``). Synthetic splits never overlap:
+``load_problems(name, split, seed=...)`` reads ``synthetic:<task>`` (generated: a Problem kind, or
+``visual`` for items with images) or any dataset ``load_dataset`` knows (by name, or a local file
+with ``path=``). Synthetic splits never overlap:
 each split draws from its own seed, ``split_seed(seed, split)`` (test: ``seed``, dev:
 ``seed + 10_000``, train: ``seed + 20_000``, any other split a hash of its name), and problem ids
 carry that seed. Named datasets use their own splits.
@@ -13,8 +14,8 @@ import hashlib
 from pathlib import Path
 
 from councilzoo.tasks.datasets import load_dataset
-from councilzoo.tasks.problem import KINDS, Problem
-from councilzoo.tasks.synthetic import synthetic_problems
+from councilzoo.tasks.problem import Problem
+from councilzoo.tasks.synthetic import TASKS, synthetic_problems
 
 SPLIT_SEED_OFFSETS = {"test": 0, "dev": 10_000, "train": 20_000}
 DEFAULT_SYNTHETIC_SIZE = 200
@@ -44,8 +45,8 @@ def load_problems(
     """
     if name.startswith("synthetic:"):
         kind = name.split(":", 1)[1]
-        if kind not in KINDS:
-            raise ValueError(f"dataset {name!r}: kind must be one of {KINDS}")
+        if kind not in TASKS:
+            raise ValueError(f"dataset {name!r}: kind must be one of {TASKS}")
         seeded = split_seed(seed, split)
         problems = synthetic_problems(kind, limit or size, seed=seeded, difficulty=difficulty)
     else:

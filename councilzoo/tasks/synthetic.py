@@ -17,6 +17,10 @@ with four options; ``code`` small functions (sum of multiples, character counts,
 spread, digit sums) with generated test inputs, whose metadata also holds the canonical
 ``solution``, the ``expected_outputs`` it gives, and wrong programs as ``distractors`` (each gives
 other outputs on the test inputs); the answer is the solution's output signature.
+
+Task ``visual`` (not a Problem kind: its items are ``numeric`` or ``multiple_choice``) draws a
+small image per item (``councilzoo.tasks.visual``): count shapes of one colour, read the larger
+of two numbers, pick the tallest bar; ``metadata["template"]`` names the template.
 """
 
 from __future__ import annotations
@@ -29,10 +33,12 @@ import numpy as np
 from councilzoo.tasks.code import CODE_REPLY, canonical, signature_of_outputs
 from councilzoo.tasks.grading import LETTERS
 from councilzoo.tasks.problem import KINDS, Problem
+from councilzoo.tasks.visual import visual_item
 
 DIFFICULTY_NOISE = 0.15
 NAMES = ("Ada", "Ben", "Chen", "Dana", "Eli", "Fatima", "Goro", "Hana", "Ivan", "Jade")
 ITEMS = ("apples", "books", "coins", "marbles", "stamps", "pencils", "shells", "cards")
+TASKS = (*KINDS, "visual")  # what ``synthetic:<task>`` may name
 
 
 def _item_difficulty(rng: np.random.Generator, level: float) -> float:
@@ -233,18 +239,50 @@ def _code_item(rng: np.random.Generator, level: float) -> tuple[list[str], str, 
 # --- public API -----------------------------------------------------------------------------
 
 
+def _shuffled_choices(
+    rng: np.random.Generator, answer: str, wrong: list[str]
+) -> tuple[tuple[str, ...], str, list[str]]:
+    """(choices, answer letter, wrong letters in ``wrong``'s order) with the options shuffled."""
+    options = [answer, *wrong]
+    order = rng.permutation(len(options))
+    choices = tuple(options[k] for k in order)
+    letters = [LETTERS[int(np.flatnonzero(order == k)[0])] for k in range(len(options))]
+    return choices, letters[0], letters[1:]
+
+
+def _visual_problem(rng: np.random.Generator, pid: str, level: float) -> Problem:
+    d = _item_difficulty(rng, level)
+    item = visual_item(rng, d)
+    if item.kind == "multiple_choice":
+        choices, answer, wrong = _shuffled_choices(rng, item.answer, item.wrong)
+    else:
+        choices, answer = (), str(item.answer)
+        wrong = [str(w) for w in _dedupe_wrong([w for w in item.wrong if w >= 0], item.answer, 3, rng)]
+    metadata = {
+        "difficulty": d,
+        "template": item.template,
+        "paraphrases": tuple(item.forms[1:]),
+        "distractors": tuple(wrong),
+    }
+    return Problem(pid, item.forms[0], answer, item.kind, choices, "synthetic", metadata, (item.image,))
+
+
 def synthetic_problems(kind: str, n: int, seed: int, difficulty: float = 0.5) -> list[Problem]:
-    """``n`` seeded problems of ``kind`` around ``difficulty`` in [0, 1]; same seed, same items."""
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    """``n`` seeded problems of ``kind`` (a task of ``TASKS``) around ``difficulty`` in [0, 1];
+    same seed, same items."""
+    if kind not in TASKS:
+        raise ValueError(f"kind must be one of {TASKS}, got {kind!r}")
     if not isinstance(n, (int, np.integer)) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
     if not 0.0 <= difficulty <= 1.0:
         raise ValueError(f"difficulty must be in [0, 1], got {difficulty!r}")
     problems = []
     for i in range(n):
-        rng = np.random.default_rng([seed, KINDS.index(kind), i])
+        rng = np.random.default_rng([seed, TASKS.index(kind), i])
         pid = f"{kind}-s{seed}-{i:05d}"
+        if kind == "visual":
+            problems.append(_visual_problem(rng, pid, difficulty))
+            continue
         if kind == "code":
             forms, answer, metadata = _code_item(rng, difficulty)
             metadata["paraphrases"] = forms[1:]
@@ -257,11 +295,7 @@ def synthetic_problems(kind: str, n: int, seed: int, difficulty: float = 0.5) ->
             forms, value, wrong_values, d = _numeric_item(rng, difficulty)
             answer, wrong, choices = str(value), [str(w) for w in wrong_values], ()
             if kind == "multiple_choice":
-                options = [answer, *wrong]
-                order = rng.permutation(len(options))
-                choices = tuple(options[k] for k in order)
-                answer = LETTERS[int(np.flatnonzero(order == 0)[0])]
-                wrong = [LETTERS[int(np.flatnonzero(order == k)[0])] for k in range(1, len(options))]
+                choices, answer, wrong = _shuffled_choices(rng, answer, wrong)
         problems.append(
             Problem(
                 id=pid,
