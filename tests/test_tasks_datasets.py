@@ -33,6 +33,7 @@ EXPECTED = {  # name -> (number of problems, kind of the first, gold answer of t
     "mathverse": (3, "multiple_choice", "B"),
     "mathvision": (3, "multiple_choice", "B"),
     "wemath": (3, "multiple_choice", "A"),
+    "multimodal_open_r1": (3, "math", "10"),  # the row without an <answer> tag is dropped
 }
 
 

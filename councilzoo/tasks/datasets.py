@@ -42,6 +42,7 @@ from councilzoo.tasks.visual_datasets import (
     mathverse_problem,
     mathvision_problem,
     mathvista_problem,
+    open_r1_problem,
     wemath_problem,
 )
 
@@ -358,6 +359,8 @@ DATASETS: dict[str, DatasetSpec] = {
     "wemath": DatasetSpec(
         "We-Math/We-Math", None, wemath_problem, {"test": "testmini"}, kind="multiple_choice"
     ),
+    # Co-RL's multimodal training set (the release's VLM example); train split only
+    "multimodal_open_r1": DatasetSpec("lmms-lab/multimodal-open-r1-8k-verified", None, open_r1_problem),
 }
 LOCAL_FORMATS = ("jsonl", "json")
 _BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv"}

@@ -1,4 +1,5 @@
-"""Rows of visual math benchmarks (MathVista, MathVerse, MATH-Vision, We-Math) -> Problems.
+"""Rows of visual math benchmarks (MathVista, MathVerse, MATH-Vision, We-Math) and of the image
+training set Co-RL's release uses (multimodal-open-r1-8k-verified) -> Problems.
 
 The converters are registered in ``councilzoo.tasks.datasets.DATASETS`` (one registry); each maps
 its hub columns to a Problem with the figure in ``images`` and the dataset's own id. Options become
@@ -179,4 +180,23 @@ def wemath_problem(row: Row, i: int, split: str, seed: int) -> Problem | None:
             "question_number": row.get("question number"),
         },
         images=(row_image(row["image_path"]),),
+    )
+
+
+_ANSWER_TAG_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+
+
+def open_r1_problem(row: Row, i: int, split: str, seed: int) -> Problem | None:
+    """``problem`` (may hold an ``<image>`` marker, dropped: the figure is in ``images``),
+    ``solution`` holding the answer in ``<answer>...</answer>`` (rows without one are dropped)."""
+    found = _ANSWER_TAG_RE.search(str(row.get("solution") or ""))
+    if found is None or not found.group(1).strip():
+        return None
+    return Problem(
+        id=f"open-r1-8k-{i}",
+        question=row["problem"].replace("<image>", "").strip(),
+        answer=found.group(1).strip(),
+        kind="math",
+        source="multimodal_open_r1",
+        images=(row_image(row["image"]),),
     )
