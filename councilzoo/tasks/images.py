@@ -11,11 +11,10 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Union
 
 from PIL import Image, UnidentifiedImageError
 
-ImageInput = Union[str, os.PathLike, Image.Image]
+ImageInput = str | os.PathLike | Image.Image
 HASH_PREFIX = "sha256:"
 # The most pixels an image may have when opened; far above any benchmark figure, far below an
 # image that would stall a processor (PIL's own bomb guard is 89M pixels).
