@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 EXTRAS ?= dev,openai
 
-.PHONY: setup demo test lint test-core test-vllm vllm-env clean
+.PHONY: setup demo test lint test-core test-vllm vllm-env vllm-env-logged clean
 
 setup: $(VENV)/.installed
 
@@ -31,13 +31,21 @@ test-core: setup
 vllm-env:
 	bash scripts/setup_vllm_env.sh
 
+# The same build with its output in a log file, so it can run beside the core tests without
+# interleaving with their output (the log's tail is shown if it fails).
+VLLM_LOG ?= .venv-vllm.log
+vllm-env-logged:
+	@echo "building .venv-vllm in the background (log: $(VLLM_LOG))"
+	@bash scripts/setup_vllm_env.sh > $(VLLM_LOG) 2>&1 || { tail -n 30 $(VLLM_LOG); exit 1; }
+
 test-vllm: setup vllm-env
 	$(VENV)/bin/pytest -q -m vllm
 
-# The vLLM environment (a ~2.5 GB install, mostly download) is built while the core tiers run.
+# The vLLM environment (a ~2.5 GB install, mostly download) is built while the core tiers run;
+# their output streams as it happens. Either failing fails the target.
 test: lint
-	$(MAKE) -j2 --output-sync=target test-core vllm-env
+	$(MAKE) -j2 test-core vllm-env-logged
 	$(MAKE) test-vllm
 
 clean:
-	rm -rf $(VENV) .venv-vllm demo-out .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-vllm $(VLLM_LOG) demo-out .pytest_cache .ruff_cache

@@ -62,3 +62,23 @@ def test_loading_never_unpickles_arbitrary_objects(tmp_path):
         pickle.dump({"torch": _Evil()}, f)
     with pytest.raises(pickle.UnpicklingError):
         load_checkpoint(path)
+
+
+@pytest.mark.parametrize(
+    "damage, problem",
+    [
+        (lambda p: (p / "arrays.safetensors").write_bytes(b"x"), "arrays.safetensors has 1 bytes"),
+        (lambda p: (p / "rng.pt").unlink(), "rng.pt is missing"),
+        (lambda p: (p / "state.json").write_text((p / "state.json").read_text().replace("7", "8")), "sha256"),
+        (lambda p: (p / ckpt.MANIFEST).unlink(), "no manifest.json"),
+        (lambda p: (p / ckpt.MANIFEST).write_text("{"), "unreadable"),
+    ],
+)
+def test_a_damaged_latest_checkpoint_is_named_and_the_previous_one_used(tmp_path, damage, problem):
+    good = save_checkpoint(tmp_path, 7, arrays=ARRAYS)
+    latest = save_checkpoint(tmp_path, 17, arrays=ARRAYS)
+    assert ckpt.checkpoint_problem(latest) is None
+    damage(latest)
+    assert problem in ckpt.checkpoint_problem(latest)
+    with pytest.warns(ckpt.DamagedCheckpointWarning, match=f"step-000017 is damaged.*{problem}"):
+        assert latest_checkpoint(tmp_path) == good

@@ -16,12 +16,29 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def demo_report(tmp_path_factory) -> dict:
+def demo_out(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("demo")
     assert cli_main(["demo", "--out", str(out)]) == 0
     for name in ("report.json", "report.md", "frontier.png", "rescue_harm.png"):
         assert (out / name).stat().st_size > 0, name
-    return json.loads((out / "report.json").read_text())
+    return out
+
+
+@pytest.fixture(scope="module")
+def demo_report(demo_out) -> dict:
+    return json.loads((demo_out / "report.json").read_text())
+
+
+def _table(markdown: str) -> list[str]:
+    return [line for line in markdown.splitlines() if line.startswith("| ")]
+
+
+@pytest.mark.slow
+def test_readme_shows_the_table_the_demo_prints(demo_out):
+    """Labels, columns and numbers exactly as `councilzoo demo` writes them."""
+    readme = (ROOT / "README.md").read_text()
+    table = _table(readme.split("it measures:", 1)[1].split("![", 1)[0])
+    assert table == _table((demo_out / "report.md").read_text())
 
 
 def test_config_file_mirrors_the_embedded_default():

@@ -72,6 +72,23 @@ def test_oracles_are_labelled_and_bound_the_gate(evaluation):
     assert np.array_equal(gate.correct, comed.anchor_correct | debate.correct)
 
 
+def test_progress_bars_name_protocol_and_split_and_each_phase_prints_one_line(capsys):
+    test = synthetic_problems("numeric", 20, seed=0)
+    dev = synthetic_problems("numeric", 20, seed=10_000)
+    Evaluation(small_council(), test, dev, progress=True).result("comed")
+    out, err = capsys.readouterr()
+    bars = {line.split(":")[0].strip() for line in err.replace("\r", "\n").splitlines() if "|" in line}
+    assert bars == {
+        "dev fit · router",  # "dev fit · router: <model> alone", one bar per model
+        "dev fit · comed probe_verify", "dev fit · comed probe_escalate", "dev fit · comed escalate",
+        "comed · test",
+    }
+    router, fit, played = out.splitlines()
+    assert router.startswith("dev fit · router: 20 problems per model, accuracy alone anchor ")
+    assert re.match(r"dev fit · comed: 60 episodes, thresholds tau_accept=\S+ .*; dev accuracy 0\.\d+", fit)
+    assert re.match(r"comed · test: 20 episodes, accuracy 0\.\d{3}, \d\.\d\d calls/question$", played)
+
+
 def test_dev_and_test_must_not_overlap():
     problems = synthetic_problems("numeric", 30, seed=0)
     ev = Evaluation(small_council(), problems, problems[:20], progress=False)

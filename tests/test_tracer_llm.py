@@ -1,15 +1,12 @@
 """TRACER with the offline tiny LLM on TRL's GRPOTrainer: controllers and utterances train
-together, adapters load with peft, and a killed run resumes to the same controllers and weights."""
+together and adapters load with peft (resuming: tests/test_checkpoint_faults.py)."""
 
 from __future__ import annotations
 
 import json
-import shutil
 
-import numpy as np
 import pytest
 import torch
-from safetensors.torch import load_file
 
 from councilzoo.config import load_config
 from councilzoo.learners.tracer import Tracer, TracerLearner
@@ -69,27 +66,3 @@ def test_the_cli_learner_writes_metrics_summary_and_loadable_adapters(tiny_model
     assert set(summary["eval"]["synthetic:numeric"]) == {"tracer", "never_review"}
     assert rows and "accuracy" in rows[0]
     PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir), out / "final")
-
-
-def test_a_killed_llm_run_resumes_to_the_same_controllers_and_adapters(tiny_model_dir, tmp_path):
-    cfg = tiny_config(tiny_model_dir, tmp_path / "run", max_steps=3, save_steps=1)
-    TracerLearner(cfg).train()
-    run = tmp_path / "run"
-    straight = load_file(run / "final" / "adapter_model.safetensors")
-    regrets = {k: v.copy() for k, v in _controller_arrays(run / "checkpoint-3").items()}
-    # As if killed after the step-1 checkpoint.
-    for name in ("checkpoint-2", "checkpoint-3", "final"):
-        shutil.rmtree(run / name)
-    TracerLearner(cfg).train(resume=True)
-    again = load_file(run / "final" / "adapter_model.safetensors")
-    assert all(torch.equal(again[k], straight[k]) for k in straight)
-    for key, value in _controller_arrays(run / "checkpoint-3").items():
-        np.testing.assert_array_equal(value, regrets[key], err_msg=key)
-    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert steps == [1, 2, 3]  # no row written twice
-
-
-def _controller_arrays(checkpoint):
-    from councilzoo.learners.checkpoint import latest_checkpoint, load_checkpoint
-
-    return load_checkpoint(latest_checkpoint(checkpoint / "tracer")).arrays

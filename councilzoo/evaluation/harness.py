@@ -68,8 +68,11 @@ class Evaluation:
             raise ValueError(f"need >= 10 dev problems to fit the router and COMED, got {len(dev)}")
         return dev
 
-    def play(self, name: str, run: protocols.Run, problems: Sequence[Problem]) -> list[EpisodeRecord]:
-        """Play ``run`` on ``problems``, streaming to ``OUT/episodes/<name>.jsonl`` (resumable)."""
+    def play(
+        self, name: str, run: protocols.Run, problems: Sequence[Problem], label: str
+    ) -> list[EpisodeRecord]:
+        """Play ``run`` on ``problems``, streaming to ``OUT/episodes/<name>.jsonl`` (resumable);
+        ``label`` names its progress bar (protocol and split, e.g. "comed · test")."""
         path = None if self.out is None else self.out / "episodes" / f"{name}.jsonl"
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -81,24 +84,41 @@ class Evaluation:
             env_kwargs=kwargs,
             seed=self.seed,
             progress=self.progress,
+            label=label,
             jsonl_path=path,
         )
         return engine.run(problems)
+
+    def say(self, line: str) -> None:
+        """One line when a phase ends (what a person following the run reads; off with progress)."""
+        if self.progress:
+            print(line, flush=True)
 
     def result(self, protocol: str) -> ProtocolResult:
         """The cached result of ``protocol`` (played on first request)."""
         if protocol not in protocols.PROTOCOLS:
             raise ValueError(f"unknown protocol {protocol!r}; known: {list(protocols.PROTOCOLS)}")
         if protocol not in self._results:
-            self._results[protocol] = protocols.PROTOCOLS[protocol](self)
+            result = self._results[protocol] = protocols.PROTOCOLS[protocol](self)
+            row = result.summary(seed=self.seed)
+            counted = "problems (oracle, from the other runs)" if result.oracle else "episodes"
+            self.say(
+                f"{protocol} · test: {row['n']} {counted}, accuracy {row['accuracy']:.3f}, "
+                f"{row['calls']:.2f} calls/question"
+            )
         return self._results[protocol]
 
     def _single(self, split: str, name: str) -> ProtocolResult:
         if split == "test" and name == self.council.anchor:
             return self.result("single")
         if (split, name) not in self._singles:
-            problems = self.test if split == "test" else self.dev
-            self._singles[split, name] = protocols.model_alone(self, name, problems, f"{split}_single_{name}")
+            if split == "test":
+                problems, label = self.test, f"{name} alone · test"
+            else:
+                problems, label = self.dev, f"dev fit · router: {name} alone"
+            self._singles[split, name] = protocols.model_alone(
+                self, name, problems, f"{split}_single_{name}", label
+            )
         return self._singles[split, name]
 
     def dev_single(self, name: str) -> ProtocolResult:
@@ -111,7 +131,11 @@ class Evaluation:
 
     @cached_property
     def _router_fit(self) -> tuple[Any, np.ndarray]:
-        return protocols.fit_router(self)
+        fit = protocols.fit_router(self)
+        pool = self.council.router_pool
+        alone = ", ".join(f"{name} {self.dev_single(name).correct.mean():.3f}" for name in pool)
+        self.say(f"dev fit · router: {len(self.dev)} problems per model, accuracy alone {alone}")
+        return fit
 
     @property
     def router(self):
@@ -123,7 +147,13 @@ class Evaluation:
 
     @cached_property
     def comed_fit(self):
-        return protocols.comed_thresholds(self)
+        thresholds, scores = fit = protocols.comed_thresholds(self)
+        taus = " ".join(f"{k}={v:.3g}" for k, v in thresholds.to_dict().items())
+        self.say(
+            f"dev fit · comed: {len(protocols.DEV_GATES) * len(self.dev)} episodes, thresholds {taus}; "
+            f"dev accuracy {scores['accuracy']:.3f}, escalation rate {scores['escalation_rate']:.3f}"
+        )
+        return fit
 
     def rows(self, names: Sequence[str]) -> list[dict[str, Any]]:
         return [self.result(name).summary(seed=self.seed) for name in names]

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 ESCALATION, DEBATE = "councilzoo/escalation-v0", "councilzoo/debate-v0"
 # Scripted gates used on dev to observe every path of the COMED rule (see ``gate_outcomes``).
-_DEV_GATES = {
+DEV_GATES = {
     "probe_verify": ComedThresholds(tau_accept=np.inf, tau_direct=0.0, tau_escalate=0.0),
     "probe_escalate": ComedThresholds(tau_accept=np.inf, tau_direct=0.0, tau_escalate=np.inf),
     "escalate": ComedThresholds(tau_accept=np.inf, tau_direct=np.inf, tau_escalate=np.inf),
@@ -136,25 +136,30 @@ def fit_router(ev: Evaluation) -> tuple[LogisticRouter, np.ndarray]:
 
 
 # ---- protocols -------------------------------------------------------------------------------
-def _accepted(ev: Evaluation, run_name: str, anchor: Agent, samples: int, problems: list[Problem]):
+def _accepted(
+    ev: Evaluation, run_name: str, anchor: Agent, samples: int, problems: list[Problem], label: str
+) -> list[EpisodeRecord]:
     """Episodes where the gate always ACCEPTs: the anchor alone, with ``samples`` samples."""
     gate = ControllerSeat(FixedController(Mode.ACCEPT))
-    return ev.play(run_name, escalation_run(ev, anchor, gate, samples), problems)
+    return ev.play(run_name, escalation_run(ev, anchor, gate, samples), problems, label)
 
 
 def single(ev: Evaluation) -> ProtocolResult:
-    records = _accepted(ev, "single", ev.models[ev.council.anchor], 1, ev.test)
+    records = _accepted(ev, "single", ev.models[ev.council.anchor], 1, ev.test, "single · test")
     return metrics.from_escalation("single", records, note=f"anchor {ev.council.anchor!r}, one sample")
 
 
-def model_alone(ev: Evaluation, name: str, problems: list[Problem], run_name: str) -> ProtocolResult:
+def model_alone(
+    ev: Evaluation, name: str, problems: list[Problem], run_name: str, label: str
+) -> ProtocolResult:
     """Model ``name`` answering ``problems`` once, alone (router data; the hindsight oracle)."""
-    return metrics.from_escalation(name, _accepted(ev, run_name, ev.models[name], 1, problems))
+    return metrics.from_escalation(name, _accepted(ev, run_name, ev.models[name], 1, problems, label))
 
 
 def self_consistency(ev: Evaluation) -> ProtocolResult:
     n = ev.council.samples
-    records = _accepted(ev, "self_consistency", ev.models[ev.council.anchor], n, ev.test)
+    anchor = ev.models[ev.council.anchor]
+    records = _accepted(ev, "self_consistency", anchor, n, ev.test, "self_consistency · test")
     return metrics.from_escalation("self_consistency", records, note=f"plurality of {n} anchor samples")
 
 
@@ -162,13 +167,14 @@ def routing(ev: Evaluation) -> ProtocolResult:
     pool = ev.council.router_pool
     problems = with_routes(ev.test, ev.router.predict(ev.test), pool, None)
     anchor = RoutedAgent({name: ev.models[name] for name in pool})
-    records = _accepted(ev, "routing", anchor, 1, problems)
+    records = _accepted(ev, "routing", anchor, 1, problems, "routing · test")
     return metrics.from_escalation("routing", records, note=f"logistic router over {pool}")
 
 
 def always_verify(ev: Evaluation) -> ProtocolResult:
     gate = ControllerSeat(FixedController(Mode.VERIFY))
-    records = ev.play("always_verify", escalation_run(ev, ev.models[ev.council.anchor], gate, 1), ev.test)
+    run = escalation_run(ev, ev.models[ev.council.anchor], gate, 1)
+    records = ev.play("always_verify", run, ev.test, "always_verify · test")
     return metrics.from_escalation("always_verify", records, note="peer probe + verifier on every question")
 
 
@@ -179,7 +185,7 @@ def debate(ev: Evaluation) -> ProtocolResult:
         dict(num_agents=len(debaters), rounds=ev.council.debate_rounds),
         {f"peer_{i}": ev.models[name] for i, name in enumerate(debaters)},
     )
-    records = ev.play("debate", run, ev.test)
+    records = ev.play("debate", run, ev.test, "debate · test")
     note = f"Du et al. dense debate: {len(debaters)} agents x {ev.council.debate_rounds} rounds"
     return metrics.from_dense("debate", records, ev.result("single"), note=note)
 
@@ -215,8 +221,9 @@ def gate_outcomes(ev: Evaluation, problems: list[Problem], unit: str = "calls") 
             f"dev_comed_{name}",
             escalation_run(ev, _comed_anchor(ev), ComedController(gate), samples),
             problems,
+            f"dev fit · comed {name}",
         )
-        for name, gate in _DEV_GATES.items()
+        for name, gate in DEV_GATES.items()
     }
     first = runs["probe_verify"]
 
@@ -261,7 +268,7 @@ def comed_thresholds(ev: Evaluation) -> tuple[ComedThresholds, dict[str, float]]
 def comed(ev: Evaluation) -> ProtocolResult:
     thresholds, dev_scores = ev.comed_fit
     run = escalation_run(ev, _comed_anchor(ev), ComedController(thresholds), ev.council.samples)
-    records = ev.play("comed", run, _comed_problems(ev, "test"))
+    records = ev.play("comed", run, _comed_problems(ev, "test"), "comed · test")
     paths = [r.info["path"] for r in records]
     extra = {
         "thresholds": thresholds.to_dict(),

@@ -8,19 +8,28 @@ Layout of one checkpoint (``ROOT/step-000012/``)::
     state.json               step, numpy Generator states, anything JSON
     arrays.safetensors       numpy arrays (TRACER's regret and strategy sums, visits)
     rng.pt                   the global torch RNG state (read with weights_only=True)
+    manifest.json            every other file's size and sha256, written last
 
 A checkpoint is written into a hidden temporary folder, every file fsynced, then renamed into
 place, so a crash mid-write leaves the previous checkpoint intact and never a half one under a
 ``step-*`` name. Nothing is unpickled: tensors come from safetensors and ``torch.load`` always
 runs with ``weights_only=True``.
+
+Manifests: a crash, a full disk or a later copy can still leave a checkpoint folder incomplete or
+damaged, here or in TRL's ``checkpoint-N`` folders (``engine.CheckpointManifest`` writes theirs).
+``verified`` keeps the folders whose files all match their manifest and names every other one in
+a ``DamagedCheckpointWarning``, so a resume starts from the newest good checkpoint.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
+import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +40,74 @@ from safetensors.numpy import load_file as load_numpy
 from safetensors.numpy import save_file as save_numpy
 
 _STEP_RE = re.compile(r"^step-(\d+)$")
+MANIFEST = "manifest.json"
+
+
+class DamagedCheckpointWarning(UserWarning):
+    """A checkpoint folder failed verification against its manifest and is not resumed from."""
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_manifest(folder: str | Path) -> Path:
+    """Record every file under ``folder`` (size, sha256) in ``folder/manifest.json``.
+
+    Call it once the checkpoint is complete: the manifest is written last (through a temporary
+    file and a rename), so its presence says every file before it was written in full.
+    """
+    folder = Path(folder)
+    files = {
+        path.relative_to(folder).as_posix(): {"size": path.stat().st_size, "sha256": _sha256(path)}
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and path.name != MANIFEST and not path.name.startswith(".manifest")
+    }
+    tmp = folder / f".manifest-{os.getpid()}.json"
+    with open(tmp, "w") as f:
+        json.dump({"files": files}, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, folder / MANIFEST)
+    return folder / MANIFEST
+
+
+def checkpoint_problem(folder: str | Path) -> str | None:
+    """Why ``folder`` cannot be resumed from, or None when every file matches its manifest."""
+    folder = Path(folder)
+    try:
+        files = json.loads((folder / MANIFEST).read_text())["files"]
+    except FileNotFoundError:
+        return f"no {MANIFEST} (the save did not finish)"
+    except (ValueError, KeyError, TypeError):
+        return f"{MANIFEST} is unreadable"
+    for name, entry in files.items():
+        path = folder / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if path.stat().st_size != entry["size"]:
+            return f"{name} has {path.stat().st_size} bytes, the manifest says {entry['size']}"
+        if _sha256(path) != entry["sha256"]:
+            return f"{name} does not match its sha256 in the manifest"
+    return None
+
+
+def verified(folders: Iterable[Path]) -> list[Path]:
+    """The ``folders`` that pass ``checkpoint_problem``, in order; each other one is named in a
+    ``DamagedCheckpointWarning`` (a resume then starts from an older one)."""
+    good = []
+    for folder in folders:
+        problem = checkpoint_problem(folder)
+        if problem is None:
+            good.append(folder)
+        else:
+            message = f"checkpoint {folder} is damaged and skipped: {problem}"
+            warnings.warn(message, DamagedCheckpointWarning, stacklevel=2)
+    return good
 
 
 @dataclass
@@ -80,6 +157,7 @@ def save_checkpoint(
         contiguous = {k: np.require(v, requirements="C") for k, v in arrays.items()}  # 0-d stays 0-d
         save_numpy(contiguous, str(tmp / "arrays.safetensors"))
     (tmp / "state.json").write_text(json.dumps({**(state or {}), "step": step}, indent=1))
+    write_manifest(tmp)
     _fsync_tree(tmp)
     if final.exists():  # re-saving a step: move the old one aside first, then drop it
         old = root / f".old-step-{step:06d}-{os.getpid()}"
@@ -109,9 +187,12 @@ def list_checkpoints(root: str | Path) -> list[Path]:
 
 
 def latest_checkpoint(root: str | Path) -> Path | None:
-    """The newest complete checkpoint under ``root``, or None."""
-    found = list_checkpoints(root)
-    return found[-1] if found else None
+    """The newest checkpoint under ``root`` that matches its manifest, or None (damaged newer ones
+    are named in a warning)."""
+    for path in reversed(list_checkpoints(root)):
+        if verified([path]):
+            return path
+    return None
 
 
 def load_checkpoint(

@@ -12,7 +12,8 @@ master weights, micro-batches and accumulation, gradient checkpointing, LoRA thr
   cohort member meets the same items in the same round;
 - **reward functions** (the learner's credit assignment; they get the dataset columns);
 - **callbacks** (``MetricsFile``: one JSON line per logged step; ``StepProgress``: a bar over
-  optimizer steps with reward and label accuracy).
+  optimizer steps with reward and label accuracy; ``CheckpointManifest``, always last: the
+  manifest of every ``checkpoint-N`` folder, which a resume verifies).
 
 ``grpo_args`` turns a learner's settings into a ``GRPOConfig``: any ``GRPOConfig`` field may be
 set in a config's ``trainer:`` mapping (validated by name before any model loads). The defaults
@@ -34,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from councilzoo.config import ConfigError
+from councilzoo.learners.checkpoint import verified, write_manifest
 from councilzoo.learners.logging import read_metrics
 from councilzoo.tasks import Problem
 
@@ -226,7 +228,11 @@ def build_trainer(
     peft: Mapping[str, Any] | None = None,
     rollout_func: Any = None,
 ) -> Any:
-    """A ``GRPOTrainer`` on ``rows`` with our callbacks in place of TRL's printed progress."""
+    """A ``GRPOTrainer`` on ``rows`` with our callbacks in place of TRL's printed progress.
+
+    Callbacks that write into checkpoints go in ``callbacks``: ``CheckpointManifest`` is added
+    after them, so each checkpoint's manifest lists what they wrote.
+    """
     from datasets import Dataset
     from trl import GRPOTrainer
 
@@ -250,6 +256,7 @@ def build_trainer(
 
     trainer.remove_callback(PrinterCallback)  # StepProgress shows the step's key numbers instead
     trainer.remove_callback(ProgressCallback)
+    trainer.add_callback(CheckpointManifest())
     for fn in reward_funcs:
         if hasattr(fn, "bind"):
             fn.bind(trainer)
@@ -269,22 +276,26 @@ def processing_class(path: str) -> Any:
 
 
 def latest_trainer_checkpoint(output_dir: str | Path) -> Path | None:
-    """The newest ``checkpoint-N`` folder TRL wrote under ``output_dir`` (None if none)."""
+    """The newest ``checkpoint-N`` folder under ``output_dir`` that matches its manifest (None if
+    none; damaged newer ones are named in a warning)."""
     found = checkpoint_steps(output_dir)
     return Path(output_dir) / f"checkpoint-{max(found)}" if found else None
 
 
-def checkpoint_steps(output_dir: str | Path) -> list[int]:
-    """Steps of the complete ``checkpoint-N`` folders (a trainer_state.json is written last)."""
+def checkpoint_steps(output_dir: str | Path, verify: bool = True) -> list[int]:
+    """Steps of the ``checkpoint-N`` folders under ``output_dir``, oldest first; with ``verify``
+    only those whose files match their manifest (each other one is named in a warning)."""
     root = Path(output_dir)
     if not root.is_dir():
         return []
-    steps = []
-    for path in root.glob("checkpoint-*"):
-        suffix = path.name.split("-", 1)[1]
-        if suffix.isdigit() and (path / "trainer_state.json").is_file():
-            steps.append(int(suffix))
-    return sorted(steps)
+    found = sorted(
+        (int(suffix), path)
+        for path in root.glob("checkpoint-*")
+        if path.is_dir() and (suffix := path.name.split("-", 1)[1]).isdigit()
+    )
+    folders = [path for _, path in found]
+    kept = set(verified(folders) if verify else folders)
+    return [step for step, path in found if path in kept]
 
 
 def _trainer_callback_base() -> type:
@@ -319,6 +330,18 @@ class MetricsFile(_trainer_callback_base()):
         row["step"] = state.global_step
         with self.path.open("a") as fh:
             fh.write(json.dumps(row) + "\n")
+
+
+class CheckpointManifest(_trainer_callback_base()):
+    """Writes ``checkpoint-N/manifest.json`` once the trainer and every earlier callback have saved
+    (``build_trainer`` adds it last), after all processes of the world are done writing."""
+
+    def on_save(self, args, state, control, **kwargs):
+        from accelerate import PartialState
+
+        PartialState().wait_for_everyone()
+        if state.is_world_process_zero:
+            write_manifest(Path(args.output_dir) / f"checkpoint-{state.global_step}")
 
 
 class StepProgress(_trainer_callback_base()):

@@ -83,7 +83,7 @@ def prepare_run(cfg: CohortConfig, learner: str, resume: bool, overwrite: bool) 
     out = Path(cfg.output_dir)
     for i in range(len(cfg.members)):
         member_args(cfg, i)  # GRPOConfig errors now
-    existing = [i for i in range(len(cfg.members)) if engine.checkpoint_steps(cfg.member_dir(i))]
+    existing = any(engine.checkpoint_steps(cfg.member_dir(i), verify=False) for i in range(len(cfg.members)))
     if existing and not (resume or overwrite):
         raise ConfigError(
             f"output_dir {str(out)!r} already holds checkpoints of a run: pass --resume to continue "

@@ -42,7 +42,7 @@ from councilzoo.envs import review_v0
 from councilzoo.envs.core import Mode
 from councilzoo.learners.base import Learner, register_learner
 from councilzoo.learners.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from councilzoo.learners.engine import latest_trainer_checkpoint
+from councilzoo.learners.engine import checkpoint_steps, latest_trainer_checkpoint
 from councilzoo.learners.logging import MetricsLogger, read_metrics
 from councilzoo.learners.tracer_config import TracerConfig
 from councilzoo.learners.tracer_metrics import episode_metrics, flatten, regret_summary, speak_rates
@@ -160,7 +160,7 @@ class Tracer:
         if cfg.agents.kind == "llm":
             from councilzoo.learners.tracer_gspo import UtteranceLayer
 
-            self.generation = UtteranceLayer(cfg, self.play_step)
+            self.generation = UtteranceLayer(cfg, self.play_step, [ControllerCheckpoints(self)])
         if agents is None:
             agents = self.generation.agents if self.generation else simulated_agents(cfg)
         self._envs: list = []
@@ -368,7 +368,6 @@ class Tracer:
             self.save(ckpt_dir)
             return self.history
         trainer = self.generation.trainer
-        trainer.add_callback(ControllerCheckpoints(self))
         trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
         trainer.save_model(str(self.out_dir / "final"))  # adapters: adapter_config.json + weights
         return self.history
@@ -394,7 +393,7 @@ class TracerLearner(Learner):
 
     def train(self, resume: bool = False, overwrite: bool = False) -> list[dict]:
         cfg, out = self.cfg, Path(self.cfg.output_dir)
-        held = (out / "checkpoints").is_dir() or latest_trainer_checkpoint(out) is not None
+        held = (out / "checkpoints").is_dir() or bool(checkpoint_steps(out, verify=False))
         if held and not (resume or overwrite):
             raise ConfigError(f"output_dir {str(out)!r} already holds checkpoints of a run: pass --resume to "
                               "continue it or --overwrite to start again")

@@ -24,6 +24,7 @@ role models, the proposer's (the reviewer's model then only generates).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -65,9 +66,12 @@ class UtteranceReward:
 
 
 class UtteranceLayer:
-    """The trained model, its ``GRPOTrainer``, and the LLM agents that play with it."""
+    """The trained model, its ``GRPOTrainer``, and the LLM agents that play with it.
 
-    def __init__(self, cfg: TracerConfig, play_step: Any) -> None:
+    ``callbacks`` are trainer callbacks that save into each checkpoint (TRACER's controllers), so
+    the checkpoint's manifest covers them."""
+
+    def __init__(self, cfg: TracerConfig, play_step: Any, callbacks: Sequence[Any] = ()) -> None:
         from transformers import AutoModelForCausalLM
 
         from councilzoo.agents.generators.common import resolve_model_path
@@ -102,6 +106,7 @@ class UtteranceLayer:
                 for i in range(engine.rounds_needed(args) * g.turns_per_step)
             ],
             [UtteranceReward(g.cost_penalty, a.max_new_tokens)],
+            callbacks,
             peft=g.peft,
             rollout_func=self.rollout,
         )

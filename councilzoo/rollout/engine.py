@@ -82,6 +82,7 @@ class RolloutEngine:
 
     ``env`` is an env id (``"councilzoo/debate-v0"``, built with ``env_kwargs``) or a zero-argument
     callable returning an env; ``agents`` maps agent names or roles to Agents (``bind_agents``).
+    ``progress`` draws a bar per ``run`` labelled ``label`` (default: the env id).
     """
 
     def __init__(
@@ -93,6 +94,7 @@ class RolloutEngine:
         env_kwargs: Mapping[str, Any] | None = None,
         seed: int = 0,
         progress: bool = True,
+        label: str | None = None,
         jsonl_path: str | os.PathLike | None = None,
     ) -> None:
         if int(num_envs) != num_envs or num_envs < 1:
@@ -113,6 +115,7 @@ class RolloutEngine:
         self.log = EpisodeLog(jsonl_path) if jsonl_path is not None else None
         self._envs = [self._make_env() for _ in range(self.num_envs)]  # reused across runs
         self.env_id: str = getattr(self._envs[0], "env_id", type(self._envs[0]).__module__)
+        self.label = label or self.env_id
         self.binding: AgentBinding = bind_agents(self._envs[0], agents)
         self.stats = RolloutStats()
         self._calls = 0  # generate calls over the engine's life: per-call sampling seeds
@@ -133,7 +136,7 @@ class RolloutEngine:
         queue = [k for k in keys if k not in done]
         self.stats = RolloutStats()
         slots = [self._slot(i) for i in range(min(self.num_envs, len(queue)))]
-        bar = _progress(len(keys), len(keys) - len(queue), self.env_id, self.progress)
+        bar = _progress(len(keys), len(keys) - len(queue), self.label, self.progress)
         with bar, self.log if self.log else nullcontext():
             live = []
             for slot in slots:
