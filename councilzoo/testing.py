@@ -1,10 +1,17 @@
-"""An offline tiny model for tests and CI: local BPE tokenizer + random-init Qwen3 or Llama.
+"""Offline tiny models for tests and CI: local BPE tokenizer + random-init Qwen3 or Llama, and a
+tiny image-text-to-text model (``build_tiny_vlm``).
 
 ``build_tiny_model(path)`` needs no hub access and takes about a second. The model is random, so
 it says nothing sensible, but it exercises every real code path (chat template, tokenisation,
 generation, log-probs, training, vLLM's CPU backend: head_dim 32 and untied embeddings).
 We use Qwen3/Llama configs, never Qwen2: with a Qwen2 config ``AutoTokenizer`` swaps in
 ``Qwen2Tokenizer`` and the token ids change.
+
+The tiny VLM family is Idefics3 because it is the one chat VLM family that both transformers and
+vLLM's CPU build run without torchvision (which these environments do not have): Qwen2-VL,
+Qwen2.5-VL, InternVL and SmolVLM processors all hold a video processor, which transformers only
+builds with torchvision, and vLLM's modules for them (and for LLaVA, Gemma3, Mistral3) import
+torchvision-backed image processors (docs/generators.md, "Images").
 """
 
 from __future__ import annotations
@@ -55,7 +62,9 @@ def filler_corpus(n_words: int, seed: int = 0) -> list[str]:
     return [" ".join(words[i : i + 16]) for i in range(0, n_words, 16)]
 
 
-def _build_tokenizer(vocab_size: int, seed: int):
+def _build_tokenizer(vocab_size: int, seed: int, extra_special: tuple[str, ...] = ()):
+    """The BPE tokenizer; ``extra_special`` tokens get ids after the trained vocabulary, so the
+    text model's ids do not move when a VLM adds its image tokens."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -75,7 +84,7 @@ def _build_tokenizer(vocab_size: int, seed: int):
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=PAD, padding_side="left"
     )
-    fast.add_special_tokens({"additional_special_tokens": ["<|im_start|>"]})
+    fast.add_special_tokens({"additional_special_tokens": ["<|im_start|>", *extra_special]})
     fast.chat_template = CHAT_TEMPLATE
     return fast
 
@@ -133,8 +142,7 @@ def build_tiny_model(
         vocab_size=vocab_size,
         seed=seed,
     )
-    args_file = path / _ARGS_FILE
-    if args_file.exists() and json.loads(args_file.read_text()) == args:
+    if _is_built(path, args):
         return path
 
     import torch
@@ -150,5 +158,118 @@ def build_tiny_model(
     path.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(path)
     model.save_pretrained(path, safe_serialization=True)
-    args_file.write_text(json.dumps(args, indent=1))  # written last: marks a complete build
+    _mark_built(path, args)
+    return path
+
+
+def _is_built(path: Path, args: dict) -> bool:
+    args_file = path / _ARGS_FILE
+    return args_file.exists() and json.loads(args_file.read_text()) == args
+
+
+def _mark_built(path: Path, args: dict) -> None:
+    (path / _ARGS_FILE).write_text(json.dumps(args, indent=1))  # written last: marks a complete build
+
+
+VLM_FAMILIES = ("idefics3",)
+IMAGE_TOKEN = "<image>"
+_IDEFICS3_TOKENS = ("<fake_token_around_image>", IMAGE_TOKEN, "<end_of_utterance>", "<global-img>")
+_IDEFICS3_SCALE = 2  # pixel-shuffle factor: scale**2 vision patches become one image token
+VLM_CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' }}"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' %}{{ '<image>' }}"
+    "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}"
+    "{{ '<|im_end|>' + '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+"""ChatML as for the text models; a content-part list renders its image parts as ``<image>``,
+which the processor (or vLLM) expands into the image's placeholder tokens."""
+
+
+def build_tiny_vlm(
+    path: str | Path,
+    *,
+    family: str = "idefics3",
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    num_heads: int = 2,
+    head_dim: int = 32,
+    image_size: int = 32,
+    patch_size: int = 8,
+    seed: int = 0,
+) -> Path:
+    """Write a tiny random image-text-to-text model and its processor to ``path``; return ``path``.
+
+    Loadable with ``AutoProcessor``/``AutoModelForImageTextToText`` and by vLLM's CPU build:
+    Idefics3 (a SigLIP-style vision tower of ``image_size``/``patch_size`` patches, pixel shuffle,
+    a Llama LM with untied embeddings), the tokenizer of ``build_tiny_model`` plus the Idefics3
+    image tokens, ``VLM_CHAT_TEMPLATE``, and the PIL image processor resizing every image to
+    ``image_size`` square without splitting it into tiles, so each image costs
+    ``(image_size // patch_size)**2 // 4`` ``<image>`` tokens (4 by default). Cached like
+    ``build_tiny_model``.
+    """
+    if family not in VLM_FAMILIES:
+        raise ValueError(f"family must be one of {VLM_FAMILIES}, got {family!r}")
+    grid = image_size // patch_size if patch_size > 0 else 0
+    if min(hidden_size, num_layers, num_heads, head_dim, grid) < 1 or grid * patch_size != image_size:
+        raise ValueError("sizes must be positive and image_size a multiple of patch_size")
+    if grid % _IDEFICS3_SCALE:
+        raise ValueError(f"image_size // patch_size must be a multiple of {_IDEFICS3_SCALE} (pixel shuffle)")
+    path = Path(path)
+    args = dict(
+        family=family,
+        hidden_size=hidden_size,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        head_dim=head_dim,
+        image_size=image_size,
+        patch_size=patch_size,
+        seed=seed,
+    )
+    if _is_built(path, args):
+        return path
+
+    import torch
+    from transformers import AutoModelForImageTextToText, Idefics3Config, Idefics3Processor
+    from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
+
+    tokenizer = _build_tokenizer(DEFAULT_VOCAB_SIZE, seed, extra_special=_IDEFICS3_TOKENS)
+    tokenizer.chat_template = VLM_CHAT_TEMPLATE
+    text = _build_config("llama", tokenizer, hidden_size, num_layers, num_heads, head_dim)
+    vision = dict(
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        image_size=image_size,
+        patch_size=patch_size,
+    )
+    config = Idefics3Config(
+        vision_config=vision,
+        text_config=text.to_dict(),
+        scale_factor=_IDEFICS3_SCALE,
+        image_token_id=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN),
+        tie_word_embeddings=False,
+    )
+    edge = {"longest_edge": image_size}
+    processor = Idefics3Processor(
+        image_processor=Idefics3ImageProcessorPil(do_image_splitting=False, size=edge, max_image_size=edge),
+        tokenizer=tokenizer,
+        chat_template=VLM_CHAT_TEMPLATE,
+        image_seq_len=grid**2 // _IDEFICS3_SCALE**2,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModelForImageTextToText.from_config(config, dtype=torch.float32)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    path.mkdir(parents=True, exist_ok=True)
+    processor.save_pretrained(path)
+    model.save_pretrained(path, safe_serialization=True)
+    _mark_built(path, args)
     return path

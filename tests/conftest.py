@@ -37,6 +37,14 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_vlm_dir(tmp_path_factory) -> Path:
+    """A ~0.25M-parameter random Idefics3 image-text-to-text model (4 image tokens an image)."""
+    from councilzoo.testing import build_tiny_vlm
+
+    return build_tiny_vlm(tmp_path_factory.mktemp("tiny_vlm") / "idefics3")
+
+
+@pytest.fixture(scope="session")
 def quick_repro(tmp_path_factory) -> Path:
     """``councilzoo repro all --quick --jobs 2`` run once (its claims in two processes); the folder
     holding ``corl/``, ``comed/`` and ``tracer/``, each with report.md, report.json and figures."""

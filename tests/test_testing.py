@@ -106,3 +106,105 @@ def test_generation_stops_at_eos(tiny_model_dir):
 def test_bad_family_raises(tmp_path):
     with pytest.raises(ValueError, match="family"):
         build_tiny_model(tmp_path, family="qwen2")
+
+
+# --- the tiny VLM ------------------------------------------------------------------------------
+
+
+def _image(seed: int, size=(60, 40)):
+    import numpy as np
+    from PIL import Image
+
+    width, height = size
+    return Image.fromarray(np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8))
+
+
+def _image_prompt(image, text="What is 2 + 3?", image_first=True):
+    parts = [{"type": "image", "image": image}, {"type": "text", "text": text}]
+    return [{"role": "user", "content": parts if image_first else parts[::-1]}]
+
+
+def _vlm_inputs(processor, prompts):
+    texts = [processor.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in prompts]
+    images = [[part["image"] for m in p for part in m["content"] if part["type"] == "image"] for p in prompts]
+    return processor(text=texts, images=images, return_tensors="pt", padding=True)
+
+
+def _vlm(path):
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    return AutoProcessor.from_pretrained(path), AutoModelForImageTextToText.from_pretrained(path)
+
+
+def test_vlm_builds_idefics3_with_image_tokens_and_untied_head_dim_32(tiny_vlm_dir):
+    from councilzoo.testing import IMAGE_TOKEN, VLM_CHAT_TEMPLATE
+
+    processor, model = _vlm(tiny_vlm_dir)
+    assert type(model).__name__ == "Idefics3ForConditionalGeneration"
+    assert type(processor).__name__ == "Idefics3Processor"
+    assert type(processor.image_processor).__name__ == "Idefics3ImageProcessorPil"
+    text = model.config.text_config
+    assert text.head_dim == 32 and not model.config.tie_word_embeddings and 1e5 < model.num_parameters() < 2e6
+    assert model.config.image_token_id == processor.tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
+    assert processor.chat_template == VLM_CHAT_TEMPLATE
+    prompt = _image_prompt(_image(0))
+    rendered = processor.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+    assert rendered == "<|im_start|>user\n<image>What is 2 + 3?<|im_end|>\n<|im_start|>assistant\n"
+    ids = _vlm_inputs(processor, [prompt])["input_ids"][0].tolist()
+    assert ids.count(model.config.image_token_id) == 4  # (32 / 8)**2 patches, pixel-shuffled by 2
+
+
+def test_vlm_text_tokens_match_the_text_model(tiny_vlm_dir, tiny_model_dir):
+    """The image tokens are appended after the shared vocabulary, so plain text tokenises alike."""
+    processor, _ = _vlm(tiny_vlm_dir)
+    text_tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    assert all(processor.tokenizer(t)["input_ids"] == text_tok(t)["input_ids"] for t in TEXTS)
+
+
+def test_vlm_reload_gives_identical_logits_on_an_image_prompt(tiny_vlm_dir):
+    results = []
+    for _ in range(2):
+        processor, model = _vlm(tiny_vlm_dir)
+        inputs = _vlm_inputs(processor, [_image_prompt(_image(1))])
+        with torch.no_grad():
+            results.append((inputs, model(**inputs).logits))
+    (inputs_a, logits_a), (inputs_b, logits_b) = results
+    assert torch.equal(inputs_a["pixel_values"], inputs_b["pixel_values"]) and torch.equal(logits_a, logits_b)
+
+
+def test_vlm_batched_left_padded_generation_equals_one_prompt_at_a_time(tiny_vlm_dir):
+    processor, model = _vlm(tiny_vlm_dir)
+    second = _image_prompt(_image(3, (90, 50)), "how many apples", image_first=False)
+    prompts = [_image_prompt(_image(2)), second]
+    batch = _vlm_inputs(processor, prompts)
+    mask = batch["attention_mask"]
+    assert mask[:, -1].all() and not mask[:, 0].all()  # one row padded, on the left
+    out = _greedy_new_tokens(model, batch)
+    for prompt, row in zip(prompts, out, strict=True):
+        assert row == _greedy_new_tokens(model, _vlm_inputs(processor, [prompt]))[0]
+    assert out[0] != out[1]
+
+
+def _greedy_new_tokens(model, inputs, steps=6) -> list[list[int]]:
+    out = model.generate(**inputs, max_new_tokens=steps, do_sample=False)
+    return out[:, inputs["input_ids"].shape[1] :].tolist()
+
+
+def test_vlm_cache_returns_existing_build_and_rebuilds_on_new_arguments(tmp_path):
+    from councilzoo.testing import build_tiny_vlm
+
+    path = build_tiny_vlm(tmp_path / "v", num_layers=1)
+    weights = path / "model.safetensors"
+    stamp = weights.stat().st_mtime_ns
+    assert build_tiny_vlm(path, num_layers=1) == path and weights.stat().st_mtime_ns == stamp
+    build_tiny_vlm(path, num_layers=1, image_size=64)
+    processor, model = _vlm(path)
+    assert model.config.vision_config.image_size == 64 and processor.image_seq_len == 16
+
+
+@pytest.mark.parametrize("kwargs", [{"family": "qwen2_5_vl"}, {"image_size": 36}, {"image_size": 24}])
+def test_vlm_bad_arguments_raise(tmp_path, kwargs):
+    from councilzoo.testing import build_tiny_vlm
+
+    with pytest.raises(ValueError):
+        build_tiny_vlm(tmp_path, **kwargs)

@@ -1,6 +1,7 @@
 """Generation through any OpenAI-compatible HTTP server (OpenAI, vLLM's server, SGLang, ...).
 
-Chat prompts go to ``/chat/completions``, already-rendered strings to ``/completions``. Requests
+Chat prompts go to ``/chat/completions``, already-rendered strings to ``/completions``; image parts
+of chat messages are sent inline as ``image_url`` parts with base64 PNG data URLs. Requests
 run concurrently on a thread pool sharing one ``httpx.Client``; transient failures (connection
 errors, timeouts, HTTP 408/429/5xx) are retried with exponential backoff, then reported as a
 ``GenerationError`` that names the endpoint and the last status and carries the completions of
@@ -22,6 +23,7 @@ from councilzoo.agents.generators.common import (
     check_request,
     prompt_seeds,
 )
+from councilzoo.agents.generators.images import openai_messages
 
 _RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 _MAX_RETRY_AFTER_S = 30.0
@@ -114,11 +116,13 @@ class OpenAIGenerator:
         for good (its ``partial`` keeps the prompts that finished)."""
         sampling = check_request(prompts, n, sampling)
         seeds = [None] * len(prompts) if sampling.seed is None else prompt_seeds(sampling.seed, len(prompts))
+        # images are encoded before any request, so that a bad image fails the call at once
+        payloads = [p if isinstance(p, str) else openai_messages(p) for p in prompts]
         results: list[list[Completion] | None] = [None] * len(prompts)
         error: GenerationError | None = None
         with ThreadPoolExecutor(self.max_concurrency) as pool:
             futures = [
-                pool.submit(self._one_prompt, p, n, sampling, s) for p, s in zip(prompts, seeds, strict=True)
+                pool.submit(self._one_prompt, p, n, sampling, s) for p, s in zip(payloads, seeds, strict=True)
             ]
             for i, future in enumerate(futures):
                 if future.cancelled():

