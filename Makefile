@@ -4,9 +4,10 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# CPU machines take the local CPU wheel; GPU machines: make setup TORCH_SPEC="torch>=2.6,<2.15"
-TORCH_SPEC ?= torch==2.13.0
-EXTRAS ?= dev,openai
+# torch and torchvision from this machine's local wheels (torchvision builds the Qwen2-VL family's
+# processors); GPU machines: make setup TORCH_SPEC="torch>=2.6,<2.15 torchvision"
+TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
+EXTRAS ?= dev,openai,vision
 
 .PHONY: setup demo test lint test-core test-vllm vllm-env vllm-env-logged clean
 
@@ -15,7 +16,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q $(TORCH_SPEC)
 	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
 	touch $@
 

@@ -7,11 +7,11 @@ generation, log-probs, training, vLLM's CPU backend: head_dim 32 and untied embe
 We use Qwen3/Llama configs, never Qwen2: with a Qwen2 config ``AutoTokenizer`` swaps in
 ``Qwen2Tokenizer`` and the token ids change.
 
-The tiny VLM family is Idefics3 because it is the one chat VLM family that both transformers and
-vLLM's CPU build run without torchvision (which these environments do not have): Qwen2-VL,
-Qwen2.5-VL, InternVL and SmolVLM processors all hold a video processor, which transformers only
-builds with torchvision, and vLLM's modules for them (and for LLaVA, Gemma3, Mistral3) import
-torchvision-backed image processors (docs/generators.md, "Images").
+Two tiny VLM families, ``build_tiny_vlm(path, family=...)``: Qwen2.5-VL and Idefics3 (SmolVLM's
+architecture). Qwen2.5-VL's processor holds a video processor, which transformers builds only with
+torchvision (the ``vision`` extra). vLLM's CPU build cannot run it (its Qwen2-VL module imports
+torchvision, which breaks that build), so the vLLM tier uses Idefics3, the one chat VLM family
+vLLM's CPU build runs (docs/generators.md, "Images").
 """
 
 from __future__ import annotations
@@ -171,24 +171,33 @@ def _mark_built(path: Path, args: dict) -> None:
     (path / _ARGS_FILE).write_text(json.dumps(args, indent=1))  # written last: marks a complete build
 
 
-VLM_FAMILIES = ("idefics3",)
+VLM_FAMILIES = ("qwen2_5_vl", "idefics3")
 IMAGE_TOKEN = "<image>"
 _IDEFICS3_TOKENS = ("<fake_token_around_image>", IMAGE_TOKEN, "<end_of_utterance>", "<global-img>")
 _IDEFICS3_SCALE = 2  # pixel-shuffle factor: scale**2 vision patches become one image token
-VLM_CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\\n' }}"
-    "{% if message['content'] is string %}{{ message['content'] }}"
-    "{% else %}{% for part in message['content'] %}"
-    "{% if part['type'] == 'image' %}{{ '<image>' }}"
-    "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
-    "{% endfor %}{% endif %}"
-    "{{ '<|im_end|>' + '\\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
-"""ChatML as for the text models; a content-part list renders its image parts as ``<image>``,
-which the processor (or vLLM) expands into the image's placeholder tokens."""
+_QWEN_VL_TOKENS = ("<|vision_start|>", "<|image_pad|>", "<|vision_end|>", "<|video_pad|>")
+_QWEN_VL_MERGE = 2  # spatial merge: 2 x 2 vision patches become one image token
+IMAGE_PLACEHOLDERS = {"idefics3": IMAGE_TOKEN, "qwen2_5_vl": "<|vision_start|><|image_pad|><|vision_end|>"}
+
+
+def vlm_chat_template(placeholder: str) -> str:
+    """ChatML as for the text models; a content-part list renders its image parts as the family's
+    ``placeholder``, which the processor (or vLLM) expands into the image's tokens."""
+    return (
+        "{% for message in messages %}"
+        "{{ '<|im_start|>' + message['role'] + '\\n' }}"
+        "{% if message['content'] is string %}{{ message['content'] }}"
+        "{% else %}{% for part in message['content'] %}"
+        "{% if part['type'] == 'image' %}{{ '" + placeholder + "' }}"
+        "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
+        "{% endfor %}{% endif %}"
+        "{{ '<|im_end|>' + '\\n' }}"
+        "{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+    )
+
+
+VLM_CHAT_TEMPLATE = vlm_chat_template(IMAGE_TOKEN)  # Idefics3's
 
 
 def build_tiny_vlm(
@@ -205,21 +214,28 @@ def build_tiny_vlm(
 ) -> Path:
     """Write a tiny random image-text-to-text model and its processor to ``path``; return ``path``.
 
-    Loadable with ``AutoProcessor``/``AutoModelForImageTextToText`` and by vLLM's CPU build:
-    Idefics3 (a SigLIP-style vision tower of ``image_size``/``patch_size`` patches, pixel shuffle,
-    a Llama LM with untied embeddings), the tokenizer of ``build_tiny_model`` plus the Idefics3
-    image tokens, ``VLM_CHAT_TEMPLATE``, and the PIL image processor resizing every image to
-    ``image_size`` square without splitting it into tiles, so each image costs
-    ``(image_size // patch_size)**2 // 4`` ``<image>`` tokens (4 by default). Cached like
-    ``build_tiny_model``.
+    Loadable with ``AutoProcessor``/``AutoModelForImageTextToText``: the tokenizer of
+    ``build_tiny_model`` plus the family's image tokens (appended, so text ids do not move),
+    ``vlm_chat_template`` with the family's placeholder, a vision tower of
+    ``(image_size / patch_size)**2`` patches, an LM with untied embeddings, and a PIL image
+    processor that resizes every image to ``image_size`` square (Qwen2.5-VL: to that many pixels,
+    keeping the aspect ratio), so each image costs at most ``(image_size // patch_size)**2 // 4``
+    image tokens (4 by default).
+
+    - ``idefics3``: SigLIP-style tower, pixel shuffle by 2, Llama LM, no tiling (vLLM's CPU
+      build runs it).
+    - ``qwen2_5_vl``: Qwen2.5-VL's windowed tower with 2 x 2 patch merging and M-RoPE (needs
+      torchvision for its processor).
+
+    Cached like ``build_tiny_model``.
     """
     if family not in VLM_FAMILIES:
         raise ValueError(f"family must be one of {VLM_FAMILIES}, got {family!r}")
     grid = image_size // patch_size if patch_size > 0 else 0
     if min(hidden_size, num_layers, num_heads, head_dim, grid) < 1 or grid * patch_size != image_size:
         raise ValueError("sizes must be positive and image_size a multiple of patch_size")
-    if grid % _IDEFICS3_SCALE:
-        raise ValueError(f"image_size // patch_size must be a multiple of {_IDEFICS3_SCALE} (pixel shuffle)")
+    if grid % 2:
+        raise ValueError("image_size // patch_size must be even (2 x 2 patches make one image token)")
     path = Path(path)
     args = dict(
         family=family,
@@ -235,7 +251,25 @@ def build_tiny_vlm(
         return path
 
     import torch
-    from transformers import AutoModelForImageTextToText, Idefics3Config, Idefics3Processor
+    from transformers import AutoModelForImageTextToText
+
+    build = _qwen2_5_vl if family == "qwen2_5_vl" else _idefics3
+    config, processor = build(hidden_size, num_layers, num_heads, head_dim, image_size, patch_size, seed)
+    tokenizer = processor.tokenizer
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModelForImageTextToText.from_config(config, dtype=torch.float32)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    path.mkdir(parents=True, exist_ok=True)
+    processor.save_pretrained(path)
+    model.save_pretrained(path, safe_serialization=True)
+    _mark_built(path, args)
+    return path
+
+
+def _idefics3(hidden_size, num_layers, num_heads, head_dim, image_size, patch_size, seed):
+    from transformers import Idefics3Config, Idefics3Processor
     from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
 
     tokenizer = _build_tokenizer(DEFAULT_VOCAB_SIZE, seed, extra_special=_IDEFICS3_TOKENS)
@@ -261,15 +295,64 @@ def build_tiny_vlm(
         image_processor=Idefics3ImageProcessorPil(do_image_splitting=False, size=edge, max_image_size=edge),
         tokenizer=tokenizer,
         chat_template=VLM_CHAT_TEMPLATE,
-        image_seq_len=grid**2 // _IDEFICS3_SCALE**2,
+        image_seq_len=(image_size // patch_size) ** 2 // _IDEFICS3_SCALE**2,
     )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = AutoModelForImageTextToText.from_config(config, dtype=torch.float32)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    path.mkdir(parents=True, exist_ok=True)
-    processor.save_pretrained(path)
-    model.save_pretrained(path, safe_serialization=True)
-    _mark_built(path, args)
-    return path
+    return config, processor
+
+
+def _qwen2_5_vl(hidden_size, num_layers, num_heads, head_dim, image_size, patch_size, seed):
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLProcessor, Qwen2VLVideoProcessor
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    template = vlm_chat_template(IMAGE_PLACEHOLDERS["qwen2_5_vl"])
+    tokenizer = _build_tokenizer(DEFAULT_VOCAB_SIZE, seed, extra_special=_QWEN_VL_TOKENS)
+    tokenizer.chat_template = template
+    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in _QWEN_VL_TOKENS}
+    half = head_dim // 2  # M-RoPE splits each head's rotary frequencies over (time, height, width)
+    text = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_heads,
+        max_position_embeddings=2048,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                         "mrope_section": [half - 2 * (half * 3 // 8), half * 3 // 8, half * 3 // 8]},
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=False,
+    )
+    vision = dict(
+        depth=num_layers,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_heads=num_heads,
+        out_hidden_size=hidden_size,
+        patch_size=patch_size,
+        spatial_merge_size=_QWEN_VL_MERGE,
+        temporal_patch_size=2,
+        window_size=2 * patch_size * _QWEN_VL_MERGE,
+        fullatt_block_indexes=[num_layers - 1],
+    )
+    config = Qwen2_5_VLConfig(
+        text_config=text,
+        vision_config=vision,
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=False,
+    )
+    pixels = image_size * image_size  # min = max: every image is resized to image_size square
+    image_processor = Qwen2VLImageProcessorPil(
+        patch_size=patch_size, merge_size=_QWEN_VL_MERGE, min_pixels=pixels, max_pixels=pixels
+    )
+    processor = Qwen2_5_VLProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        video_processor=Qwen2VLVideoProcessor(patch_size=patch_size, merge_size=_QWEN_VL_MERGE),
+        chat_template=template,
+    )
+    return config, processor

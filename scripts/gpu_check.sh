@@ -6,7 +6,7 @@
 # memory (nvidia-smi, vLLM's reserved pool included), tokens/s (TRL's num_tokens and step_time) and
 # the fraction of non-embedding weights each member changed (bf16 keeps fp32 master weights, so ~1),
 # then TRACER 2 steps on the first model with LoRA (adapters must load with peft), then a cohort of
-# two tiny vision-language models (Qwen2.5-VL and InternVL configs) 2 steps on synthetic image
+# two tiny vision-language models (Qwen2.5-VL and Idefics3 configs) 2 steps on synthetic image
 # problems (bf16 on the GPU; models written by the trainer must load again).
 # Each member gets its own GPU when there are 2+, else both share GPU 0 at lower vLLM memory.
 #
@@ -278,7 +278,7 @@ with socket.socket() as s:
     port = s.getsockname()[1]
 config = {
     "members": [{"name": "qwen25vl", "tiny_family": "qwen2_5_vl", "view": 0, "tiny_warmup_steps": 20},
-                {"name": "internvl", "tiny_family": "internvl", "view": 1, "tiny_warmup_steps": 20}],
+                {"name": "idefics3", "tiny_family": "idefics3", "view": 1, "tiny_warmup_steps": 20}],
     "reward_rule": "ring", "num_generations": 4, "prompts_per_step": 2, "max_completion_length": 16,
     "max_steps": 2, "seed": 0, "output_dir": str(out / "vlm"), "save_steps": 0, "report_to": ["none"],
     "data": {"dataset": "synthetic:visual", "num_problems": 16, "difficulty": 0.2},

@@ -44,6 +44,14 @@ def tiny_vlm_dir(tmp_path_factory) -> Path:
     return build_tiny_vlm(tmp_path_factory.mktemp("tiny_vlm") / "idefics3")
 
 
+@pytest.fixture(scope="session", params=["qwen2_5_vl", "idefics3"])
+def tiny_vlm_family_dir(request, tmp_path_factory) -> Path:
+    """Each tiny VLM family in turn (Qwen2.5-VL, Idefics3), built once per session."""
+    from councilzoo.testing import build_tiny_vlm
+
+    return build_tiny_vlm(tmp_path_factory.mktemp("tiny_vlm_family") / request.param, family=request.param)
+
+
 @pytest.fixture(scope="session")
 def quick_repro(tmp_path_factory) -> Path:
     """``councilzoo repro all --quick --jobs 2`` run once (its claims in two processes); the folder

@@ -11,7 +11,8 @@ from PIL import Image
 
 from councilzoo.agents import SimulatedAgent
 from councilzoo.agents.base import accepts_images
-from councilzoo.agents.generators.common import check_request, message_images, render_prompt
+from councilzoo.agents.generators.common import check_request, render_prompt
+from councilzoo.agents.generators.images import message_images
 from councilzoo.agents.prompts import render_messages, unseen_images_note
 from councilzoo.envs import make
 from councilzoo.envs.core import Mode, TurnContext
@@ -44,7 +45,7 @@ def test_prompt_puts_images_ahead_of_the_question_and_a_note_for_text_models():
     parts = with_images[1]["content"]
     assert [p["type"] for p in parts] == ["image", "image", "text"]
     assert parts[0]["image"] is problem.images[0] and problem.question in parts[2]["text"]
-    assert message_images(with_images) == list(problem.images)
+    assert [image_digest(i) for i in message_images(with_images)] == [image_digest(i) for i in problem.images]
     text_only = render_messages(context(problem), with_images=False)
     assert isinstance(text_only[1]["content"], str)
     assert text_only[1]["content"].startswith(unseen_images_note(2))

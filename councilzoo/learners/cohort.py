@@ -64,10 +64,10 @@ class MemberConfig:
     model: str = field(
         default="", metadata={"help": "Local model folder or hub name (e.g. Qwen/Qwen2.5-1.5B)."}
     )
-    tiny_family: Literal["qwen3", "llama", "qwen2_5_vl", "internvl"] | None = field(
+    tiny_family: Literal["qwen3", "llama", "qwen2_5_vl", "idefics3"] | None = field(
         default=None,
         metadata={"help": "Build a tiny random model of this family instead (CPU tests/demos); "
-                  "qwen2_5_vl and internvl are vision-language models."},
+                  "qwen2_5_vl and idefics3 are vision-language models."},
     )
     tiny_warmup_steps: int = field(
         default=40,

@@ -202,13 +202,11 @@ def problem_rows(
 def split_images(messages: list[dict] | str) -> tuple[list[dict] | str, list]:
     """``messages`` with every content as text, and their images opened, in order (a plain
     string prompt has none)."""
-    from councilzoo.agents.generators.common import message_images, text_content
-    from councilzoo.tasks.images import load_image
+    from councilzoo.agents.generators.images import message_images, text_messages
 
     if isinstance(messages, str):
         return messages, []
-    images = [load_image(image) for image in message_images(messages)]
-    return [{**m, "content": text_content(m["content"])} for m in messages], images
+    return text_messages(messages), message_images(messages)
 
 
 def completion_text(completion: Any) -> str:
@@ -268,7 +266,7 @@ def processing_class(path: str) -> Any:
     images), else its tokenizer."""
     from transformers import AutoConfig, AutoProcessor, AutoTokenizer
 
-    from councilzoo.agents.generators.transformers_backend import is_vision_language
+    from councilzoo.agents.generators.common import is_vision_language
 
     if is_vision_language(AutoConfig.from_pretrained(path)):
         return AutoProcessor.from_pretrained(path)

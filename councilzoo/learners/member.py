@@ -103,7 +103,7 @@ def member_sees_images(model_path: str) -> bool:
     """Whether the member's model is a vision-language model (it then trains on the images)."""
     from transformers import AutoConfig
 
-    from councilzoo.agents.generators.transformers_backend import is_vision_language
+    from councilzoo.agents.generators.common import is_vision_language
 
     return is_vision_language(AutoConfig.from_pretrained(model_path))
 

@@ -120,6 +120,8 @@ def teach_answer_format(
     Test scaffolding for random models, not a policy update."""
     import torch
 
+    from councilzoo.agents.generators.images import message_images
+
     tokenizer = getattr(processing, "tokenizer", processing)
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
@@ -140,7 +142,7 @@ def teach_answer_format(
             rows = [p + a for p, a in zip(prompt_ids, answer_ids, strict=True)]
             inputs = _right_padded(rows, tokenizer.pad_token_id)
         else:  # the processor expands each image placeholder into the image's tokens
-            images = [_images(prompts[i]) for i, _ in picks]
+            images = [message_images(prompts[i]) for i, _ in picks]
             tokenizer.padding_side = "right"
             full = [t + a for t, a in zip(texts, answers, strict=True)]
             inputs = processing(text=full, images=images, padding=True, return_tensors="pt")
@@ -165,9 +167,3 @@ def _right_padded(rows: list[list[int]], pad_id: int) -> dict[str, Any]:
         "attention_mask": torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows]),
     }
 
-
-def _images(messages: list[dict]) -> list:
-    from councilzoo.agents.generators.common import message_images
-    from councilzoo.tasks.images import load_image
-
-    return [load_image(image) for image in message_images(messages)]

@@ -98,26 +98,6 @@ def _check_parts(content, index: int) -> None:
         )
 
 
-def message_images(prompt: str | list[dict]) -> list:
-    """The image parts' images of a chat prompt, in order (none for a rendered string)."""
-    if isinstance(prompt, str):
-        return []
-    return [
-        part["image"]
-        for message in prompt
-        if not isinstance(message["content"], str)
-        for part in message["content"]
-        if part["type"] == "image"
-    ]
-
-
-def text_content(content: str | list[dict]) -> str:
-    """A message's content as one string (text parts joined; image parts must be gone)."""
-    if isinstance(content, str):
-        return content
-    return "\n".join(part["text"] for part in content if part["type"] == "text")
-
-
 def checked_generate(generator, prompts: list, n: int, sampling: Sampling | None) -> list[list[Completion]]:
     """``generator.generate(prompts, n, sampling)`` with the Generator contract checked: one list of
     ``n`` Completions with str text per prompt. A broken backend (built in or a user's) fails here,
@@ -152,20 +132,27 @@ def _contract_breach(results, num_prompts: int, n: int) -> str | None:
     return None
 
 
-def render_prompt(tokenizer, prompt: str | list[dict]) -> list[int]:
+def render_prompt(tokenizer, prompt: str | list[dict], *, images: bool = False) -> list[int]:
     """Prompt token ids: chat messages through the tokenizer's chat template (with the assistant
     generation prompt), strings taken as already rendered. No special tokens are added in either
-    case: a chat template writes its own, and a rendered string already holds them."""
+    case: a chat template writes its own, and a rendered string already holds them.
+
+    ``images``: the model reads images, and its template renders image parts as its placeholder
+    tokens; for a text-only model a prompt with image parts is an error, and text parts are
+    joined into plain string contents."""
+    from councilzoo.agents.generators.images import has_image_parts, text_messages
+
     if isinstance(prompt, str):
         text = prompt
     else:
-        if message_images(prompt):
-            raise ValueError(
-                f"model {getattr(tokenizer, 'name_or_path', '')!r} is text-only (no image processor) "
-                "but the prompt holds image parts: use a vision-language model, or render the "
-                "prompt without images (LLMAgent does so for text-only generators)"
-            )
-        prompt = [{**m, "content": text_content(m["content"])} for m in prompt]
+        if not images:
+            if has_image_parts(prompt):
+                raise ValueError(
+                    f"model {getattr(tokenizer, 'name_or_path', '')!r} is text-only (no image "
+                    "processor) but the prompt holds image parts: use a vision-language model, or "
+                    "render the prompt without images (LLMAgent does so for text-only generators)"
+                )
+            prompt = text_messages(prompt)
         if not getattr(tokenizer, "chat_template", None):
             raise ValueError(
                 f"tokenizer {getattr(tokenizer, 'name_or_path', '')!r} has no chat template: pass "
@@ -179,6 +166,11 @@ def prompt_seeds(seed: int, count: int) -> list[int]:
     """``count`` distinct per-prompt seeds derived from one seed, so prompts sharing a call do not
     share random draws (a single seed per request would correlate their samples)."""
     return [int(s) for s in np.random.default_rng(seed).integers(0, _SEED_BOUND, size=count)]
+
+
+def is_vision_language(config) -> bool:
+    """Whether a transformers model config describes an image-text-to-text model."""
+    return getattr(config, "vision_config", None) is not None
 
 
 TINY_PREFIX = "councilzoo-tiny:"

@@ -31,6 +31,28 @@ def message_images(prompt: str | list[dict]) -> list[Image.Image]:
     ]
 
 
+def has_image_parts(prompt: str | list[dict]) -> bool:
+    """Whether a chat prompt holds any image part (without opening the images)."""
+    return not isinstance(prompt, str) and any(
+        isinstance(part, dict) and part.get("type") == "image"
+        for message in prompt
+        if isinstance(message["content"], list)
+        for part in message["content"]
+    )
+
+
+def text_content(content: str | list[dict]) -> str:
+    """A message's content as one string: text parts joined, image parts left out."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(part["text"] for part in content if part["type"] == "text")
+
+
+def text_messages(prompt: list[dict]) -> list[dict]:
+    """The messages with every content as one string (for text-only templates and TRL rows)."""
+    return [{**message, "content": text_content(message["content"])} for message in prompt]
+
+
 def png_data_url(image: ImageInput) -> str:
     """``data:image/png;base64,...`` for an image or an image file."""
     buffer = io.BytesIO()

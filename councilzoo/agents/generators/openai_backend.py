@@ -40,6 +40,8 @@ class OpenAIGenerator:
     - ``max_concurrency`` requests in flight; ``timeout`` seconds per request; ``max_retries``
       retries after the first attempt, waiting ``backoff * 2**attempt`` seconds (or the
       server's ``Retry-After``, capped at 30 s).
+    - ``accepts_images``: whether the served model reads images (agents then send image parts;
+      False for a text-only model, whose agents get the text and a note instead).
     - ``extra_body``: server-specific request fields, e.g. ``{"return_tokens_as_token_ids": True}``
       for vLLM, which fills ``Completion.token_ids``.
 
@@ -60,6 +62,7 @@ class OpenAIGenerator:
         max_retries: int = 4,
         backoff: float = 0.5,
         extra_body: dict | None = None,
+        accepts_images: bool = True,
     ):
         try:
             import httpx
@@ -74,6 +77,7 @@ class OpenAIGenerator:
                 "need max_concurrency >= 1, timeout > 0, max_retries >= 0, backoff >= 0; got "
                 f"{max_concurrency}, {timeout}, {max_retries}, {backoff}"
             )
+        self.accepts_images = bool(accepts_images)
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.api_key_env = api_key_env

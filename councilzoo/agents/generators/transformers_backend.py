@@ -34,11 +34,11 @@ from transformers import (
 from councilzoo.agents.base import Completion, Sampling
 from councilzoo.agents.generators.common import (
     check_request,
-    message_images,
+    is_vision_language,
     render_prompt,
     resolve_model_path,
 )
-from councilzoo.tasks.images import load_image
+from councilzoo.agents.generators.images import message_images
 
 # Values that switch off the processors transformers would otherwise add from the model's own
 # generation_config (Qwen ships temperature 0.7, top_k 20, repetition_penalty 1.05): decoding
@@ -80,11 +80,6 @@ def _resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> tor
     if not isinstance(resolved, torch.dtype):
         raise ValueError(f"dtype must be a torch dtype, its name ('bfloat16', ...) or 'auto', got {dtype!r}")
     return resolved
-
-
-def is_vision_language(config) -> bool:
-    """Whether a model config describes an image-text-to-text model."""
-    return getattr(config, "vision_config", None) is not None
 
 
 class TransformersGenerator:
@@ -179,7 +174,7 @@ class TransformersGenerator:
         if self.processor is None:
             encoded = [render_prompt(self.tokenizer, p) for p in prompts]
         else:  # images are opened (and checked) before any decoding starts
-            encoded = [(p, [load_image(image) for image in message_images(p)]) for p in prompts]
+            encoded = [(p, message_images(p)) for p in prompts]
         copies = 1 if sampling.greedy else n  # greedy samples are identical: decode once, copy
         rows = [row for row in encoded for _ in range(copies)]
         seed = sampling.seed

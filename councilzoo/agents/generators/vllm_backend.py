@@ -17,6 +17,7 @@ from councilzoo.agents.base import Completion, Sampling
 from councilzoo.agents.generators.common import (
     MissingExtraError,
     check_request,
+    is_vision_language,
     prompt_seeds,
     render_prompt,
     resolve_model_path,
@@ -69,12 +70,13 @@ class VLLMGenerator:
         self.model_path = resolve_model_path(model_path)
         self.llm = vllm.LLM(self.model_path, **kwargs)
         self.tokenizer = self.llm.get_tokenizer()
+        self.accepts_images = is_vision_language(self.llm.llm_engine.model_config.hf_config)
         self._vllm = vllm
 
     def generate(self, prompts: list, n: int = 1, sampling: Sampling | None = None) -> list[list[Completion]]:
         """``n`` completions per prompt, in prompt order."""
         sampling = check_request(prompts, n, sampling)
-        prompt_ids = [render_prompt(self.tokenizer, p) for p in prompts]
+        prompt_ids = [render_prompt(self.tokenizer, p, images=self.accepts_images) for p in prompts]
         copies = 1 if sampling.greedy else n  # greedy samples are identical: decode once, copy
         seeds = [None] * len(prompts) if sampling.seed is None else prompt_seeds(sampling.seed, len(prompts))
         params = [
