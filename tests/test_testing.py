@@ -142,7 +142,7 @@ def test_vlm_builds_idefics3_with_image_tokens_and_untied_head_dim_32(tiny_vlm_d
     processor, model = _vlm(tiny_vlm_dir)
     assert type(model).__name__ == "Idefics3ForConditionalGeneration"
     assert type(processor).__name__ == "Idefics3Processor"
-    assert type(processor.image_processor).__name__.startswith("Idefics3ImageProcessor")  # ...Pil: no torchvision
+    assert type(processor.image_processor).__name__.startswith("Idefics3ImageProcessor")
     text = model.config.text_config
     assert text.head_dim == 32 and not model.config.tie_word_embeddings and 1e5 < model.num_parameters() < 2e6
     assert model.config.image_token_id == processor.tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
