@@ -14,6 +14,7 @@ import hashlib
 from pathlib import Path
 
 from councilzoo.tasks.datasets import load_dataset
+from councilzoo.tasks.images import ImageError, load_image
 from councilzoo.tasks.problem import Problem
 from councilzoo.tasks.synthetic import TASKS, synthetic_problems
 
@@ -40,8 +41,9 @@ def load_problems(
 ) -> list[Problem]:
     """Problems of ``split`` (at most ``limit``; synthetic sets have ``limit or size`` items).
 
-    Raises ``ValueError`` for an unknown synthetic kind, a missing local file or an empty set, and
-    ``DatasetUnavailableError`` for a dataset that cannot be read, before any work starts.
+    Raises ``ValueError`` for an unknown synthetic kind, a missing local file or an empty set,
+    ``DatasetUnavailableError`` for a dataset that cannot be read, and ``ImageError`` for a
+    problem image that is missing, unreadable or too large, before any work starts.
     """
     if name.startswith("synthetic:"):
         kind = name.split(":", 1)[1]
@@ -55,4 +57,16 @@ def load_problems(
         problems = load_dataset(name, split=split, path=path, limit=limit, seed=seed)
     if not problems:
         raise ValueError(f"dataset {name!r} (split {split!r}) gave no problems")
+    check_images(problems)
     return problems
+
+
+def check_images(problems: list[Problem]) -> None:
+    """Open every problem image once, so a bad one stops the run before work, naming the problem
+    (a long run would otherwise fail at the batch that meets it)."""
+    for problem in problems:
+        for k, image in enumerate(problem.images):
+            try:
+                load_image(image)
+            except ImageError as err:
+                raise ImageError(f"problem {problem.id!r}, image {k + 1}: {err}") from err
