@@ -76,39 +76,14 @@ def run_engine_checks(model_dir: str, image_dir: str) -> list[dict]:
 
 
 def reference(model_dir: Path, prompts: list) -> list[dict]:
-    """Greedy transformers completions, one prompt at a time, from the processor's output.
-    (To become TransformersGenerator(model_dir, dtype="float32") once it takes image prompts.)"""
-    import torch
-    from transformers import AutoModelForImageTextToText, AutoProcessor
+    """Greedy completions of ``TransformersGenerator`` on the same prompts (one call)."""
+    from councilzoo.agents.generators import TransformersGenerator
 
-    from councilzoo.agents.generators.images import message_images
-
-    processor = AutoProcessor.from_pretrained(model_dir)
-    model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.float32)
-    results = []
-    for prompt in prompts:
-        text = processor.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
-        images = message_images(prompt)
-        inputs = processor(text=[text], images=[images] if images else None, return_tensors="pt")
-        out = model.generate(
-            **inputs,
-            max_new_tokens=MAX_NEW,
-            do_sample=False,
-            return_dict_in_generate=True,
-            output_logits=True,
-        )
-        token_ids = out.sequences[0, inputs["input_ids"].shape[1] :].tolist()
-        steps = zip(out.logits, token_ids, strict=True)
-        logprobs = [torch.log_softmax(step[0].float(), -1)[t].item() for step, t in steps]
-        results.append(
-            {
-                "token_ids": token_ids,
-                "logprobs": logprobs,
-                "text": processor.tokenizer.decode(token_ids, skip_special_tokens=True),
-                "prompt_token_ids": inputs["input_ids"][0].tolist(),
-            }
-        )
-    return results
+    out = TransformersGenerator(model_dir, dtype="float32").generate(prompts, sampling=greedy())
+    return [
+        {"token_ids": c.token_ids, "logprobs": c.logprobs, "text": c.text, "prompt_token_ids": c.prompt_token_ids}
+        for [c] in out
+    ]
 
 
 # --- tests (main environment) --------------------------------------------------------------
