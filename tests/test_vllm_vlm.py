@@ -63,16 +63,13 @@ def run_engine_checks(model_dir: str, image_dir: str) -> list[dict]:
     from councilzoo.agents.generators import VLLMGenerator
 
     gen = VLLMGenerator(model_dir, dtype="float32")
-    out = gen.generate(image_prompts(Path(image_dir)), sampling=greedy())
-    return [
-        {
-            "token_ids": c.token_ids,
-            "logprobs": c.logprobs,
-            "text": c.text,
-            "prompt_token_ids": c.prompt_token_ids,
-        }
-        for [c] in out
-    ]
+    return [as_record(c) for [c] in gen.generate(image_prompts(Path(image_dir)), sampling=greedy())]
+
+
+def as_record(c) -> dict:
+    """What the two sides compare of one completion (JSON, so it crosses the environments)."""
+    fields = ("token_ids", "logprobs", "text", "prompt_token_ids")
+    return {name: getattr(c, name) for name in fields}
 
 
 def reference(model_dir: Path, prompts: list) -> list[dict]:
@@ -80,10 +77,7 @@ def reference(model_dir: Path, prompts: list) -> list[dict]:
     from councilzoo.agents.generators import TransformersGenerator
 
     out = TransformersGenerator(model_dir, dtype="float32").generate(prompts, sampling=greedy())
-    return [
-        {"token_ids": c.token_ids, "logprobs": c.logprobs, "text": c.text, "prompt_token_ids": c.prompt_token_ids}
-        for [c] in out
-    ]
+    return [as_record(c) for [c] in out]
 
 
 # --- tests (main environment) --------------------------------------------------------------
