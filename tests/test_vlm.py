@@ -164,12 +164,14 @@ def test_a_text_model_and_a_vlm_share_a_cohort(tmp_path):
     assert all((cfg.member_dir(i) / "final" / "model.safetensors").is_file() for i in range(2))
 
 
-def test_comed_evaluates_image_problems_with_a_tiny_vlm_anchor(tmp_path, monkeypatch, capsys):
-    """README's VLM command on a fresh cache: every model is built offline on first use."""
+def test_every_protocol_evaluates_image_problems_with_a_tiny_vlm_anchor(tmp_path, monkeypatch):
+    """README's VLM command (all protocols) on a fresh cache: every model is built offline on
+    first use; COMED's anchor and probe are VLMs, one peer is text-only."""
     monkeypatch.setenv("COUNCILZOO_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "eval"
-    argv = ["eval", "--protocol", "comed", "--agents", str(CONFIGS / "demo_vlm_agents.yaml"),
+    argv = ["eval", "--protocol", "all", "--agents", str(CONFIGS / "demo_vlm_agents.yaml"),
             "--dataset", "synthetic:visual", "--limit", "20", "--out", str(out)]
     assert main(argv) == 0
-    comed = json.loads((out / "report.json").read_text())["protocols"]["comed"]
-    assert comed["n"] == 20 and comed["calls"] >= 1 and 0 <= comed["accuracy"] <= 1
+    protocols = json.loads((out / "report.json").read_text())["protocols"]
+    assert {"single", "self_consistency", "routing", "always_verify", "debate", "comed"} <= set(protocols)
+    assert all(row["n"] == 20 and row["calls"] >= 1 for row in protocols.values())
