@@ -147,6 +147,17 @@ def test_supervised_grpo_and_ttrl_train_a_vlm_on_image_problems(tmp_path, learne
     assert any(not torch.equal(before[k], after[k]) for k in before)
 
 
+def test_intrinsic_rewards_refuse_a_vlm_member_before_training(tmp_path):
+    from councilzoo.learners.baselines import RENT
+
+    cfg = _cohort(tmp_path, [{"name": "vl", "tiny_family": "idefics3", "tiny_warmup_steps": 0}],
+                  rule="entropy", cls=BaselineConfig)
+    build_tiny_models(cfg, load_items(cfg.data, cfg.seed))
+    with pytest.raises(ValueError, match="text-only members"):
+        run_member(cfg, 0, RENT.reward_functions)
+    assert not list(cfg.member_dir(0).glob("checkpoint-*"))
+
+
 def test_a_text_model_and_a_vlm_share_a_cohort(tmp_path):
     """The VLM member's rows carry the images; the text member's carry none and tell it so."""
     cfg = _cohort(tmp_path, [

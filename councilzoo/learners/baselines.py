@@ -57,6 +57,13 @@ class IntrinsicReward:
         self.trainer: Any = None
 
     def bind(self, trainer: Any) -> None:
+        """Attach the trainer, before any step; vision-language members are refused (their score
+        would need the prompt's images in the forward pass, which this scorer does not feed)."""
+        if hasattr(trainer.processing_class, "image_processor"):
+            raise ValueError(
+                f"reward rule {self.__name__!r} scores text-only members; this member is a "
+                "vision-language model (use ground_truth, self_majority or a peer rule)"
+            )
         self.trainer = trainer
 
     @torch.no_grad()
