@@ -102,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--dataset", required=True, help="dataset name (gsm8k, math500, ...) or synthetic:<kind>")
     ev.add_argument("--split", default="test")
     ev.add_argument("--path", default=None, help="local JSON/JSONL file for the dataset")
+    ev.add_argument("--dev-path", default=None,
+                    help="local file of the dev problems (routing and COMED fit on them), same schema")
     ev.add_argument("--limit", type=at_least(1), default=None)
     ev.add_argument("--out", default="runs/eval")
     ev.add_argument("--seed", type=at_least(0), default=0)

@@ -375,3 +375,48 @@ def test_cohort_env_peer_rewards_on_code_come_from_output_votes():
     assert infos["member_0"]["sample_rewards"] == [1.0, 0.0, 0.0]
     assert infos["member_1"]["label_correct"] is False  # member 0's own plurality is the wrong program
     assert infos["member_1"]["sample_rewards"] == [0.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize("env_id", ["councilzoo/debate-v0", "councilzoo/review-v0",
+                                    "councilzoo/escalation-v0"])
+def test_turn_based_games_grade_programs_by_their_outputs(env_id):
+    """An agent stating the solution (in other words) is graded right, a wrong program wrong;
+    answers in the transcript are output signatures, so votes and verdicts compare outputs."""
+    from councilzoo.envs import make
+    from councilzoo.envs.core import Action, Mode
+
+    problem = synthetic_problems("code", 1, seed=3)[0]
+    right = format_answer(problem.metadata["solution"], "code")
+    wrong = format_answer(problem.metadata["distractors"][0], "code")
+    for program, correct in ((right, True), (wrong, False)):
+        env = make(env_id, problems=[problem])
+        env.reset(seed=0)
+        for agent in env.agent_iter():
+            if env.terminations[agent] or env.truncations[agent]:
+                env.step(None)
+                continue
+            legal = env.unwrapped.legal_modes(agent)
+            preferred = (Mode.ANSWER, Mode.SPEAK, Mode.ACCEPT, Mode.KEEP)
+            mode = next((m for m in preferred if m in legal), legal[0])
+            verdict = "RIGHT" if env.unwrapped.turn_context(agent).role == "reviewer" else None
+            env.step(Action(mode, text=f"Here it is.\n{program}", verdict=verdict))
+        record = env.unwrapped.episode_record()
+        assert record.correct is correct, (env_id, record.final_answer)
+        assert all(t.answer is None or t.answer.startswith(("out:", "error:")) for t in record.turns)
+
+
+def test_eval_grades_humaneval_programs(fixtures, tmp_path):
+    """``councilzoo eval --dataset humaneval`` on a local copy in the hub's schema: every
+    protocol runs, and the report grades by the programs' outputs."""
+    from councilzoo.cli import main
+
+    agents = Path(__file__).resolve().parents[1] / "configs" / "demo_agents.yaml"
+    dev = tmp_path / "humaneval_dev.jsonl"  # 10 rows under other task ids: dev and test never share one
+    rows = [{**row, "task_id": f"{row['task_id']}-dev{k}"} for k in range(5) for row in HUMANEVAL]
+    dev.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    argv = ["eval", "--protocol", "all", "--agents", str(agents), "--dataset", "humaneval",
+            "--path", str(fixtures["humaneval"]), "--dev-path", str(dev), "--out", str(tmp_path / "out")]
+    assert main(argv) == 0
+    protocols = json.loads((tmp_path / "out" / "report.json").read_text())["protocols"]
+    assert protocols["single"]["n"] == len(HUMANEVAL)
+    assert any(row["accuracy"] > 0 for row in protocols.values())

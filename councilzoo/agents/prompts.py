@@ -51,6 +51,13 @@ INSTRUCTIONS: dict[str, str] = {
 }
 
 
+# Code problems are answered with a program: the answering roles' closing request says so.
+CODE_INSTRUCTIONS: dict[str, str] = {
+    role: "Give your final program in one ```python code block."
+    for role in ("peer", "proposer", "anchor", "probe", "member")
+} | {"verifier": "Give the program you judge right in one ```python code block."}
+
+
 def _clip(text: str, max_chars: int) -> str:
     text = text.strip()
     return text if len(text) <= max_chars else "..." + text[-max_chars:]
@@ -138,12 +145,14 @@ def render_messages(
 ) -> list[dict]:
     """Chat messages for ``ctx``: the role's system prompt, then question, context, instruction.
 
-    ``role_prompts`` / ``instructions`` override the defaults per role; an unknown role uses the
-    ``peer`` texts. The problem's images lead the user message (``with_images=False``: a note
+    ``role_prompts`` / ``instructions`` override the defaults per role (code problems default to
+    ``CODE_INSTRUCTIONS`` for the answering roles); an unknown role uses the ``peer`` texts. The
+    problem's images lead the user message (``with_images=False``: a note
     instead, for text-only models).
     """
     prompts = {**ROLE_PROMPTS, **(role_prompts or {})}
-    closing = {**INSTRUCTIONS, **(instructions or {})}
+    defaults = {**INSTRUCTIONS, **CODE_INSTRUCTIONS} if ctx.problem.kind == "code" else INSTRUCTIONS
+    closing = {**defaults, **(instructions or {})}
     section = _context_section(ctx, max_chars)
     parts = (_question(ctx.problem), section, closing.get(ctx.role, closing["peer"]))
     user = "\n\n".join(p for p in parts if p)

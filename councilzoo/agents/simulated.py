@@ -238,6 +238,8 @@ class SimulatedAgent:
         return answer is not None and answers_equivalent(answer, problem.answer, problem.kind)
 
     def _answer_text(self, answer: str, ctx: TurnContext) -> str:
+        if ctx.problem.kind == "code":
+            answer = code_for(answer, ctx.problem)
         return f"[{self.name}] The answer is {format_answer(answer, ctx.problem.kind)}."
 
     def _peer(self, ctx: TurnContext, own: str | None, shown: list[str | None]) -> str:
@@ -328,6 +330,26 @@ class SimulatedAgent:
     def act(self, contexts: list[TurnContext]) -> list[Action]:
         modes = self.controller.choose(contexts) if self.controller else [default_mode(c) for c in contexts]
         return [self.act_one(ctx, Mode(mode)) for ctx, mode in zip(contexts, modes, strict=True)]
+
+
+def code_for(answer: str, problem) -> str:
+    """The program a simulated agent states for ``answer`` of a code problem, so the env grades it
+    by running it, as for LLM output: the reference solution for the gold answer, a distractor
+    program as itself, any other wrong answer a program returning a constant derived from it.
+    Without a reference solution (e.g. LiveCodeBench) the gold answer is stated as is: a text
+    with no program, graded wrong (docs/agents.md)."""
+    if answer == problem.answer:
+        return problem.metadata.get("solution") or answer
+    if answer in problem.metadata.get("distractors", ()):
+        return answer
+    constant = hashlib.blake2b(answer.encode(), digest_size=6).hexdigest()
+    entry = problem.metadata.get("entry_point")
+    if not entry:
+        return f"print({constant!r})"
+    if "." in entry:
+        owner, method = entry.rsplit(".", 1)
+        return f"class {owner}:\n    def {method}(self, *args, **kwargs):\n        return {constant!r}\n"
+    return f"def {entry}(*args, **kwargs):\n    return {constant!r}\n"
 
 
 def _answer_of(transcript: tuple[Turn, ...], role: str, agent: str | None = None) -> str | None:

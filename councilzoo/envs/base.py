@@ -46,7 +46,7 @@ from councilzoo.envs.core import (
     Turn,
     TurnContext,
 )
-from councilzoo.tasks import Problem, answers_equivalent, extract_answer, extract_verdict
+from councilzoo.tasks import Problem, answers_equivalent, extract_answer, extract_verdict, stated_answer
 
 MAX_UTTERANCE_CHARS = 8_000  # longer utterances are cut here and the turn marked truncated
 MAX_TRANSCRIPT_CHARS = 32_000  # length of the observation's Text space
@@ -124,12 +124,14 @@ def as_action(action: Any, agent: str) -> Action:
 
 
 def make_turn(
-    agent: str, role: str, round_: int, action: Action, *, limit: int, kind: str, verdict_role: bool
+    agent: str, role: str, round_: int, action: Action, *, limit: int, problem: Problem, verdict_role: bool
 ) -> Turn:
     """The transcript entry for ``action``: sanitised text, parsed answer or verdict, its cost.
 
-    Speaking turns parse ``text`` unless the agent pre-parsed ``answer`` / ``verdict``. An agent
-    that reports no calls on a speaking turn is charged one call per text it produced.
+    Speaking turns parse ``text`` unless the agent pre-parsed ``answer`` / ``verdict``; a code
+    answer (a program) becomes its output signature, so turns compare and grade by what the
+    programs output. An agent that reports no calls on a speaking turn is charged one call per
+    text it produced.
     """
     text, cut = sanitize(action.text or "", limit)
     samples = []
@@ -144,7 +146,8 @@ def make_turn(
         if verdict is not None and verdict not in VERDICTS:
             raise ValueError(f"agent {agent!r} sent verdict {action.verdict!r}; expected one of {VERDICTS}")
     elif speaking:
-        answer = action.answer if action.answer is not None else extract_answer(text, kind)
+        answer = action.answer if action.answer is not None else extract_answer(text, problem.kind)
+        answer = stated_answer(problem, answer)
     calls = action.calls or (max(1, len(samples)) if speaking else 0)
     cost = Cost(calls, int(action.prompt_tokens), int(action.completion_tokens))
     return Turn(agent, role, round_, action.mode, text, answer, verdict, cost, cut, tuple(samples))
@@ -344,7 +347,7 @@ class CouncilEnv(AECEnv, ABC):
             self._round(),
             action,
             limit=self.max_utterance_chars,
-            kind=self.problem.kind,
+            problem=self.problem,
             verdict_role=self._turn_role(agent) in self.VERDICT_ROLES,
         )
 

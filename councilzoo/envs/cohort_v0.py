@@ -185,9 +185,9 @@ class parallel_env(ParallelEnv):
         if act.mode not in LEGAL_MODES:
             cost = Cost(act.calls, int(act.prompt_tokens), int(act.completion_tokens))
             return Turn(agent, "member", self.cycle, act.mode, cost=cost), []
-        kind = self.problem.kind
         turn = make_turn(
-            agent, "member", self.cycle, act, limit=self.max_utterance_chars, kind=kind, verdict_role=False
+            agent, "member", self.cycle, act, limit=self.max_utterance_chars, problem=self.problem,
+            verdict_role=False,
         )
         if act.answer is not None and not turn.samples:
             return turn, [act.answer]

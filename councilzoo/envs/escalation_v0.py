@@ -82,7 +82,7 @@ from councilzoo.envs.base import RENDER_MODES, CouncilEnv, grade
 from councilzoo.envs.core import Action, Mode, Turn
 from councilzoo.envs.debate_v0 import TOP_SHARE, DebateRounds
 from councilzoo.envs.wrappers import OrderEnforcing
-from councilzoo.tasks import Problem, answers_equivalent, extract_answer, plurality
+from councilzoo.tasks import Problem, answers_equivalent, answers_for, plurality
 
 FEATURE_NAMES = (
     "phase",
@@ -196,9 +196,9 @@ class raw_env(CouncilEnv):
         turn = super()._parse(agent, action)
         if self.stage == ANCHOR:
             texts = turn.samples or (turn.text,)
-            answers = [extract_answer(t, self.problem.kind) for t in texts]
+            answers = answers_for(self.problem, texts)  # code: each program's output signature
             if action.answer is not None and not turn.samples:
-                answers = [action.answer]
+                answers = [turn.answer]
             turn.answer, self.consistency = plurality(answers, self.problem.kind)
         return turn
 

@@ -166,11 +166,14 @@ def problems_for(
     return load_problems(dataset, split, seed=seed, path=path, limit=limit)
 
 
-def dev_for(dataset: str, council: CouncilConfig, seed: int) -> Callable[[], list[Problem]]:
-    """A loader of the dev problems for ``dataset`` (another seed or split, never the test)."""
+def dev_for(
+    dataset: str, council: CouncilConfig, seed: int, path: str | None = None
+) -> Callable[[], list[Problem]]:
+    """A loader of the dev problems for ``dataset`` (another seed or split, never the test; from
+    ``path`` when given, a local file in the dataset's schema)."""
     size = council.comed.dev_size
     split = "dev" if dataset.startswith("synthetic:") else council.comed.dev_split
-    return lambda: load_problems(dataset, split, seed=seed, limit=size)
+    return lambda: load_problems(dataset, split, seed=seed, limit=size, path=path)
 
 
 def evaluate(
@@ -227,7 +230,8 @@ def main(args: argparse.Namespace) -> int:
     council = load_council(args.agents)
     test = problems_for(args.dataset, args.split, args.limit, args.seed, args.path)
     with agents_file(args.agents):  # the models are built here: a bad value names the file and line
-        ev = Evaluation(council, test, dev_for(args.dataset, council, args.seed), args.out, seed=args.seed)
+        dev = dev_for(args.dataset, council, args.seed, args.dev_path)
+        ev = Evaluation(council, test, dev, args.out, seed=args.seed)
     meta = run_metadata(
         args.seed, agents=str(args.agents), dataset=args.dataset, split=args.split, n=len(test)
     )

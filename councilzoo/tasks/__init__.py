@@ -1,6 +1,13 @@
 """Problems, benchmark loaders, synthetic generators and grading."""
 
-from councilzoo.tasks.code import answers_for, answers_for_batch, pass_at_k, passes, program_for
+from councilzoo.tasks.code import (
+    answers_for,
+    answers_for_batch,
+    pass_at_k,
+    passes,
+    program_for,
+    stated_answer,
+)
 from councilzoo.tasks.datasets import DATASETS, DatasetUnavailableError, load_dataset
 from councilzoo.tasks.grading import (
     answers_equivalent,
@@ -21,6 +28,7 @@ __all__ = [
     "answers_equivalent",
     "answers_for",
     "answers_for_batch",
+    "stated_answer",
     "extract_answer",
     "extract_verdict",
     "format_answer",

@@ -47,6 +47,7 @@ __all__ = [
     "program_for",
     "reference_answer",
     "signature_of_outputs",
+    "stated_answer",
     "with_reference_answers",
 ]
 
@@ -164,6 +165,15 @@ def answers_for_batch(
 def answers_for(problem: Problem, texts: Sequence[str | None], **kwargs) -> list[str | None]:
     """The answer of each completion of ``problem`` (for code: its output signature)."""
     return answers_for_batch([(problem, texts)], **kwargs)[0]
+
+
+def stated_answer(problem: Problem, answer: str | None) -> str | None:
+    """The comparable answer of a turn that stated ``answer``: for code, the output signature of
+    the stated program (one already a signature, as simulated agents and peer labels state it, is
+    kept); any other kind unchanged."""
+    if problem.kind != "code" or answer is None or answer.startswith((SIGNATURE_PREFIX, ERROR_PREFIX)):
+        return answer
+    return answers_for(problem, [answer])[0]
 
 
 def passes(
