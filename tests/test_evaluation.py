@@ -131,6 +131,7 @@ def _args(out: Path, config: Path, protocol: str = "single,debate,comed") -> arg
         dataset="synthetic:numeric",
         split="test",
         path=None,
+        dev_path=None,
         limit=40,
         out=str(out),
         seed=0,

@@ -47,6 +47,7 @@ def test_eval_runs_against_the_vllm_endpoint(server_url, tmp_path):
         dataset="synthetic:numeric",
         split="test",
         path=None,
+        dev_path=None,
         limit=6,
         out=str(tmp_path),
         seed=0,
