@@ -138,11 +138,14 @@ def test_vlm_cohort_of_two_families_trains_on_the_images(tmp_path):
 
 @pytest.mark.parametrize("learner, rule", [(GRPO, "ground_truth"), (TTRL, "self_majority")])
 def test_supervised_grpo_and_ttrl_train_a_vlm_on_image_problems(tmp_path, learner, rule):
+    held_out = {"dataset": "synthetic:visual", "split": "dev", "num_problems": 6, "eval_steps": 1}
     cfg = _cohort(tmp_path, [{"name": "vl", "tiny_family": "idefics3"}],
-                  rule=rule, cls=BaselineConfig, prompts_per_step=4)
+                  rule=rule, cls=BaselineConfig, prompts_per_step=4, eval=held_out)
     build_tiny_models(cfg, load_items(cfg.data, cfg.seed))
     row = run_member(cfg, 0, learner.reward_functions)
     assert row["reward"] == row["reward"]
+    evals = [json.loads(line) for line in (cfg.member_dir(0) / "eval.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in evals] == [0, 1, 2]  # greedy accuracy on held-out image problems
     before, after = _vision_weights(member_model_path(cfg, 0)), _vision_weights(cfg.member_dir(0) / "final")
     assert any(not torch.equal(before[k], after[k]) for k in before)
 
