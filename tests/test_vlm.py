@@ -116,13 +116,17 @@ def _vision_weights(path) -> dict[str, torch.Tensor]:
 
 def test_vlm_cohort_of_two_families_trains_on_the_images(tmp_path):
     """``councilzoo train corl`` on two tiny VLM families: both train two steps, their vision
-    towers move (only images reach them), and the saved models load as image-text-to-text."""
+    towers move (only images reach them), and the saved models load as image-text-to-text. The
+    first round mixes image sizes, so its prompts hold different numbers of image tokens (left
+    padding and Qwen's M-RoPE positions must line up)."""
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     cfg = _cohort(tmp_path, [
         {"name": "qwen_vl", "tiny_family": "qwen2_5_vl", "view": 0},
         {"name": "idefics", "tiny_family": "idefics3", "view": 1},
-    ])
+    ], prompts_per_step=4)
+    rows = problem_rows(load_items(cfg.data, cfg.seed), cfg.seed, 1, 4, lambda p: member_prompt(p, 0, True))
+    assert len({r["images"][0].size for r in rows}) > 1
     config = tmp_path / "vlm.yaml"
     dump_config(cfg, config)
     assert main(["train", "corl", str(config), "--overwrite"]) == 0

@@ -263,13 +263,15 @@ def build_trainer(
 
 def processing_class(path: str) -> Any:
     """The model's processor for a vision-language model (what GRPOTrainer needs to encode
-    images), else its tokenizer."""
+    images), else its tokenizer. The processor pads on the left, as TRL's own default does: the
+    trainer re-encodes the prompts with it and aligns them with its left-padded prompt ids
+    (Qwen2-VL's M-RoPE positions break on a right-padded copy)."""
     from transformers import AutoConfig, AutoProcessor, AutoTokenizer
 
     from councilzoo.agents.generators.common import is_vision_language
 
     if is_vision_language(AutoConfig.from_pretrained(path)):
-        return AutoProcessor.from_pretrained(path)
+        return AutoProcessor.from_pretrained(path, padding_side="left", truncation_side="left")
     return AutoTokenizer.from_pretrained(path)
 
 

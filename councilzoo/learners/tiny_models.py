@@ -143,9 +143,10 @@ def teach_answer_format(
             inputs = _right_padded(rows, tokenizer.pad_token_id)
         else:  # the processor expands each image placeholder into the image's tokens
             images = [message_images(prompts[i]) for i, _ in picks]
-            tokenizer.padding_side = "right"
             full = [t + a for t, a in zip(texts, answers, strict=True)]
-            inputs = processing(text=full, images=images, padding=True, return_tensors="pt")
+            inputs = processing(
+                text=full, images=images, padding=True, padding_side="right", return_tensors="pt"
+            )
         answer_lengths = [len(a) for a in answer_ids]
         labels = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, -100)
         for row, n in enumerate(answer_lengths):  # train on the answer tokens only

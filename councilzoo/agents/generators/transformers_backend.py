@@ -216,9 +216,9 @@ class TransformersGenerator:
             for p, _ in rows
         ]
         images = [imgs for _, imgs in rows]
-        self.processor.tokenizer.padding_side = "left"
         inputs = self.processor(
-            text=texts, images=images if any(images) else None, padding=True, return_tensors="pt"
+            text=texts, images=images if any(images) else None, padding=True, padding_side="left",
+            return_tensors="pt",
         )
         pairs = zip(inputs["input_ids"], inputs["attention_mask"], strict=True)
         return dict(inputs), [row[mask.bool()].tolist() for row, mask in pairs]
