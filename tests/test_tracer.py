@@ -130,3 +130,15 @@ def test_bad_configs_fail_before_any_work():
         load_config({"baselines": ["sometimes"]}, TracerConfig)
     with pytest.raises(ConfigError, match="controller.values"):
         load_config({"controller": {"values": "oracle"}}, TracerConfig)
+
+
+def test_tracer_trains_on_code_problems_graded_by_program_outputs():
+    """The review game on programs: proposals are programs run in the sandbox, so accuracy and
+    the controllers' values come from output signatures."""
+    from councilzoo.tasks import load_problems
+
+    tracer = make(steps=2, problems_per_step=8, data={"train": "synthetic:code", "synthetic_size": 16})
+    metrics = train(tracer)
+    assert all(m["states_over_bound"] == [] for m in metrics)
+    result = tracer.evaluate(load_problems("synthetic:code", "test", size=8))
+    assert 0.0 < result["accuracy"] <= 1.0  # simulated proposers state the reference program when right
