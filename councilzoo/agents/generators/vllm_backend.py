@@ -69,7 +69,6 @@ class VLLMGenerator:
         kwargs.update(engine_kwargs)
         self.model_path = resolve_model_path(model_path)
         self.llm = vllm.LLM(self.model_path, **kwargs)
-        self._on_cpu = on_cpu
         self.tokenizer = self.llm.get_tokenizer()
         self.accepts_images = is_vision_language(self.llm.llm_engine.model_config.hf_config)
         self._vllm = vllm
@@ -93,36 +92,11 @@ class VLLMGenerator:
             for seed in seeds
         ]
         requests = [self._request(ids, message_images(p)) for ids, p in zip(prompt_ids, prompts, strict=True)]
-        outputs = []
-        for group in self._groups(prompt_ids, copies, seeded=sampling.seed is not None):
-            batch = [requests[i] for i in group], [params[i] for i in group]
-            outputs += self.llm.generate(*batch, use_tqdm=False)
+        outputs = self.llm.generate(requests, params, use_tqdm=False)
         return [
             [_completion(output.prompt_token_ids, sample) for sample in output.outputs * (n // copies)]
             for output in outputs
         ]
-
-    def _groups(self, prompt_ids: list[list[int]], copies: int, seeded: bool) -> list[range]:
-        """Consecutive prompt ranges to submit as separate ``generate`` calls (usually one).
-
-        vLLM's CPU build cannot rewind a per-request generator ("CPU Generator does not use
-        offset"), which it does for a seeded request whose prefill is split over engine steps.
-        So on CPU a seeded call is cut into groups whose prefill tokens (prompt x copies) fit one
-        step's token budget: every prefill then completes in one step. Samples do not change (each
-        request keeps its own seed); unseeded calls and GPUs submit everything at once."""
-        everything = [range(len(prompt_ids))]
-        if not (seeded and self._on_cpu):
-            return everything
-        budget = self.llm.llm_engine.vllm_config.scheduler_config.max_num_batched_tokens
-        groups, start, used = [], 0, 0
-        for i, ids in enumerate(prompt_ids):
-            cost = len(ids) * copies
-            if i > start and used + cost > budget:
-                groups.append(range(start, i))
-                start, used = i, 0
-            used += cost
-        groups.append(range(start, len(prompt_ids)))
-        return groups
 
     def _request(self, prompt_ids: list[int], images: list):
         if not images:
