@@ -145,18 +145,25 @@ def build_tiny_model(
     if _is_built(path, args):
         return path
 
-    import torch
     from transformers import AutoModelForCausalLM
 
     tokenizer = _build_tokenizer(vocab_size, seed)
     config = _build_config(family, tokenizer, hidden_size, num_layers, num_heads, head_dim)
+    return _save_random_model(path, args, AutoModelForCausalLM, config, tokenizer, tokenizer, seed)
+
+
+def _save_random_model(path: Path, args: dict, auto_class, config, processing, tokenizer, seed: int) -> Path:
+    """Initialise ``auto_class`` from ``config`` with ``seed`` and save it with ``processing``
+    (its tokenizer or processor); the arguments file is written last, marking a complete build."""
+    import torch
+
     with torch.random.fork_rng(devices=[]):  # from_config draws from the global generator
         torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        model = auto_class.from_config(config, dtype=torch.float32)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     path.mkdir(parents=True, exist_ok=True)
-    tokenizer.save_pretrained(path)
+    processing.save_pretrained(path)
     model.save_pretrained(path, safe_serialization=True)
     _mark_built(path, args)
     return path
@@ -250,22 +257,13 @@ def build_tiny_vlm(
     if _is_built(path, args):
         return path
 
-    import torch
     from transformers import AutoModelForImageTextToText
 
     build = _qwen2_5_vl if family == "qwen2_5_vl" else _idefics3
     config, processor = build(hidden_size, num_layers, num_heads, head_dim, image_size, patch_size, seed)
-    tokenizer = processor.tokenizer
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = AutoModelForImageTextToText.from_config(config, dtype=torch.float32)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    path.mkdir(parents=True, exist_ok=True)
-    processor.save_pretrained(path)
-    model.save_pretrained(path, safe_serialization=True)
-    _mark_built(path, args)
-    return path
+    return _save_random_model(
+        path, args, AutoModelForImageTextToText, config, processor, processor.tokenizer, seed
+    )
 
 
 def _idefics3(hidden_size, num_layers, num_heads, head_dim, image_size, patch_size, seed):
