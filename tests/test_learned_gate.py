@@ -32,15 +32,15 @@ def _evaluation(test_seed: int = 0, n: int = 60, out=None) -> Evaluation:
     return Evaluation(council, test, dev, out, progress=False)
 
 
-def _toy(correct: np.ndarray, cost=(1.0, 2.0, 3.0, 4.0, 4.0), agrees=False, features=None) -> GateOutcomes:
-    """Outcomes of ``len(correct)`` problems with the given per-path correctness (n, 5)."""
+def _toy(correct: np.ndarray, cost=(1.0, 2.0, 3.0, 4.0, 4.0), features=None) -> GateOutcomes:
+    """Outcomes of ``len(correct)`` problems with the given per-path correctness ``(n, 5)``."""
     n = len(correct)
     x = np.zeros((n, len(FEATURES))) if features is None else features
     return GateOutcomes(
         consistency=x[:, 0],
         margin=np.zeros(n),
         margin_present=np.zeros(n, dtype=bool),
-        probe_agrees=np.full(n, agrees),
+        probe_agrees=np.zeros(n, dtype=bool),  # every probe disagrees
         correct=np.asarray(correct, dtype=bool),
         cost=np.tile(np.asarray(cost, float), (n, 1)),
         features=x,
@@ -96,7 +96,8 @@ def test_regret_gate_converges_to_the_best_path_of_a_cell():
     correct[:5, PROBE_ESCALATE] = True
     gate = RegretGate(lam=0.02).fit(_toy(correct))
     x = np.zeros((1, len(FEATURES)))
-    assert gate.gate_scores(x)[0, 2] > 0.95  # escalate: 1 - 0.08 beats accept 0.3 - 0.02 and probe (verify) 0.8 - 0.06
+    # escalate (1 - 0.08) beats accept (0.3 - 0.02) and the probe, then verify (0.8 - 0.06)
+    assert gate.gate_scores(x)[0, 2] > 0.95
     assert gate.after_probe_scores(x)[0, 1] > 0.95  # verify
     assert gate_paths(gate, x, np.array([False]))[0] == DIRECT_ESCALATE
     cheaper = RegretGate(lam=0.5).fit(_toy(correct))  # at 0.5 per call accepting wins
