@@ -55,6 +55,8 @@ def test_report_has_every_protocol_with_accuracy_cost_rescue_harm(demo_report):
         "always_verify",
         "debate",
         "comed",
+        "comed_learned",
+        "comed_regret",
         "best_single_hindsight",
         "oracle_gate",
     }

@@ -45,6 +45,8 @@ def test_rescue_minus_harm_is_exactly_the_accuracy_change(evaluation):
         "always_verify",
         "debate",
         "comed",
+        "comed_learned",
+        "comed_regret",
         "best_single_hindsight",
         "oracle_gate",
     ):

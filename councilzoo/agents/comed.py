@@ -150,6 +150,7 @@ class GateOutcomes:
     probe_agrees: np.ndarray
     correct: np.ndarray  # (n, 5) bool
     cost: np.ndarray  # (n, 5) float
+    features: np.ndarray | None = None  # (n, d): the learned gates' ``learned_gate.FEATURES``
 
     def evaluate(self, thresholds: ComedThresholds) -> dict[str, float]:
         """Accuracy, mean cost and escalation rate of the rule on these problems."""

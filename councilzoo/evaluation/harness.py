@@ -146,6 +146,11 @@ class Evaluation:
         return self._router_fit[1]
 
     @cached_property
+    def comed_outcomes(self):
+        """Every COMED path's outcome and cost on dev (the thresholds' and learned gates' data)."""
+        return protocols.comed_dev_outcomes(self)
+
+    @cached_property
     def comed_fit(self):
         thresholds, scores = fit = protocols.comed_thresholds(self)
         taus = " ".join(f"{k}={v:.3g}" for k, v in thresholds.to_dict().items())

@@ -12,12 +12,15 @@ are played in two games, so their costs are counted by the same code:
 | always_verify         | escalation-v0 | anchor once, peer probe, verifier adjudicates; always     |
 | debate                | debate-v0     | Du et al. dense debate: every debater, every round        |
 | comed                 | escalation-v0 | anchor with ``samples``; ComedController (dev-fitted)     |
+| comed_learned         | escalation-v0 | COMED's anchor; logistic expected-utility gate (dev)      |
+| comed_regret          | escalation-v0 | COMED's anchor; regret matching over signal cells (dev)   |
 | best_single_hindsight | (oracle)      | the pool model with the best *test* accuracy              |
 | oracle_gate           | (oracle)      | COMED's anchor; escalate to dense debate iff that rescues |
 
-The router and COMED's thresholds are fitted on the dev problems only (``Evaluation`` asserts
-that dev and test ids are disjoint). The dev margins COMED's thresholds see are out-of-fold
-(2-fold cross-fitting), so they are as noisy as the test margins.
+The router, COMED's thresholds and the learned gates (``councilzoo.agents.learned_gate``) are
+fitted on the dev problems only (``Evaluation`` asserts that dev and test ids are disjoint). The
+dev margins they see are out-of-fold (2-fold cross-fitting), so they are as noisy as the test
+margins.
 """
 
 from __future__ import annotations
@@ -41,6 +44,14 @@ from councilzoo.agents.comed import (
     fit_thresholds,
 )
 from councilzoo.agents.controllers import Controller, FixedController
+from councilzoo.agents.learned_gate import (
+    LearnedGateController,
+    LogisticGate,
+    RegretGate,
+    anchor_turn,
+    dev_scores,
+    gate_features,
+)
 from councilzoo.envs.core import Action, EpisodeRecord, Mode, TurnContext
 from councilzoo.evaluation import metrics
 from councilzoo.evaluation.metrics import ProtocolResult
@@ -248,6 +259,8 @@ def gate_outcomes(ev: Evaluation, problems: list[Problem], unit: str = "calls") 
         cost(runs["escalate"]),
     )
     margins = [r.info.get("router_margin") for r in first]
+    pairs = zip(problems, first, strict=True)
+    features = np.stack([gate_features(p, anchor_turn(r.turns)) for p, r in pairs])
     return GateOutcomes(
         consistency=np.array([r.info["consistency"] for r in first], dtype=float),
         margin=np.array([0.0 if m is None else m for m in margins], dtype=float),
@@ -255,29 +268,53 @@ def gate_outcomes(ev: Evaluation, problems: list[Problem], unit: str = "calls") 
         probe_agrees=agrees,
         correct=correct,
         cost=costs,
+        features=features,
     )
+
+
+def comed_dev_outcomes(ev: Evaluation) -> GateOutcomes:
+    """``gate_outcomes`` on COMED's dev problems, in ``ComedSettings.cost_unit``."""
+    return gate_outcomes(ev, _comed_problems(ev, "dev"), ev.council.comed.cost_unit)
 
 
 def comed_thresholds(ev: Evaluation) -> tuple[ComedThresholds, dict[str, float]]:
     """COMED's thresholds fitted on the dev split (see ``ComedSettings``)."""
     settings = ev.council.comed
-    outcomes = gate_outcomes(ev, _comed_problems(ev, "dev"), settings.cost_unit)
-    return fit_thresholds(outcomes, settings.lam, settings.target_escalation_rate)
+    return fit_thresholds(ev.comed_outcomes, settings.lam, settings.target_escalation_rate)
+
+
+def _gated(ev: Evaluation, name: str, controller: Agent, note: str, extra: dict) -> ProtocolResult:
+    """A dev-fitted gate on the test problems, with COMED's anchor and the share of each path."""
+    run = escalation_run(ev, _comed_anchor(ev), controller, ev.council.samples)
+    records = ev.play(name, run, _comed_problems(ev, "test"), f"{name} · test")
+    paths = [r.info["path"] for r in records]
+    extra = {**extra, "paths": {p: paths.count(p) / len(paths) for p in sorted(set(paths))}}
+    anchor = "routed" if ev.council.comed.routed_anchor else repr(ev.council.anchor)
+    note = f"{anchor} anchor x {ev.council.samples} samples; {note} on {len(ev.dev)} dev problems"
+    return metrics.from_escalation(name, records, note=note, extra=extra)
 
 
 def comed(ev: Evaluation) -> ProtocolResult:
-    thresholds, dev_scores = ev.comed_fit
-    run = escalation_run(ev, _comed_anchor(ev), ComedController(thresholds), ev.council.samples)
-    records = ev.play("comed", run, _comed_problems(ev, "test"), "comed · test")
-    paths = [r.info["path"] for r in records]
-    extra = {
-        "thresholds": thresholds.to_dict(),
-        "dev_scores": dev_scores,
-        "paths": {p: paths.count(p) / len(paths) for p in sorted(set(paths))},
-    }
-    anchor = "routed" if ev.council.comed.routed_anchor else repr(ev.council.anchor)
-    note = f"{anchor} anchor x {ev.council.samples} samples; thresholds fitted on {len(ev.dev)} dev problems"
-    return metrics.from_escalation("comed", records, note=note, extra=extra)
+    thresholds, scores = ev.comed_fit
+    extra = {"thresholds": thresholds.to_dict(), "dev_scores": scores}
+    return _gated(ev, "comed", ComedController(thresholds), "thresholds fitted", extra)
+
+
+def _learned(ev: Evaluation, name: str, gate: LogisticGate | RegretGate, note: str) -> ProtocolResult:
+    outcomes = ev.comed_outcomes
+    gate.fit(outcomes)
+    extra = {"dev_scores": dev_scores(gate, outcomes)}
+    return _gated(ev, name, LearnedGateController(gate), note, extra)
+
+
+def comed_learned(ev: Evaluation) -> ProtocolResult:
+    gate = LogisticGate(ev.council.comed.lam)
+    return _learned(ev, "comed_learned", gate, "logistic expected-utility gate fitted")
+
+
+def comed_regret(ev: Evaluation) -> ProtocolResult:
+    gate = RegretGate(ev.council.comed.lam, seed=ev.seed)
+    return _learned(ev, "comed_regret", gate, "regret-matching gate over signal cells fitted")
 
 
 def best_single_hindsight(ev: Evaluation) -> ProtocolResult:
@@ -296,6 +333,8 @@ PROTOCOLS: dict[str, Callable[[Evaluation], ProtocolResult]] = {
     "always_verify": always_verify,
     "debate": debate,
     "comed": comed,
+    "comed_learned": comed_learned,
+    "comed_regret": comed_regret,
     "best_single_hindsight": best_single_hindsight,
     "oracle_gate": oracle_gate,
 }

@@ -359,17 +359,14 @@ def _extract_verdict(text: str) -> str | None:
     return best[1] if best else None
 
 
-def plurality(answers: Sequence[str | None], kind: str) -> tuple[str | None, float]:
-    """The most common answer among ``answers`` up to equivalence, and its share.
+def answer_groups(answers: Sequence[str | None], kind: str) -> list[tuple[str, int]]:
+    """The answers grouped up to equivalence: ``(representative, count)`` in first-seen order.
 
-    None answers never win but count in the denominator: share = top count / len(answers).
-    Ties keep the first-seen answer; the representative of a group is its first member.
-    Returns (None, 0.0) when no answer is given.
-
-    Each answer joins the first group whose representative it is equivalent to. Identical texts
-    compare alike, so a text seen before goes straight to the group its first copy joined; a text
-    that founded its group goes there only if it is equivalent to itself (an unreadable answer is
-    not, so each copy founds its own group, as the plain scan does).
+    None answers join no group. Each answer joins the first group whose representative it is
+    equivalent to. Identical texts compare alike, so a text seen before goes straight to the
+    group its first copy joined; a text that founded its group goes there only if it is
+    equivalent to itself (an unreadable answer is not, so each copy founds its own group, as the
+    plain scan does).
     """
     _check_kind(kind)
     groups: list[list] = []  # [representative, count]
@@ -388,6 +385,17 @@ def plurality(answers: Sequence[str | None], kind: str) -> tuple[str | None, flo
             else:
                 group_of[answer] = group
         group[1] += 1
+    return [(rep, count) for rep, count in groups]
+
+
+def plurality(answers: Sequence[str | None], kind: str) -> tuple[str | None, float]:
+    """The most common answer among ``answers`` up to equivalence (``answer_groups``), and its share.
+
+    None answers never win but count in the denominator: share = top count / len(answers).
+    Ties keep the first-seen answer; the representative of a group is its first member.
+    Returns (None, 0.0) when no answer is given.
+    """
+    groups = answer_groups(answers, kind)
     if not groups:
         return None, 0.0
     top = max(groups, key=lambda g: g[1])  # max keeps the first of equal counts
