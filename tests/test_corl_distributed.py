@@ -141,14 +141,21 @@ def test_a_hung_member_stops_the_cohort_within_its_timeout(tmp_path, models):
 
 def test_a_member_can_be_a_two_process_data_parallel_world(tmp_path, models):
     """Member qwen is a torchrun world of 2 (gloo on CPU): its reward gathers each item's G
-    completions from both ranks before voting, and only rank 0 talks to the cohort."""
-    config = _config(tmp_path, models, max_steps=2)
-    data = yaml.safe_load(config.read_text())
-    data["members"][0]["num_processes"] = 2
-    config.write_text(yaml.safe_dump(data))
-    out = _train(config)
-    assert out.returncode == 0, out.stderr[-3000:]
-    run = tmp_path / "run"
+    completions from both ranks before voting, only rank 0 talks to the cohort, and with
+    seeded sampling it makes the same updates as the same member in one process. Three items of
+    G = 4 on 2 ranks put the second item's copies on both ranks."""
+    runs = {}
+    for processes in (1, 2):
+        root = tmp_path / f"world{processes}"
+        root.mkdir()
+        config = _config(root, models, max_steps=2, seeded_sampling=True, prompts_per_step=3)
+        data = yaml.safe_load(config.read_text())
+        data["members"][0]["num_processes"] = processes
+        config.write_text(yaml.safe_dump(data))
+        out = _train(config)
+        assert out.returncode == 0, out.stderr[-3000:]
+        runs[processes] = root / "run"
+    run = runs[2]
     rows = {n: [r for r in read_metrics(run / "members" / n / "metrics.jsonl") if "reward" in r]
             for n in ("qwen", "llama")}
     assert [r["step"] for r in rows["qwen"]] == [1, 2]
@@ -156,4 +163,13 @@ def test_a_member_can_be_a_two_process_data_parallel_world(tmp_path, models):
     # Agreement is computed from the exchanged own labels: the same numbers on both sides means the
     # 2-rank member voted over all of each item's completions, as the 1-rank member did.
     assert [r["agreement"] for r in rows["qwen"]] == [r["agreement"] for r in rows["llama"]]
-    assert (run / "members" / "qwen" / "final" / "model.safetensors").is_file()
+    one = {n: [r for r in read_metrics(runs[1] / "members" / n / "metrics.jsonl") if "reward" in r]
+           for n in ("qwen", "llama")}
+    for name in ("qwen", "llama"):
+        assert [r["reward"] for r in rows[name]] == pytest.approx([r["reward"] for r in one[name]], abs=1e-6)
+        start = load_file(next((models).glob(f"{name}*/model.safetensors")))
+        alone, data_parallel = _weights(runs[1], name), _weights(run, name)
+        moved = max((alone[k] - start[k]).abs().max().item() for k in alone)
+        assert moved > 1e-4, name  # the update is not empty
+        for k in alone:
+            torch.testing.assert_close(data_parallel[k], alone[k], rtol=1e-4, atol=1e-5, msg=f"{name} {k}")

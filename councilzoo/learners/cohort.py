@@ -193,6 +193,13 @@ class CohortConfig:
     distributed: DistributedConfig = field(
         default_factory=DistributedConfig, metadata={"help": "Cohort link: store, heartbeat, timeouts."}
     )
+    seeded_sampling: bool = field(
+        default=False,
+        metadata={
+            "help": "Seed each item's G samples by (seed, step, item): the same samples and update for any "
+            "number of processes (one generate call per item; transformers, text models)."
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.reward_rule not in self.RULES:
@@ -217,6 +224,9 @@ class CohortConfig:
             raise ValueError(f"tau must be in [0, 1], got {self.tau}")
         engine.check_trainer_overrides(self.trainer, "trainer")
         check_report_to(self.report_to)
+        if self.seeded_sampling:
+            for i, member in enumerate(self.members):
+                check_seeded_sampling({**self.trainer, **member.trainer}, f"members[{i}] ({member.name})")
 
     def member_dir(self, index: int) -> Path:
         return Path(self.output_dir) / "members" / self.members[index].name
@@ -224,6 +234,19 @@ class CohortConfig:
     def fingerprint(self) -> str:
         """Hash of the resolved config: members of one cohort must agree on it to join."""
         return hashlib.sha256(json.dumps(config_to_dict(self), sort_keys=True).encode()).hexdigest()[:16]
+
+
+# GRPOConfig sampling settings that SeededSampling does not apply, with their defaults.
+UNSEEDED_SETTINGS = {
+    "use_vllm": False, "top_k": 0, "min_p": None, "repetition_penalty": 1.0, "generation_kwargs": None
+}
+
+
+def check_seeded_sampling(settings: dict[str, Any], where: str) -> None:
+    """``seeded_sampling`` samples with temperature, top_p and max_completion_length only."""
+    changed = sorted(k for k, default in UNSEEDED_SETTINGS.items() if settings.get(k, default) != default)
+    if changed:
+        raise ValueError(f"{where}: seeded_sampling does not apply trainer settings {changed}")
 
 
 def load_items(data: DataConfig | EvalConfig, seed: int) -> list[Problem]:

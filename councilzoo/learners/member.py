@@ -19,11 +19,12 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from councilzoo.config import load_config
+from councilzoo.config import ConfigError, load_config
 from councilzoo.envs.rewards import PEER_RULES
 from councilzoo.learners import engine
 from councilzoo.learners.cohort import CohortConfig, load_items, member_prompt
 from councilzoo.learners.distributed import CohortLink
+from councilzoo.learners.seeded_sampling import SeededSampling
 from councilzoo.learners.tiny_models import tiny_model_dir
 from councilzoo.tasks import Problem, answers_equivalent, answers_for_batch
 
@@ -134,6 +135,8 @@ def run_member(
     model_path = member_model_path(cfg, index)
     member = cfg.members[index]
     view, vlm = member.view, member_sees_images(model_path)
+    if cfg.seeded_sampling and vlm:
+        raise ConfigError(f"member {member.name!r}: seeded_sampling is for text models, not VLMs")
     rows = engine.problem_rows(
         problems, cfg.seed, engine.rounds_needed(args), cfg.prompts_per_step,
         lambda p: member_prompt(p, view, vlm),
@@ -161,8 +164,10 @@ def run_member(
     with link if link is not None else nullcontext():
         checkpoint = _resume_checkpoint(cfg, index, link, resume) if rank == 0 else None
         checkpoint = _broadcast_from_main(checkpoint)
+        rollout = SeededSampling(cfg.seed, cfg.num_generations) if cfg.seeded_sampling else None
+        rewards = reward_functions(cfg, index, problems, link)
         trainer = engine.build_trainer(
-            model_path, model_path, args, rows, reward_functions(cfg, index, problems, link), cbs, member.peft
+            model_path, model_path, args, rows, rewards, cbs, member.peft, rollout_func=rollout
         )
         trainer.train(resume_from_checkpoint=checkpoint)
         final = cfg.member_dir(index) / "final"
