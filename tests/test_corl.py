@@ -106,11 +106,18 @@ def test_rows_follow_rounds_and_carry_no_gold(tmp_path):
 
 @pytest.mark.parametrize(
     "trainer, message",
-    [({"learning_rat": 1e-3}, "unknown GRPOConfig field"), ({"max_steps": 3}, "set by the learner")],
+    [
+        ({"learning_rat": 1e-3}, "unknown GRPOConfig field"),
+        ({"max_steps": 3}, "set by the learner"),
+        ({"top_k": 5, "seeded": True}, r"seeded_sampling does not apply trainer settings \['top_k'\]"),
+        ({"use_vllm": True, "seeded": True}, r"\['use_vllm'\]"),
+    ],
 )
 def test_bad_trainer_settings_fail_before_work(tmp_path, trainer, message):
+    trainer = dict(trainer)
+    seeded = trainer.pop("seeded", False)
     with pytest.raises(ConfigError, match=message):
-        make_config(tmp_path, trainer=trainer)
+        make_config(tmp_path, trainer=trainer, seeded_sampling=seeded)
 
 
 def test_set_overrides_reach_nested_and_listed_keys():
