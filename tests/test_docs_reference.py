@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 import councilzoo.theory as theory
-from councilzoo.evaluation.council import ComedSettings, CouncilConfig, ModelSpec
+from councilzoo.agents.factory import ModelSpec
+from councilzoo.evaluation.council import ComedSettings, CouncilConfig
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

@@ -132,6 +132,38 @@ def test_bad_configs_fail_before_any_work():
         load_config({"controller": {"values": "oracle"}}, TracerConfig)
 
 
+def test_role_agents_come_from_the_agents_factory():
+    """agents.models replaces a role with any agent the factory builds (here a perfect simulated
+    reviewer, and one built by import path): the swap shows in what the episodes measure."""
+    perfect = {"skill": 0.6, "catch_prob": 1.0, "false_alarm_prob": 0.0}
+    rows = {}
+    for name, reviewer in [
+        ("configured", None),
+        ("perfect", {"type": "simulated", "kwargs": perfect}),
+        ("by_path", {"type": "councilzoo.agents.simulated:SimulatedAgent",
+                     "kwargs": {"name": "r", **perfect}}),
+    ]:
+        agents = {"simulated": HARMFUL_POOL, **({"models": {"reviewer": reviewer}} if reviewer else {})}
+        tracer = make(steps=1, agents=agents)
+        bound = tracer.engine.binding.agent_for("reviewer_0", "reviewer")
+        assert bound.catch_prob == (0.85 if reviewer is None else 1.0)
+        rows[name] = tracer.compare(next(iter(tracer.eval_sets.values())), baselines=["always_speak"])
+    assert rows["perfect"] == rows["by_path"]  # same agent, seeded alike
+    always = {name: r["always_speak"]["harmful_flip_rate"] for name, r in rows.items()}
+    assert always["perfect"] == 0.0 < always["configured"], always  # no false alarm flips a right answer
+
+
+def test_bad_role_models_fail_before_any_work():
+    with pytest.raises(ConfigError, match=r"agents.models.reviewer.kwargs.skil: SimulatedAgent has no"):
+        load_config({"agents": {"models": {"reviewer": {"type": "simulated", "kwargs": {"skil": 0.5}}}}},
+                    TracerConfig)
+    with pytest.raises(ConfigError, match="roles \\['judge'\\]"):
+        load_config({"agents": {"models": {"judge": {"type": "simulated"}}}}, TracerConfig)
+    with pytest.raises(ConfigError, match="the proposer is trained"):
+        load_config({"agents": {"kind": "llm", "model": "m", "models": {"proposer": {"type": "simulated"}}}},
+                    TracerConfig)
+
+
 def test_tracer_trains_on_code_problems_graded_by_program_outputs():
     """The review game on programs: proposals are programs run in the sandbox, so accuracy and
     the controllers' values come from output signatures."""

@@ -13,11 +13,9 @@ YAML layout (loaded with ``councilzoo.config.load_config`` into ``CouncilConfig`
     debaters: [qwen, api, mine]  # dense debate's agents (default: peers)
     router_pool: [medium, qwen]  # models a router may choose among (default: anchor + peers)
 
-``type`` is ``simulated`` (``SimulatedAgent(name, **kwargs)``), ``transformers`` / ``openai``
-(an ``LLMAgent`` over ``make_generator({"backend": type, **kwargs})``, ``agent`` holding the
-LLMAgent's own keyword arguments) or ``"package.module:Class"``: any class whose instances have
-``act(contexts) -> actions`` (the ``Agent`` protocol), built as ``Class(**kwargs)``. A model named
-in several roles is one object (so one generator and one cache).
+Each model is a ``ModelSpec`` built by the one agent factory, ``councilzoo.agents.factory`` (its
+docstring lists the types). A model named in several roles is one object (so one generator and
+one cache).
 
 ``load_council(path)`` reads the file and checks it before any model is built: YAML syntax, the
 layout above, and each model's keyword arguments against what its class accepts. Every mistake
@@ -28,37 +26,16 @@ errors found while the models are built (a value of the wrong type, an unreachab
 
 from __future__ import annotations
 
-import difflib
-import importlib
-import inspect
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-from councilzoo.agents.base import Agent
+from councilzoo.agents.factory import ModelSpec, check_keywords
 from councilzoo.config import ConfigError, load_config
-
-BUILTIN_TYPES = ("simulated", "transformers", "openai")
-
-
-@dataclass
-class ModelSpec:
-    type: str = field(metadata={"help": "simulated | transformers | openai | package.module:Class"})
-    kwargs: dict[str, Any] = field(default_factory=dict, metadata={"help": "constructor keyword arguments"})
-    agent: dict[str, Any] = field(
-        default_factory=dict, metadata={"help": "LLMAgent keyword arguments (transformers / openai only)"}
-    )
-
-    def __post_init__(self) -> None:
-        if self.type not in BUILTIN_TYPES and ":" not in self.type:
-            raise ValueError(
-                f"model type must be one of {BUILTIN_TYPES} or 'package.module:Class', got {self.type!r}"
-            )
 
 
 @dataclass
@@ -127,100 +104,6 @@ class CouncilConfig:
             raise ValueError(
                 f"samples and debate_rounds must be >= 1, got {self.samples}, {self.debate_rounds}"
             )
-
-
-def _import_class(path: str) -> type:
-    module_name, _, attr = path.partition(":")
-    try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as err:
-        raise ValueError(f"model type {path!r}: cannot import {attr!r} from {module_name!r} ({err})") from err
-
-
-def _accepted(spec: ModelSpec) -> dict[str, tuple[str, list[str] | None]]:
-    """Per keyword mapping of ``spec``: the class it goes to and the keywords it accepts (None: any)."""
-
-    def keywords(target: Callable, positional: int = 0, reserved: tuple[str, ...] = ()) -> list[str] | None:
-        params = inspect.signature(target).parameters
-        if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-            return None
-        return [p for p in list(params)[positional:] if p not in reserved]
-
-    if spec.type == "simulated":
-        from councilzoo.agents.simulated import SimulatedAgent
-
-        return {"kwargs": ("SimulatedAgent", keywords(SimulatedAgent, reserved=("name",)))}
-    if spec.type in BUILTIN_TYPES:  # make_generator passes (base_url,) model positionally
-        from councilzoo.agents.generators import BACKENDS
-        from councilzoo.agents.llm import LLMAgent
-
-        module, cls = BACKENDS[spec.type]
-        leading = ["base_url", "model"] if spec.type == "openai" else ["model"]
-        rest = keywords(getattr(importlib.import_module(module), cls), positional=len(leading))
-        return {
-            "kwargs": (cls, None if rest is None else leading + rest),
-            "agent": ("LLMAgent", keywords(LLMAgent, reserved=("generator", "name"))),
-        }
-    target = _import_class(spec.type)
-    return {"kwargs": (target.__name__, keywords(target))}
-
-
-def check_keywords(name: str, spec: ModelSpec) -> None:
-    """Raise a ConfigError for a keyword of ``spec`` that its class does not accept (a typo)."""
-    try:
-        sections = _accepted(spec)
-    except ValueError as err:  # a class that cannot be imported
-        raise ConfigError(f"models.{name}.type: {err}") from err
-    for section, (target, accepted) in sections.items():
-        for key in getattr(spec, section):
-            if accepted is not None and key not in accepted:
-                close = difflib.get_close_matches(key, accepted, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise ConfigError(
-                    f"models.{name}.{section}.{key}: {target} has no keyword {key!r}{hint}; "
-                    f"accepted: {accepted}"
-                )
-
-
-def build_model(name: str, spec: ModelSpec) -> Agent:
-    """One Agent from its spec (see the module docstring). A constructor's complaint about a value
-    (wrong type or range, a model directory that does not exist) and an endpoint that does not
-    answer (checked now, not after the first batch's retries) are ConfigErrors naming the model."""
-    from councilzoo.agents.generators import GenerationError
-
-    try:
-        agent = _construct(name, spec)
-        if spec.type == "openai":
-            agent.generator.check_reachable()
-    except GenerationError as err:
-        raise ConfigError(f"models.{name}.kwargs.base_url: {err}") from err
-    except (TypeError, ValueError, FileNotFoundError) as err:
-        raise ConfigError(f"models.{name}: {err}") from err
-    if not isinstance(agent, Agent):
-        raise TypeError(f"model {name!r} ({spec.type}) built a {type(agent).__name__} without act(contexts)")
-    return agent
-
-
-def _construct(name: str, spec: ModelSpec) -> Agent:
-    if spec.type == "simulated":
-        from councilzoo.agents.simulated import SimulatedAgent
-
-        return SimulatedAgent(name, **spec.kwargs)
-    if spec.type in ("transformers", "openai"):
-        from councilzoo.agents.base import Sampling
-        from councilzoo.agents.generators import make_generator
-        from councilzoo.agents.llm import LLMAgent
-
-        options = dict(spec.agent)
-        if isinstance(options.get("sampling"), dict):
-            options["sampling"] = Sampling(**options["sampling"])
-        return LLMAgent(name=name, generator=make_generator({"backend": spec.type, **spec.kwargs}), **options)
-    return _import_class(spec.type)(**spec.kwargs)
-
-
-def build_models(config: CouncilConfig) -> dict[str, Agent]:
-    """Every model of ``config``, built once, by name."""
-    return {name: build_model(name, spec) for name, spec in config.models.items()}
 
 
 def load_council(path: str | Path) -> CouncilConfig:

@@ -18,10 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from councilzoo.agents.factory import build_models
 from councilzoo.config import load_config, run_metadata
 from councilzoo.envs.core import EpisodeRecord
 from councilzoo.evaluation import protocols, report
-from councilzoo.evaluation.council import CouncilConfig, agents_file, build_models, load_council
+from councilzoo.evaluation.council import CouncilConfig, agents_file, load_council
 from councilzoo.evaluation.metrics import ProtocolResult
 from councilzoo.rollout import RolloutEngine
 from councilzoo.tasks import Problem, load_problems
@@ -51,7 +52,7 @@ class Evaluation:
         self._dev = dev
         self.out = None if out is None else Path(out)
         self.num_envs, self.progress, self.seed = num_envs, progress, seed
-        self.models = build_models(council)
+        self.models = build_models(council.models)
         self._results: dict[str, ProtocolResult] = {}
         self._singles: dict[tuple[str, str], ProtocolResult] = {}
 

@@ -34,9 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
+from councilzoo.agents.base import Agent
 from councilzoo.agents.controllers import Controller, FixedController, RandomController
+from councilzoo.agents.factory import ModelSpec, build_models
 from councilzoo.agents.regret_controller import RegretMatchingController, VoteTimeState
-from councilzoo.agents.simulated import SimulatedAgent
 from councilzoo.config import ConfigError, write_run_files
 from councilzoo.envs import review_v0
 from councilzoo.envs.core import Mode
@@ -44,7 +45,7 @@ from councilzoo.learners.base import Learner, register_learner
 from councilzoo.learners.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from councilzoo.learners.engine import checkpoint_steps, latest_trainer_checkpoint
 from councilzoo.learners.logging import MetricsLogger, read_metrics
-from councilzoo.learners.tracer_config import TracerConfig
+from councilzoo.learners.tracer_config import ROLES, TracerConfig
 from councilzoo.learners.tracer_metrics import episode_metrics, flatten, regret_summary, speak_rates
 from councilzoo.learners.tracer_values import Player, action_values, branch, play_episodes
 from councilzoo.rollout import RolloutEngine
@@ -97,15 +98,19 @@ def consensus_labels(
     return [labels[p.id] for p in problems]
 
 
-def simulated_agents(cfg: TracerConfig) -> dict[str, SimulatedAgent]:
-    """One SimulatedAgent per role from ``agents.simulated`` (seeded by the run seed)."""
-    unknown = set(cfg.agents.simulated) - {"proposer", "reviewer"}
+def role_agents(cfg: TracerConfig, trained: Mapping[str, Agent] | None = None) -> dict[str, Agent]:
+    """Who plays each role, built by the one agent factory (``agents.factory``): the ``trained``
+    LLM agents of the utterance layer, else one SimulatedAgent per role from
+    ``agents.simulated`` (seeded by the run seed); ``agents.models`` replaces either per role."""
+    unknown = set(cfg.agents.simulated) - set(ROLES)
     if unknown:
         raise ValueError(f"agents.simulated has roles {sorted(unknown)}; expected 'proposer' and 'reviewer'")
-    return {
-        role: SimulatedAgent(role, **{"skill": 0.6, **cfg.agents.simulated.get(role, {})}, seed=cfg.seed)
-        for role in ("proposer", "reviewer")
-    }
+    if trained is None:
+        given = cfg.agents.simulated
+        trained = build_models(
+            {r: ModelSpec("simulated", {"skill": 0.6, **given.get(r, {}), "seed": cfg.seed}) for r in ROLES}
+        )
+    return {**trained, **build_models(cfg.agents.models)}
 
 
 class Tracer:
@@ -162,7 +167,7 @@ class Tracer:
 
             self.generation = UtteranceLayer(cfg, self.play_step, [ControllerCheckpoints(self)])
         if agents is None:
-            agents = self.generation.agents if self.generation else simulated_agents(cfg)
+            agents = role_agents(cfg, self.generation.agents if self.generation else None)
         self._envs: list = []
         # The engine's own env is never played: episodes run on this learner's pool and snapshots.
         self.engine = RolloutEngine(self._new_env, agents, num_envs=1, seed=cfg.seed, progress=False)

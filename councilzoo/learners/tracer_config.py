@@ -10,10 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from councilzoo.agents.factory import ModelSpec, check_keywords
+from councilzoo.config import ConfigError
 from councilzoo.learners.engine import check_trainer_overrides
 from councilzoo.learners.logging import check_report_to
 
 BASELINES = ("always_speak", "never_review", "alternate", "random")
+ROLES = ("proposer", "reviewer")
 
 
 def _help(text: str, **kwargs):
@@ -72,12 +75,17 @@ class AgentsConfig:
         "false_alarm_prob, swayed_prob, correlation, ...).",
         default_factory=lambda: {"proposer": {"skill": 0.6}, "reviewer": {"skill": 0.6}},
     )
-    model: str | None = _help("LLM: a local model directory or hub name.", default=None)
-    reviewer_model: str | None = _help(
-        "LLM: the reviewer's own model (then the roles never share weights); None = model.", default=None
+    models: dict[str, ModelSpec] = _help(
+        "Per role ('proposer', 'reviewer'): an agent from the agents factory that `councilzoo eval` "
+        "uses (type simulated | transformers | openai | package.module:Class, kwargs, agent), playing "
+        "that role instead of the agent `kind` gives; an LLM run's trained proposer is not replaceable.",
+        default_factory=dict,
     )
+    model: str | None = _help("LLM: a local model directory or hub name.", default=None)
     share_model: bool = _help(
-        "LLM: one model with role prompts for both roles (else a copy per role).", default=True
+        "LLM: one model with role prompts for both roles (else the proposer's model trains and the "
+        "reviewer is a frozen copy, or models.reviewer).",
+        default=True,
     )
     max_new_tokens: int = _help("LLM: tokens per utterance.", default=256)
     temperature: float = _help("LLM: sampling temperature.", default=1.0)
@@ -180,5 +188,19 @@ class TracerConfig:
             raise ValueError("generation.num_candidates must be >= 2 (GSPO needs a group to compare)")
         if self.agents.kind == "llm" and not self.agents.model:
             raise ValueError("agents.kind='llm' needs agents.model (a local model directory or hub name)")
+        self._check_role_models()
         if not self.data.eval:
             raise ValueError("data.eval must name at least one evaluation set")
+
+    def _check_role_models(self) -> None:
+        models = self.agents.models
+        unknown = sorted(set(models) - set(ROLES))
+        if unknown:
+            raise ValueError(f"agents.models has roles {unknown}; expected 'proposer' and 'reviewer'")
+        if self.agents.kind == "llm" and "proposer" in models:
+            raise ValueError("agents.models.proposer: with agents.kind='llm' the proposer is trained")
+        for role, spec in models.items():
+            try:
+                check_keywords(role, spec)
+            except ConfigError as err:
+                raise ConfigError(f"agents.{err}") from None

@@ -31,14 +31,14 @@ from typing import Any
 import numpy as np
 
 from councilzoo.agents.base import Sampling
+from councilzoo.agents.factory import ModelSpec, build_model
 from councilzoo.agents.llm import LLMAgent
 from councilzoo.agents.parsing import parse_action
 from councilzoo.envs.core import Mode
 from councilzoo.learners import engine
-from councilzoo.learners.tracer_config import TracerConfig
+from councilzoo.learners.tracer_config import ROLES, TracerConfig
 from councilzoo.tasks import answers_equivalent
 
-ROLES = ("proposer", "reviewer")
 STEP_PROMPT = [{"role": "user", "content": "tracer step"}]  # dataset placeholder; rollout_func plays
 
 
@@ -83,7 +83,7 @@ class UtteranceLayer:
             max_new_tokens=a.max_new_tokens, temperature=a.temperature, stop=tuple(a.stop)
         )
         path = resolve_model_path(a.model)
-        self.shared = a.share_model and a.reviewer_model is None
+        self.shared = a.share_model and "reviewer" not in a.models
         self.trained_roles = ROLES if self.shared else ("proposer",)
         args = engine.grpo_args(
             output_dir=cfg.output_dir,
@@ -111,18 +111,15 @@ class UtteranceLayer:
             rollout_func=self.rollout,
         )
         tokenizer = self.trainer.processing_class
-        proposer = TransformersGenerator(self.trainer.model, tokenizer=tokenizer, seed=cfg.seed)
+        self.generator = TransformersGenerator(self.trainer.model, tokenizer=tokenizer, seed=cfg.seed)
         if self.shared:
-            reviewer = proposer
+            self.agents = {"*": LLMAgent(self.generator, sampling=self.sampling, name="tracer")}
         else:
-            reviewer = TransformersGenerator(a.reviewer_model or path, device=a.device, seed=cfg.seed)
-        self.generators = {"proposer": proposer, "reviewer": reviewer}
-        if self.shared:
-            self.agents = {"*": LLMAgent(proposer, sampling=self.sampling, name="tracer")}
-        else:
-            self.agents = {
-                role: LLMAgent(self.generators[role], sampling=self.sampling, name=role) for role in ROLES
-            }
+            self.agents = {"proposer": LLMAgent(self.generator, sampling=self.sampling, name="proposer")}
+            if "reviewer" not in a.models:  # a frozen copy of the base model (else built by role_agents)
+                frozen = {"model": path, "device": a.device, "seed": cfg.seed}
+                spec = ModelSpec("transformers", frozen, agent={"sampling": self.sampling})
+                self.agents["reviewer"] = build_model("reviewer", spec)
         self._turns: list = []
 
     # -- the episodes' hook: remember every speaking turn ---------------------------------------
@@ -150,7 +147,7 @@ class UtteranceLayer:
         chosen = [turns[k] for k in np.sort(picked)]
         agent = self.agents.get("proposer", self.agents.get("*"))
         requests = agent.plan([replace(ctx, legal_modes=(mode,)) for _, ctx, mode in chosen])
-        groups = self.generators["proposer"].generate(
+        groups = self.generator.generate(
             [r.messages for r in requests],
             n=g.num_candidates,
             sampling=replace(self.sampling, seed=int(rng.integers(2**31))),
