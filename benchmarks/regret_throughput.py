@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -69,7 +70,8 @@ def measure(num_states: int, min_seconds: float, seed: int = 0) -> dict:
     ours_rate = ours_sweeps * num_states / ours_s
     base_rate = base_sweeps * n_base / base_s
     return {"states": num_states, "ours_updates_per_s": ours_rate, "openspiel_updates_per_s": base_rate,
-            "speedup": ours_rate / base_rate, "max_policy_diff": max_diff}
+            "speedup": ours_rate / base_rate, "max_policy_diff": max_diff,
+            "load_1min_after": round(os.getloadavg()[0], 2)}
 
 
 def main() -> None:
@@ -83,7 +85,8 @@ def main() -> None:
         print(f"{r['states']:>8} {r['ours_updates_per_s']:>14.3g} {r['openspiel_updates_per_s']:>16.3g} "
               f"{r['speedup']:>8.1f}x {r['max_policy_diff']:>14.1e}")
     summary = {"speedup_at_1e5_states": rows[-1]["speedup"], "target_speedup": 100.0,
-               "meets_target": rows[-1]["speedup"] >= 100.0}
+               "meets_target": rows[-1]["speedup"] >= 100.0, "cpu_count": os.cpu_count(),
+               "load_avg": [round(x, 2) for x in os.getloadavg()]}
     print(json.dumps(summary))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({"num_actions": NUM_ACTIONS, "quick": args.quick, "table": rows,

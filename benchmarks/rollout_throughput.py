@@ -5,9 +5,11 @@ offline tiny transformers model, M envs in lockstep, one batched ``generate`` ca
 Baseline: the loop of the released TRACER code, one problem after another and one ``generate``
 call per turn (``agent.act([context])``), same agent, env and sampling. Both sample every turn to
 exactly ``max_new_tokens`` tokens of a random model, so the work per token is the same. Target:
->= 8x episodes/s at M = 64 on CPU. When ``.venv-vllm`` and ``benchmarks/vllm_tokens.py`` exist,
-one generate call of 64 prompts on the same model is timed with the vLLM backend (in its own
-virtualenv, through that script) and with transformers, side by side. Speedups are given in wall
+>= 8x episodes/s at M = 64 on CPU. When ``.venv-vllm`` exists, one generate call of 64 prompts
+on the same model is timed with the vLLM backend (in its own virtualenv, through
+``benchmarks/vllm_tokens.py``) and with transformers, side by side, and
+``benchmarks/vllm_rollout.py`` measures the vLLM backend's engine efficiency and sequential-loop
+speedup, and 3-round debates with and without vLLM's prefix cache. Speedups are given in wall
 clock and in process CPU seconds; the latter is robust to other load on a shared machine (with
 ``--threads 1`` it equals the wall clock of an idle single core). ``engine_efficiency``: the
 M = 64 run's tokens/s over the same generator's tokens/s on one call of every turn prompt that
@@ -31,15 +33,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = ROOT / "benchmarks" / "results" / "rollout_throughput.json"
 VLLM_PYTHON, VLLM_SCRIPT = ROOT / ".venv-vllm" / "bin" / "python", ROOT / "benchmarks" / "vllm_tokens.py"
+VLLM_ROLLOUT = ROOT / "benchmarks" / "vllm_rollout.py"
 ENV_ID, ENV_KWARGS = "councilzoo/debate-v0", {"num_agents": 3, "rounds": 2}
 TARGET_SPEEDUP = 8.0
 
 
-def sequential(agent, problems) -> tuple[int, int, float, float]:
+def sequential(agent, problems, env_kwargs=ENV_KWARGS) -> tuple[int, int, float, float]:
     """The baseline: one env, one problem at a time, one generate call per turn."""
     from councilzoo.envs import make
 
-    env = make(ENV_ID, **ENV_KWARGS).unwrapped
+    env = make(ENV_ID, **env_kwargs).unwrapped
     tokens, start, cpu = 0, time.perf_counter(), time.process_time()
     for problem in problems:
         env.reset(options={"problem": problem})
@@ -60,17 +63,20 @@ class Recording:
         return self.generator.generate(prompts, n=n, sampling=sampling)
 
 
-def replay_tokens_per_s(generator, prompts: list, sampling) -> float:
-    """The generator's tokens/s on one call of ``prompts``."""
-    start = time.perf_counter()
+def replay_tokens_per_s(generator, prompts: list, sampling) -> tuple[float, float]:
+    """The generator's tokens per second of wall clock and per process CPU second on one call of
+    ``prompts``."""
+    start, cpu = time.perf_counter(), time.process_time()
     out = generator.generate(prompts, n=1, sampling=sampling)
-    return sum(c.completion_tokens for group in out for c in group) / (time.perf_counter() - start)
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
+    tokens = sum(c.completion_tokens for group in out for c in group)
+    return tokens / seconds, tokens / cpu_seconds
 
 
-def engine(agent, problems, num_envs: int) -> tuple[int, int, float, float]:
+def engine(agent, problems, num_envs: int, env_kwargs=ENV_KWARGS) -> tuple[int, int, float, float]:
     from councilzoo.rollout import RolloutEngine
 
-    rollout = RolloutEngine(ENV_ID, {"peer": agent}, num_envs=num_envs, env_kwargs=ENV_KWARGS, progress=False)
+    rollout = RolloutEngine(ENV_ID, {"peer": agent}, num_envs=num_envs, env_kwargs=env_kwargs, progress=False)
     start, cpu = time.perf_counter(), time.process_time()
     records = rollout.run(problems)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
@@ -91,17 +97,42 @@ def generator_tokens_per_s(generator, max_new_tokens: int, prompts: int = 64) ->
     return sum(c.completion_tokens for group in out for c in group) / (time.perf_counter() - start)
 
 
-def vllm_row(model_dir: Path, max_new_tokens: int, prompts: int = 64) -> dict | None:
-    """vLLM's tokens/s from the generators' benchmark script in its virtualenv, if both exist."""
-    if not (VLLM_PYTHON.exists() and VLLM_SCRIPT.exists()):
+def in_vllm_env(script: Path, *args: str) -> dict | None:
+    """The JSON line a benchmark script prints when run in the vLLM virtualenv (None without it),
+    on this checkout's code (PYTHONPATH), or the last line of its error."""
+    if not VLLM_PYTHON.exists():
         return None
-    cmd = [str(VLLM_PYTHON), str(VLLM_SCRIPT), "--model", str(model_dir), "--prompts", str(prompts),
-           "--n", "1", "--max-new-tokens", str(max_new_tokens)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [str(VLLM_PYTHON), str(script), *args]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=ROOT, env=env)
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines()
         return {"error": lines[-1] if lines else f"exit code {done.returncode}"}
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def vllm_summary(prefix_caching: dict, no_prefix_caching: dict) -> dict:
+    """The vLLM headline figures: engine efficiency and speedup (prefix caching on), and the
+    3-round debate tokens/s with and without prefix caching."""
+    if "rows" not in prefix_caching or "rows" not in no_prefix_caching:
+        return {}
+    on, off = prefix_caching["rows"][0], no_prefix_caching["rows"][0]  # the 3-round runs
+    keys = ("engine_efficiency", "engine_efficiency_cpu_seconds", "speedup_m64_vs_sequential",
+            "speedup_m64_vs_sequential_cpu_seconds")
+    return {
+        **{f"vllm_{key}": prefix_caching[key] for key in keys},
+        "vllm_3_rounds_tokens_per_s": {
+            "prefix_caching": on["tokens_per_s"], "no_prefix_caching": off["tokens_per_s"],
+            "load_1min_after": [on["load_1min_after"], off["load_1min_after"]],
+        },
+        "vllm_3_rounds_tokens_per_cpu_s": {
+            "prefix_caching": round(on["tokens"] / on["cpu_seconds"], 1),
+            "no_prefix_caching": round(off["tokens"] / off["cpu_seconds"], 1),
+        },
+        "vllm_prefix_caching_speedup_3_rounds": round(on["tokens_per_s"] / off["tokens_per_s"], 3),
+        "vllm_prefix_caching_speedup_3_rounds_cpu_seconds": round(
+            (on["tokens"] / on["cpu_seconds"]) / (off["tokens"] / off["cpu_seconds"]), 3),
+    }  # fmt: skip
 
 
 def main() -> int:
@@ -133,10 +164,19 @@ def main() -> int:
             runs[f"RolloutEngine M={m}"] = engine(recorded if m == 64 else agent,
                                                   problems[: n_small if m == 1 else n_large], m)  # fmt: skip
             loads[f"RolloutEngine M={m}"] = os.getloadavg()[0]
-        replay = replay_tokens_per_s(agent.generator, recorded.generator.prompts, sampling)
+        replay, replay_cpu = replay_tokens_per_s(agent.generator, recorded.generator.prompts, sampling)
         replay_load = os.getloadavg()[0]
-        vllm = vllm_row(model_dir, max_new_tokens) if not args.quick else None
-        hf_generate = generator_tokens_per_s(agent.generator, max_new_tokens) if vllm else None
+        vllm, vllm_rollout, hf_generate = None, None, None
+        if not args.quick:
+            vllm = in_vllm_env(VLLM_SCRIPT, "--model", str(model_dir), "--prompts", "64", "--n", "1",
+                               "--max-new-tokens", str(max_new_tokens))  # fmt: skip
+        if vllm:
+            hf_generate = generator_tokens_per_s(agent.generator, max_new_tokens)
+            model = ("--model", str(model_dir), "--max-new-tokens", str(max_new_tokens))
+            vllm_rollout = {
+                "prefix_caching": in_vllm_env(VLLM_ROLLOUT, *model, "--efficiency"),
+                "no_prefix_caching": in_vllm_env(VLLM_ROLLOUT, *model, "--no-prefix-caching"),
+            }
 
     base = runs["sequential (1 call per turn)"]
     table = []
@@ -154,7 +194,7 @@ def main() -> int:
     for row in table:
         print(f"{row['run']:30s} {row['episodes']:8d} {row['seconds']:8.2f} {row['episodes_per_s']:11.2f} "
               f"{row['tokens_per_s']:10.1f} {row['speedup']:7.2f}x {row['speedup_cpu']:15.2f}x")
-    m64 = table[-1]
+    m64, m64_tokens = table[-1], runs["RolloutEngine M=64"][1]
     summary = {
         "speedup_m64_vs_sequential": m64["speedup"],
         "speedup_m64_vs_sequential_cpu_seconds": m64["speedup_cpu"],
@@ -163,8 +203,12 @@ def main() -> int:
         "replay_tokens_per_s": round(replay, 1), "replay_prompts": len(recorded.generator.prompts),
         "replay_load_1min_after": round(replay_load, 2),
         "engine_efficiency": round(m64["tokens_per_s"] / replay, 3),
-        "vllm": vllm if vllm is not None else "skipped (no .venv-vllm or vllm_tokens.py, or --quick)",
+        "engine_efficiency_cpu_seconds": round(m64_tokens / m64["cpu_seconds"] / replay_cpu, 3),
+        "vllm": vllm if vllm is not None else "skipped (no .venv-vllm, or --quick)",
     }
+    if vllm_rollout is not None:
+        summary["vllm_rollout"] = vllm_rollout
+        summary |= vllm_summary(**vllm_rollout)
     if isinstance(vllm, dict) and "tokens_per_s" in vllm:
         summary["transformers_generate_tokens_per_s"] = round(hf_generate, 1)
         summary["vllm_vs_transformers_generate"] = round(vllm["tokens_per_s"] / hf_generate, 2)

@@ -38,14 +38,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(model_dir: Path, log: Path) -> tuple[subprocess.Popen, str]:
-    """Launch the server on a free loopback port without waiting; (process, base URL)."""
+def start(model_dir: Path, log: Path, extra_args: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
+    """Launch the server on a free loopback port without waiting; (process, base URL).
+    ``extra_args`` go to the server after ours (e.g. ``--enable-lora --lora-modules ...``)."""
     port = free_port()
     cmd = [
         str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
         "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
         "--enforce-eager", "--kv-cache-memory-bytes", str(64 << 20), "--logprobs-mode", "processed_logprobs",
         "--no-enable-chunked-prefill",  # seeded requests crash a chunked CPU prefill (docs/generators.md)
+        *extra_args,
     ]  # fmt: skip
     with open(log, "w") as sink:
         # its own session, so that kill() also reaches the engine-core process the server spawns
@@ -81,3 +83,11 @@ def kill(proc: subprocess.Popen) -> None:
         pass
     proc.wait(timeout=30)
 
+
+def metric(url: str, name: str) -> float:
+    """The sum over labels of the server's Prometheus metric ``name`` (e.g. ``vllm:prompt_tokens_total``)
+    at ``url`` (the server root, without ``/v1``)."""
+    import httpx
+
+    lines = httpx.get(f"{url}/metrics", timeout=10).text.splitlines()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith((f"{name}{{", f"{name} ")))
