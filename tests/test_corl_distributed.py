@@ -140,9 +140,9 @@ def test_a_hung_member_stops_the_cohort_within_its_timeout(tmp_path, models):
 
 
 def test_a_member_can_be_a_two_process_data_parallel_world(tmp_path, models):
-    """Member qwen is a torchrun world of 2 (gloo on CPU): its reward gathers each item's G
-    completions from both ranks before voting, only rank 0 talks to the cohort, and with
-    seeded sampling it makes the same updates as the same member in one process. Three items of
+    """Each member is a torchrun world of 2 (gloo on CPU): its reward gathers each item's G
+    completions from both ranks before voting, only rank 0 talks to the cohort, and with seeded
+    sampling the cohort makes the same updates as with one process per member. Three items of
     G = 4 on 2 ranks put the second item's copies on both ranks."""
     runs = {}
     for processes in (1, 2):
@@ -150,7 +150,8 @@ def test_a_member_can_be_a_two_process_data_parallel_world(tmp_path, models):
         root.mkdir()
         config = _config(root, models, max_steps=2, seeded_sampling=True, prompts_per_step=3)
         data = yaml.safe_load(config.read_text())
-        data["members"][0]["num_processes"] = processes
+        for member in data["members"]:
+            member["num_processes"] = processes
         config.write_text(yaml.safe_dump(data))
         out = _train(config)
         assert out.returncode == 0, out.stderr[-3000:]
@@ -159,9 +160,9 @@ def test_a_member_can_be_a_two_process_data_parallel_world(tmp_path, models):
     rows = {n: [r for r in read_metrics(run / "members" / n / "metrics.jsonl") if "reward" in r]
             for n in ("qwen", "llama")}
     assert [r["step"] for r in rows["qwen"]] == [1, 2]
-    assert all(r["votes_per_item"] == 4 for r in rows["qwen"])  # both ranks' completions, G = 4
+    assert all(r["votes_per_item"] == 4 for n in rows for r in rows[n])  # both ranks' completions, G = 4
     # Agreement is computed from the exchanged own labels: the same numbers on both sides means the
-    # 2-rank member voted over all of each item's completions, as the 1-rank member did.
+    # 2-rank members voted over all of each item's completions.
     assert [r["agreement"] for r in rows["qwen"]] == [r["agreement"] for r in rows["llama"]]
     one = {n: [r for r in read_metrics(runs[1] / "members" / n / "metrics.jsonl") if "reward" in r]
            for n in ("qwen", "llama")}
