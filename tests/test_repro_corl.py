@@ -145,7 +145,7 @@ def test_quick_run_writes_a_report_whose_verdict_follows_from_its_numbers(quick_
     majority = result["results"]["majority_before_training"]
     for name, regime in corl.REGIMES.items():
         rows = [m for m in majority if m["regime"] == name]
-        assert [(m["model"], m["view"]) for m in rows] == [list(m) for m in regime.members]
+        assert [(m["model"], m["view"]) for m in rows] == list(regime.members)
         assert all(0.0 <= m["majority_accuracy"] <= 1.0 for m in rows)
     # the verdicts are recomputed from the stored curves and the measured majorities
     lo, hi = corl.MAJORITY_BAND
