@@ -1,34 +1,44 @@
 """``councilzoo repro corl``: peer rewards without labels improve a cohort and resist collapse;
 diversity helps (Co-RL, docs/learners.md), at toy scale on a CPU.
 
-Language-model part. Two tiny LMs SFT'd on two-digit addition to 35-55% held-out accuracy
-(``councilzoo.repro.tiny_lms``: ``solver-qwen-a``, a Qwen3-style model, and ``solver-llama-b``,
-a wider Llama-style one trained on another data order) are trained further without labels on the
-unlabeled ``rl`` split, in four arms at equal compute (two members each, the same number of
-items, completions and policy updates per step, the same GRPO step):
+Language-model part, in two regimes (``REGIMES``; docs/reproductions.md, "Plan (2026-12-03)"):
+
+- ``in_regime`` (the claim's verdict): three tiny LMs continued into the 60-80% band
+  (``solver-qwen-a-hi``, ``solver-strong``, ``solver-qwen-c``: two families, two sizes) on views
+  0/1/2, sampled at temperature 0.7, Co-RL rule ``peer_majority``;
+- ``present`` (the first setting, the comparison row): ``solver-qwen-a`` (Qwen3) and
+  ``solver-llama-b`` (a deeper Llama, another data order), 35-55% accurate, views 0/1,
+  temperature 1, rule ``ring``.
+
+Each regime trains, without labels on the unlabeled ``rl`` split, four arms at equal compute (as
+many members as the regime's cohort, the same items, completions and policy updates per step):
 
 - ``grpo``: supervised GRPO on gold labels (``Baseline``, ``ground_truth``): the ceiling reference;
 - ``ttrl``: each member rewarded by its own majority answer (``Baseline``, ``self_majority``);
-- ``corl_homogeneous``: two copies of ``solver-qwen-a`` on the same view, rewarded by each
-  other's majority answer (``CoRL``, ``ring``);
-- ``corl_heterogeneous``: ``solver-qwen-a`` on the original wording and ``solver-llama-b`` on a
-  paraphrase view (``CoRL``, ``ring``).
+- ``corl_homogeneous``: copies of the regime's first model on view 0 (``CoRL``, the regime's rule);
+- ``corl_heterogeneous``: the regime's cohort on its views (``CoRL``, the regime's rule).
 
-Measured per step: held-out greedy accuracy (``test`` split, original wording, every
-``eval_every`` steps), pseudo-label accuracy and answer entropy (the learner's own metrics), and
-*wrong consensus*, the collapse indicator: the share of a group's samples that agree on a wrong
-plurality answer, averaged over the step's items and the members.
+Before training, ``measure_regime`` samples each member G times on every ``rl`` item at the
+regime's temperature: its majority-of-G accuracy (``majority_accuracy``) and the peer labels the
+rule would give (``peer_label_stats``). Measured per step: held-out greedy accuracy (``test``
+split, original wording, every ``eval_every`` steps), pseudo-label accuracy (unlabeled counts
+wrong) and precision (over labeled items), answer entropy, and *wrong consensus*, the collapse
+indicator: the share of a group's samples that agree on a wrong plurality answer, averaged over
+the step's items and the members.
 
-Checked (each from the numbers, over seeds): heterogeneous Co-RL ends above its starting models
-(the 95% CI of the gain lies above 0); it is at least as good as TTRL (the CI of the paired
-difference does not lie below 0); its final wrong consensus is below the homogeneous cohort's.
+Checked (each from the numbers, over seeds), per regime: heterogeneous Co-RL ends above its
+starting models (the 95% CI of the gain lies above 0); it is at least as good as TTRL (the CI of
+the paired difference does not lie below 0); its final wrong consensus is below the homogeneous
+cohort's. ``in_regime`` also checks its precondition: every member's majority-of-G accuracy in
+``MAJORITY_BAND``. The claim holds when every ``in_regime`` check holds.
 
-The arm x seed runs are independent and seeded, so they run in one process per CPU core (one
-torch thread each) and give the same curves as one after another.
+The regime x arm x seed runs are independent and seeded, so they run in one process per CPU core
+(one torch thread each) and give the same curves as one after another.
 
 Simulated part (``councilzoo.repro.corl_sim``): tabular softmax cohorts under the same reward
-rules, sweeping how much the members' errors coincide, to show where peer rewards tip into
-collapse.
+rules, sweeping how much the members' errors coincide (where peer rewards tip into collapse) and
+their initial skill (the gain against the starting peer-label precision, for both regimes'
+cohorts). ``corl_regimes.png`` puts the LM regimes' gains on the simulated curves.
 """
 
 from __future__ import annotations

@@ -16,6 +16,11 @@ a policy-gradient step with group-normalised advantages (GRPO's, without clippin
 Measured at the end, per member and problem: greedy accuracy (argmax is gold) and *wrong
 consensus* (the probability mass of the argmax when the argmax is wrong: the share of samples
 that agree on a wrong answer, the collapse indicator of the LM runs).
+
+``label_sweep`` instead sweeps the initial ``skill`` at one correlation, for the cohorts of the
+LM regimes (``LABEL_COHORTS``), recording the starting *label precision* (the share of the first
+step's peer labels that are gold, over labeled ones) against the gain in greedy accuracy;
+``label_threshold`` reads off the precision where that gain first rises above a level.
 """
 
 from __future__ import annotations
