@@ -47,27 +47,123 @@ def test_sim_summary_reports_tipping_points():
         assert tip == min((rho for rho, g in gains.items() if g < corl.TIP_GAIN), default=None)
 
 
+def test_majority_accuracy_on_a_constructed_case():
+    answers = [
+        ["5", "5", "3"],  # plurality 5: right
+        ["2", "4", "4"],  # plurality 4: wrong
+        [None, None, "7"],  # no answer never wins: 7, right
+        ["1", "2"],  # a tie keeps the first seen: 1, wrong
+        [None, None],  # no answer at all: wrong
+        ["10.0", "10", "9"],  # equivalent numbers form one group: right
+    ]
+    golds = ["5", "2", "7", "2", "3", "10"]
+    assert corl.majority_accuracy(answers, golds) == pytest.approx(3 / 6)
+    assert corl.majority_accuracy(answers[:1], ["3"]) == 0.0
+    with pytest.raises(ValueError, match="gold"):
+        corl.majority_accuracy(answers, golds[:2])
+
+
+def test_peer_label_stats_follow_the_rule():
+    # three members, two items; own majorities: item 0 -> 4, 4, 5 (gold 4); item 1 -> 1, 2, 3 (gold 1)
+    answers = [[["4", "4", "5"], ["1", "1", "2"]],
+               [["4", "4", "4"], ["2", "2", "1"]],
+               [["5", "5", "4"], ["3", "3", "3"]]]
+    golds = ["4", "1"]
+    # peer_majority: item 0 labels m0 <- (4, 5) tie: none; m1 <- (4, 5): none; m2 <- (4, 4): 4 (right);
+    # item 1: every pair of peers disagrees: none. So one labeled item of six, and it is right.
+    stats = corl.peer_label_stats(answers, golds, "peer_majority")
+    assert stats["coverage"] == pytest.approx(np.mean([0, 0, 1 / 2]))
+    assert stats["precision"] == 1.0  # members with no labeled item are left out (NaN)
+    # ring: m0 <- m1 (4 right, 2 wrong), m1 <- m2 (5 wrong, 3 wrong), m2 <- m0 (4 right, 1 right)
+    ring = corl.peer_label_stats(answers, golds, "ring")
+    assert ring == {"precision": pytest.approx(np.mean([1 / 2, 0, 1])), "coverage": 1.0}
+
+
+def test_label_threshold_interpolates_the_upward_crossing():
+    points = [(0.5, 0.03), (0.2, -0.04), (0.4, 0.01), (0.3, -0.01)]
+    assert corl_sim.label_threshold(points) == pytest.approx(0.35)
+    assert corl_sim.label_threshold(points, 0.02) == pytest.approx(0.45)
+    assert corl_sim.label_threshold([(0.2, 0.05), (0.6, 0.1)]) is None  # never at or below 0
+
+
+def test_simulated_label_precision_rises_with_skill():
+    cfg = SimConfig(problems=24, steps=10, skills=(0.2, 0.8))
+    rows = corl_sim.label_sweep(cfg, 1)
+    assert {r["cohort"] for r in rows} == {f"{rule}, {m} members" for m, rule in corl_sim.LABEL_COHORTS}
+    for cohort in {r["cohort"] for r in rows}:
+        low, high = (next(r for r in rows if r["cohort"] == cohort and r["skill"] == s) for s in (0.2, 0.8))
+        assert 0.0 <= low["label_precision"] < high["label_precision"] <= 1.0
+
+
+def _fake_curves(gain: float, precision: float, steps: int = 4) -> dict[str, list[float]]:
+    accuracy = [0.5] + [float("nan")] * (steps - 1) + [0.5 + gain]
+    return {"accuracy": accuracy, "label_precision": [precision] * steps, "wrong_consensus": [0.2] * steps}
+
+
+def test_regime_plot_is_written(tmp_path):
+    runs = {name: {"corl_heterogeneous": [_fake_curves(g, p) for g, p in ((-0.02, 0.4), (0.01, 0.45))]}
+            for name in corl.REGIMES}
+    measured = {name: {"label_precision": 0.5} for name in corl.REGIMES}
+    table = [{"cohort": f"{rule}, {m} members", "skill": s, "label_precision": s, "gain": s - 0.5}
+             for m, rule in corl_sim.LABEL_COHORTS for s in (0.3, 0.7)]
+    path = tmp_path / "regimes.png"
+    corl._plot_regimes(runs, measured, table, path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_primary_regime_needs_members_in_the_majority_band():
+    ok = {"x": {"held": True, "value": [0.1, 0.0, 0.2], "rule": "r"}}
+    members = [{"majority_accuracy": 0.6}, {"majority_accuracy": 0.7}]
+    measured = {corl.PRIMARY: {"members": members, "in_band": True},
+                "present": {"members": [], "in_band": False}}
+    checks = corl.regime_checks({corl.PRIMARY: ([], ok), "present": ([], ok)}, measured)
+    assert checks[corl.PRIMARY]["members_majority_in_band"]["held"]
+    assert "members_majority_in_band" not in checks["present"] and checks["present"]["x"]["held"]
+    measured[corl.PRIMARY]["in_band"] = False
+    checks = corl.regime_checks({corl.PRIMARY: ([], ok), "present": ([], ok)}, measured)
+    assert not checks[corl.PRIMARY]["members_majority_in_band"]["held"]
+
+
 @pytest.mark.slow
 def test_quick_run_writes_a_report_whose_verdict_follows_from_its_numbers(quick_repro):
     out = quick_repro / "corl"
     report = result = json.loads((out / "report.json").read_text())
     assert set(report) >= {"claim", "setup", "results", "verdict", "figures", "run"}
+    assert "corl_regimes.png" in report["figures"]
     assert all((out / f).is_file() for f in report["figures"])
     assert "NOT HELD" in (out / "report.md").read_text() or "HELD" in (out / "report.md").read_text()
 
     runs = json.loads((out / "curves.json").read_text())
-    assert set(runs) == set(corl.ARMS) and all(len(seeds) == 2 for seeds in runs.values())
-    # seeds change the data order and the samples, so the curves differ between seeds
-    for seeds in runs.values():
-        assert seeds[0]["wrong_consensus"] != seeds[1]["wrong_consensus"] or \
-            seeds[0]["label_accuracy"] != seeds[1]["label_accuracy"]
-    # the verdict is recomputed from the stored curves
-    rows, checks = corl.summarise_lm(runs)
-    assert result["verdict"]["held"] == all(c["held"] for c in checks.values())
-    assert [r["final_accuracy"] for r in rows] == [r["final_accuracy"] for r in result["results"]["arms"]]
-    # supervised GRPO's pseudo-labels are the gold answers
-    grpo = next(r for r in rows if r["arm"] == "grpo")
-    assert grpo["label_accuracy"] == 1.0
+    assert set(runs) == set(corl.REGIMES)
+    for arms in runs.values():
+        assert set(arms) == set(corl.ARMS) and all(len(seeds) == 2 for seeds in arms.values())
+        # seeds change the data order and the samples, so the curves differ between seeds
+        for seeds in arms.values():
+            assert seeds[0]["wrong_consensus"] != seeds[1]["wrong_consensus"] or \
+                seeds[0]["label_accuracy"] != seeds[1]["label_accuracy"]
+    # the pre-training majority accuracies: one per member of each regime, each a share
+    majority = result["results"]["majority_before_training"]
+    for name, regime in corl.REGIMES.items():
+        rows = [m for m in majority if m["regime"] == name]
+        assert [(m["model"], m["view"]) for m in rows] == list(regime.members)
+        assert all(0.0 <= m["majority_accuracy"] <= 1.0 for m in rows)
+    # the verdicts are recomputed from the stored curves and the measured majorities
+    lo, hi = corl.MAJORITY_BAND
+    measured = {}
+    for name in corl.REGIMES:
+        rows = [m for m in majority if m["regime"] == name]
+        measured[name] = {"members": rows, "in_band": all(lo <= m["majority_accuracy"] <= hi for m in rows)}
+    per_regime = {name: corl.summarise_lm(arms) for name, arms in runs.items()}
+    checks = corl.regime_checks(per_regime, measured)
+    assert result["verdict"]["held"] == all(c["held"] for c in checks[corl.PRIMARY].values())
+    held = {r["regime"]: r["held"] for r in result["results"]["regimes"]}
+    assert held == {name: all(c["held"] for c in cs.values()) for name, cs in checks.items()}
+    stored = [(r["regime"], r["arm"], r["final_accuracy"]) for r in result["results"]["arms"]]
+    assert stored == [(name, r["arm"], r["final_accuracy"])
+                      for name, (rows, _) in per_regime.items() for r in rows]
+    # supervised GRPO's pseudo-labels are the gold answers, in both regimes
+    for rows, _ in per_regime.values():
+        assert next(r for r in rows if r["arm"] == "grpo")["label_accuracy"] == 1.0
 
 
 @pytest.mark.slow
@@ -75,9 +171,9 @@ def test_an_arm_run_in_this_process_matches_the_pooled_run(quick_repro, tmp_path
     # The report's arms ran in spawned worker processes; one arm and seed replayed here must give
     # the same curves, so results never depend on --jobs or on which worker ran what.
     out = quick_repro / "corl"
-    pooled = json.loads((out / "curves.json").read_text())
+    pooled = json.loads((out / "curves.json").read_text())["in_regime"]["corl_heterogeneous"][1]
     data = DataConfig(dataset="jsonl", path=str(out / "rl_items.jsonl"))
-    here = corl._run_job(("corl_heterogeneous", 1, corl.QUICK, data, tmp_path))
-    assert set(here) == set(pooled["corl_heterogeneous"][1])
+    here = corl._run_job(("in_regime", "corl_heterogeneous", 1, corl.QUICK, data, tmp_path))
+    assert set(here) == set(pooled)
     for name, curve in here.items():
-        np.testing.assert_array_equal(curve, pooled["corl_heterogeneous"][1][name], err_msg=name)
+        np.testing.assert_array_equal(curve, pooled[name], err_msg=name)

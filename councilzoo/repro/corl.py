@@ -1,34 +1,44 @@
 """``councilzoo repro corl``: peer rewards without labels improve a cohort and resist collapse;
 diversity helps (Co-RL, docs/learners.md), at toy scale on a CPU.
 
-Language-model part. Two tiny LMs SFT'd on two-digit addition to 35-55% held-out accuracy
-(``councilzoo.repro.tiny_lms``: ``solver-qwen-a``, a Qwen3-style model, and ``solver-llama-b``,
-a wider Llama-style one trained on another data order) are trained further without labels on the
-unlabeled ``rl`` split, in four arms at equal compute (two members each, the same number of
-items, completions and policy updates per step, the same GRPO step):
+Language-model part, in two regimes (``REGIMES``; docs/reproductions.md, "Plan (2026-12-03)"):
+
+- ``in_regime`` (the claim's verdict): three tiny LMs continued into the 60-80% band
+  (``solver-qwen-a-hi``, ``solver-strong``, ``solver-qwen-c``: two families, two sizes) on views
+  0/1/2, sampled at temperature 0.7, Co-RL rule ``peer_majority``;
+- ``present`` (the first setting, the comparison row): ``solver-qwen-a`` (Qwen3) and
+  ``solver-llama-b`` (a deeper Llama, another data order), 35-55% accurate, views 0/1,
+  temperature 1, rule ``ring``.
+
+Each regime trains, without labels on the unlabeled ``rl`` split, four arms at equal compute (as
+many members as the regime's cohort, the same items, completions and policy updates per step):
 
 - ``grpo``: supervised GRPO on gold labels (``Baseline``, ``ground_truth``): the ceiling reference;
 - ``ttrl``: each member rewarded by its own majority answer (``Baseline``, ``self_majority``);
-- ``corl_homogeneous``: two copies of ``solver-qwen-a`` on the same view, rewarded by each
-  other's majority answer (``CoRL``, ``ring``);
-- ``corl_heterogeneous``: ``solver-qwen-a`` on the original wording and ``solver-llama-b`` on a
-  paraphrase view (``CoRL``, ``ring``).
+- ``corl_homogeneous``: copies of the regime's first model on view 0 (``CoRL``, the regime's rule);
+- ``corl_heterogeneous``: the regime's cohort on its views (``CoRL``, the regime's rule).
 
-Measured per step: held-out greedy accuracy (``test`` split, original wording, every
-``eval_every`` steps), pseudo-label accuracy and answer entropy (the learner's own metrics), and
-*wrong consensus*, the collapse indicator: the share of a group's samples that agree on a wrong
-plurality answer, averaged over the step's items and the members.
+Before training, ``measure_regime`` samples each member G times on every ``rl`` item at the
+regime's temperature: its majority-of-G accuracy (``majority_accuracy``) and the peer labels the
+rule would give (``peer_label_stats``). Measured per step: held-out greedy accuracy (``test``
+split, original wording, every ``eval_every`` steps), pseudo-label accuracy (unlabeled counts
+wrong) and precision (over labeled items), answer entropy, and *wrong consensus*, the collapse
+indicator: the share of a group's samples that agree on a wrong plurality answer, averaged over
+the step's items and the members.
 
-Checked (each from the numbers, over seeds): heterogeneous Co-RL ends above its starting models
-(the 95% CI of the gain lies above 0); it is at least as good as TTRL (the CI of the paired
-difference does not lie below 0); its final wrong consensus is below the homogeneous cohort's.
+Checked (each from the numbers, over seeds), per regime: heterogeneous Co-RL ends above its
+starting models (the 95% CI of the gain lies above 0); it is at least as good as TTRL (the CI of
+the paired difference does not lie below 0); its final wrong consensus is below the homogeneous
+cohort's. ``in_regime`` also checks its precondition: every member's majority-of-G accuracy in
+``MAJORITY_BAND``. The claim holds when every ``in_regime`` check holds.
 
-The arm x seed runs are independent and seeded, so they run in one process per CPU core (one
-torch thread each) and give the same curves as one after another.
+The regime x arm x seed runs are independent and seeded, so they run in one process per CPU core
+(one torch thread each) and give the same curves as one after another.
 
 Simulated part (``councilzoo.repro.corl_sim``): tabular softmax cohorts under the same reward
-rules, sweeping how much the members' errors coincide, to show where peer rewards tip into
-collapse.
+rules, sweeping how much the members' errors coincide (where peer rewards tip into collapse) and
+their initial skill (the gain against the starting peer-label precision, for both regimes'
+cohorts). ``corl_regimes.png`` puts the LM regimes' gains on the simulated curves.
 """
 
 from __future__ import annotations
@@ -36,7 +46,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +59,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from councilzoo.agents.base import Sampling  # noqa: E402
+from councilzoo.envs.rewards import compute_rewards  # noqa: E402
 from councilzoo.learners.baselines import GRPO, TTRL, BaselineConfig  # noqa: E402
-from councilzoo.learners.cohort import DataConfig, EvalConfig, MemberConfig  # noqa: E402
+from councilzoo.learners.cohort import DataConfig, EvalConfig, MemberConfig, member_prompt  # noqa: E402
 from councilzoo.learners.corl import CoRL, CoRLConfig  # noqa: E402
 from councilzoo.learners.distributed import DistributedConfig  # noqa: E402
 from councilzoo.learners.logging import read_metrics  # noqa: E402
@@ -57,7 +72,9 @@ from councilzoo.repro.tiny_lms import (  # noqa: E402
     addition_problems,
     tiny_lm,
     tiny_lm_info,
+    torch_threads,
 )
+from councilzoo.tasks import Problem, answers_equivalent, extract_answer, plurality  # noqa: E402
 from councilzoo.theory.stats import mean_ci  # noqa: E402
 
 CLAIM = (
@@ -65,34 +82,140 @@ CLAIM = (
     "collapse of self-rewarding (TTRL); diversity of models and views helps."
 )
 FAMILY_A, FAMILY_B = "solver-qwen-a", "solver-llama-b"
-HETEROGENEOUS = ((FAMILY_A, 0), (FAMILY_B, 1))  # (tiny LM, paraphrase view) per member
-ARMS: dict[str, tuple[str, str, tuple[tuple[str, int], ...]]] = {
-    "grpo": ("grpo", "ground_truth", HETEROGENEOUS),
-    "ttrl": ("ttrl", "self_majority", HETEROGENEOUS),
-    "corl_homogeneous": ("corl", "ring", ((FAMILY_A, 0), (FAMILY_A, 0))),
-    "corl_heterogeneous": ("corl", "ring", HETEROGENEOUS),
+
+
+@dataclass(frozen=True)
+class Regime:
+    """One cohort setting: the heterogeneous members (tiny LM, paraphrase view), the Co-RL peer
+    rule and the sampling temperature (of training and of the pre-training majority measurement).
+    Every arm of a regime has as many members as its heterogeneous cohort: the baselines train
+    those members, the homogeneous cohort copies of the first one on view 0."""
+
+    members: tuple[tuple[str, int], ...]
+    rule: str
+    temperature: float
+    note: str
+
+    def arms(self) -> dict[str, tuple[str, str, tuple[tuple[str, int], ...]]]:
+        homogeneous = ((self.members[0][0], 0),) * len(self.members)
+        return {
+            "grpo": ("grpo", "ground_truth", self.members),
+            "ttrl": ("ttrl", "self_majority", self.members),
+            "corl_homogeneous": ("corl", self.rule, homogeneous),
+            "corl_heterogeneous": ("corl", self.rule, self.members),
+        }
+
+    def models(self) -> list[str]:
+        return list(dict.fromkeys(name for name, _ in self.members))
+
+
+# "present": the first setting (two ~50%-accurate members at temperature 1, whose sampled majority
+# was right 37-47% of the time); "in_regime": the paper's regime, members whose sampled majority is
+# usually right (pre-registered in docs/reproductions.md, "Plan (2026-12-03)").
+REGIMES: dict[str, Regime] = {
+    "in_regime": Regime((("solver-qwen-a-hi", 0), ("solver-strong", 1), ("solver-qwen-c", 2)),
+                        "peer_majority", 0.7,
+                        "3 members, two families, two sizes, views 0/1/2, majority usually right"),
+    "present": Regime(((FAMILY_A, 0), (FAMILY_B, 1)), "ring", 1.0,
+                      "2 members at ~50% accuracy, temperature 1 (the first setting)"),
 }
+PRIMARY = "in_regime"  # the claim's verdict is this regime's; "present" is the comparison row
+ARMS = tuple(REGIMES[PRIMARY].arms())
+MAJORITY_BAND = (0.55, 0.75)  # the in-regime precondition: each member's majority-of-G accuracy
 LEARNERS = {"grpo": (GRPO, BaselineConfig), "ttrl": (TTRL, BaselineConfig), "corl": (CoRL, CoRLConfig)}
-FULL = {"seeds": 3, "steps": 20, "prompts": 8, "generations": 8, "eval_every": 5, "eval_items": 250,
+# Two regimes x 4 arms x 3 seeds within about 6 minutes on 2 cores (plan of 2026-12-03); the first
+# setting ran 20 steps and evaluated 250 items every 5 steps.
+FULL = {"seeds": 3, "steps": 12, "prompts": 8, "generations": 8, "eval_every": 6, "eval_items": 200,
         "sim": corl_sim.SimConfig(), "sim_seeds": 3, "quick_lms": False}
 QUICK = {"seeds": 2, "steps": 3, "prompts": 4, "generations": 4, "eval_every": 3, "eval_items": 24,
-         "sim": corl_sim.SimConfig(problems=16, steps=15, correlations=(0.0, 0.5, 1.0)), "sim_seeds": 2,
+         "sim": corl_sim.SimConfig(problems=16, steps=15, correlations=(0.0, 0.5, 1.0),
+                                   skills=(0.3, 0.7)), "sim_seeds": 2,
          "quick_lms": True}  # under-trained tiny LMs (tiny_lms.quick_spec): checks the pipeline only
 log = logging.getLogger(__name__)
 # Chosen on the reference arm only: supervised GRPO lost accuracy at 1e-3 and gained at 2e-4
 # (6 steps, seed 0); every arm uses it.
 LEARNING_RATE = 2e-4
 TIP_GAIN = 0.02  # peer rules "tip" where they no longer add 2 points of accuracy over the start
+FIGURES_DIR = Path(__file__).resolve().parents[2] / "docs" / "figures"  # full runs copy the headline here
+
+
+# --- the majority precondition --------------------------------------------------------------
+
+
+def majority_accuracy(
+    answers: Sequence[Sequence[str | None]], golds: Sequence[str], kind: str = "numeric"
+) -> float:
+    """Share of items whose plurality answer (``tasks.plurality``: ties keep the first seen, no
+    answer counts wrong) equals the gold one; ``answers[i]`` are the G sampled answers of item i."""
+    if len(answers) != len(golds):
+        raise ValueError(f"{len(answers)} answer groups for {len(golds)} gold answers")
+    hits = [(label := plurality(list(group), kind)[0]) is not None and answers_equivalent(label, gold, kind)
+            for group, gold in zip(answers, golds, strict=True)]
+    return float(np.mean(hits)) if hits else float("nan")
+
+
+def peer_label_stats(
+    answers: Sequence[Sequence[Sequence[str | None]]], golds: Sequence[str], rule: str, kind: str = "numeric"
+) -> dict[str, float]:
+    """The labels ``rule`` would give from samples ``answers[member][item][g]`` (``compute_rewards``):
+    per member, the share of items labeled (``coverage``) and of labeled items whose label is gold
+    (``precision``, the peer-label accuracy that decides which way a member is pushed), averaged."""
+    right, labeled = np.zeros(len(answers)), np.zeros(len(answers))
+    for i, gold in enumerate(golds):
+        labels = compute_rewards(rule, [member[i] for member in answers], kind).labels
+        for m, label in enumerate(labels):
+            labeled[m] += label is not None
+            right[m] += label is not None and answers_equivalent(label, gold, kind)
+    precision = np.where(labeled > 0, right / np.maximum(labeled, 1), np.nan)
+    return {"precision": float(np.nanmean(precision)), "coverage": float(np.mean(labeled / len(golds)))}
+
+
+def sample_answers(model: str | Path, problems: Sequence[Problem], view: int, generations: int,
+                   temperature: float, seed: int) -> list[list[str | None]]:
+    """``generations`` sampled answers per item from a member's own prompt (its view), as in training."""
+    from councilzoo.agents.generators.transformers_backend import TransformersGenerator
+
+    generator = TransformersGenerator(str(model), batch_size=256, seed=seed)
+    sampling = Sampling(max_new_tokens=MAX_NEW_TOKENS, temperature=temperature, seed=seed)
+    prompts = [member_prompt(p, view) for p in problems]
+    with torch_threads():
+        groups = generator.generate(prompts, n=generations, sampling=sampling)
+    return [[extract_answer(c.text, p.kind) for c in g] for g, p in zip(groups, problems, strict=True)]
+
+
+def measure_regime(
+    regime: Regime, problems: Sequence[Problem], settings: dict, seed: int = 0
+) -> dict[str, Any]:
+    """Before any training: each heterogeneous member's majority-of-G accuracy on ``problems`` at the
+    regime's temperature, and the peer labels the regime's rule would give from those samples."""
+    golds = [p.answer for p in problems]
+    answers, rows = [], []
+    for name, view in regime.members:
+        path = tiny_lm(name, quick=settings["quick_lms"])
+        group = sample_answers(path, problems, view, settings["generations"], regime.temperature, seed)
+        answers.append(group)
+        hits = [[a is not None and answers_equivalent(a, g, "numeric") for a in grp]
+                for grp, g in zip(group, golds, strict=True)]
+        rows.append({"model": name, "view": view, "test_accuracy": tiny_lm_info(path)["test_accuracy"],
+                     "majority_accuracy": majority_accuracy(group, golds),
+                     "sample_accuracy": float(np.mean(hits))})
+    labels = peer_label_stats(answers, golds, regime.rule)
+    lo, hi = MAJORITY_BAND
+    return {"members": rows, "label_precision": labels["precision"], "label_coverage": labels["coverage"],
+            "in_band": all(lo <= r["majority_accuracy"] <= hi for r in rows)}
 
 
 # --- one arm, one seed ----------------------------------------------------------------------
 
 
-def run_arm(arm: str, seed: int, settings: dict, data: DataConfig, out: Path) -> dict[str, list[float]]:
-    """Per-step curves of one arm, trained on the engine users run (``councilzoo train``: one
-    world per member): held-out greedy accuracy (at eval steps, else NaN) and the learners' logged
-    diagnostics (label accuracy, answer entropy, wrong consensus), means over members."""
-    kind, rule, members = ARMS[arm]
+def run_arm(
+    regime: str, arm: str, seed: int, settings: dict, data: DataConfig, out: Path
+) -> dict[str, list[float]]:
+    """Per-step curves of one arm of ``regime``, trained on the engine users run (``councilzoo
+    train``: one world per member): held-out greedy accuracy (at eval steps, else NaN) and the
+    learners' logged diagnostics (label accuracy with unlabeled items counted wrong, label
+    precision over labeled items only, answer entropy, wrong consensus), means over members."""
+    kind, rule, members = REGIMES[regime].arms()[arm]
     learner_class, config_class = LEARNERS[kind]
     models = {name: str(tiny_lm(name, quick=settings["quick_lms"])) for name, _ in members}
     held_out = EvalConfig(dataset="jsonl", path=str(Path(data.path).with_name("test_items.jsonl")),
@@ -106,21 +229,24 @@ def run_arm(arm: str, seed: int, settings: dict, data: DataConfig, out: Path) ->
         max_steps=settings["steps"],
         max_completion_length=MAX_NEW_TOKENS,
         seed=seed,
-        output_dir=str(out / f"{arm}-seed{seed}"),
+        output_dir=str(out / f"{regime}-{arm}-seed{seed}"),
         data=data,
         eval=held_out,
-        trainer={"learning_rate": LEARNING_RATE},
+        trainer={"learning_rate": LEARNING_RATE, "temperature": REGIMES[regime].temperature},
         distributed=DistributedConfig(port=_free_port()),
     )
     learner_class(cfg).train(overwrite=True)
     steps = settings["steps"]
     curves: dict[str, list[float]] = {"accuracy": [float("nan")] * (steps + 1)}
     per_member: dict[str, list[list[float]]] = {
-        k: [] for k in ("wrong_consensus", "label_accuracy", "answer_entropy")
+        k: [] for k in ("wrong_consensus", "label_accuracy", "label_precision", "answer_entropy")
     }
     evals: dict[int, list[float]] = {}
     for i in range(len(cfg.members)):
         rows = {r["step"]: r for r in read_metrics(cfg.member_dir(i) / "metrics.jsonl") if "reward" in r}
+        for r in rows.values():  # over labeled items only; NaN when the step labeled none
+            covered = 1.0 - _num(r.get("unlabeled", 0.0))
+            r["label_precision"] = _num(r.get("label_accuracy")) / covered if covered > 0 else None
         for key, series in per_member.items():
             series.append([_num(rows.get(s, {}).get(key)) for s in range(1, steps + 1)])
         for r in read_metrics(cfg.member_dir(i) / "eval.jsonl"):
@@ -146,11 +272,11 @@ def _free_port() -> int:
 
 def _run_job(job: tuple) -> dict[str, list[float]]:
     """``run_arm`` with one thread per member world (a process-pool task: one arm and seed)."""
-    arm, seed = job[:2]
+    regime, arm, seed = job[:3]
     os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the member worlds
     curves = run_arm(*job)
     accuracy = [round(a, 3) for a in curves["accuracy"] if a == a]
-    log.info("corl: %s seed %d: held-out accuracy %s", arm, seed, accuracy)
+    log.info("corl: %s %s seed %d: held-out accuracy %s", regime, arm, seed, accuracy)
     return curves
 
 
@@ -174,13 +300,15 @@ def summarise_lm(runs: dict[str, list[dict[str, list[float]]]]) -> tuple[list[di
         start = [s["accuracy"][0] for s in seeds]
         final = [s["accuracy"][-1] for s in seeds]
         collapse = [_tail(s["wrong_consensus"]) for s in seeds]
+        precision = [float(np.nanmean(s["label_precision"])) for s in seeds]
         per_seed[arm] = {"final": np.array(final), "gain": np.array(final) - np.array(start),
-                         "collapse": np.array(collapse)}
+                         "collapse": np.array(collapse), "precision": np.array(precision)}
         gain, acc, col = _ci(per_seed[arm]["gain"]), _ci(final), _ci(collapse)
         rows.append({
             "arm": arm, "start_accuracy": float(np.mean(start)), "final_accuracy": acc[0],
             "final_accuracy_ci": (acc[1], acc[2]), "gain": gain[0], "gain_ci": (gain[1], gain[2]),
             "label_accuracy": float(np.mean([np.mean(s["label_accuracy"]) for s in seeds])),
+            "label_precision": float(np.mean(precision)),
             "answer_entropy_end": float(np.mean([_tail(s["answer_entropy"]) for s in seeds])),
             "wrong_consensus_end": col[0], "wrong_consensus_ci": (col[1], col[2]),
         })
@@ -218,23 +346,99 @@ def summarise_sim(rows: list[dict], cfg: corl_sim.SimConfig) -> tuple[list[dict]
     return table, tips
 
 
+def summarise_labels(rows: list[dict], cfg: corl_sim.SimConfig) -> tuple[list[dict], dict[str, float | None]]:
+    """Per (cohort, skill): mean starting label precision and gain; per cohort, the label
+    precision where the simulated gain rises above ``TIP_GAIN`` (``corl_sim.label_threshold``)."""
+    table = []
+    for members, rule in corl_sim.LABEL_COHORTS:
+        cohort = f"{rule}, {members} members"
+        for skill in cfg.skills:
+            sel = [r for r in rows if r["cohort"] == cohort and r["skill"] == skill]
+            table.append({"cohort": cohort, "skill": skill,
+                          "label_precision": float(np.mean([r["label_precision"] for r in sel])),
+                          "gain": float(np.mean([r["gain"] for r in sel]))})
+    thresholds = {}
+    for members, rule in corl_sim.LABEL_COHORTS:
+        cohort = f"{rule}, {members} members"
+        points = [(t["label_precision"], t["gain"]) for t in table if t["cohort"] == cohort]
+        thresholds[cohort] = corl_sim.label_threshold(points, TIP_GAIN)
+    return table, thresholds
+
+
+def regime_checks(per_regime: dict[str, dict], measured: dict[str, dict]) -> dict[str, dict[str, Any]]:
+    """Each regime's three checks (``summarise_lm``) plus, for the primary regime, the
+    precondition that every member's pre-training majority accuracy lies in ``MAJORITY_BAND``."""
+    out = {}
+    for name, (_, checks) in per_regime.items():
+        checks = dict(checks)
+        if name == PRIMARY:
+            accs = [m["majority_accuracy"] for m in measured[name]["members"]]
+            band = f"[{MAJORITY_BAND[0]:.2f}, {MAJORITY_BAND[1]:.2f}]"
+            checks = {"members_majority_in_band": {
+                "held": bool(measured[name]["in_band"]),
+                "value": [float(np.mean(accs)), min(accs), max(accs)],
+                "rule": f"every member's pre-training majority-of-G accuracy in {band} (mean, [min, max])",
+            }} | checks
+        out[name] = checks
+    return out
+
+
 # --- figures --------------------------------------------------------------------------------
 
 
-def _plot_curves(runs, key: str, ylabel: str, path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for arm, seeds in runs.items():
-        curves = np.array([s[key] for s in seeds], dtype=float)
-        steps = np.arange(curves.shape[1]) + (1 if key != "accuracy" else 0)
-        keep = ~np.isnan(curves).any(axis=0)
-        mean = curves[:, keep].mean(axis=0)
-        ax.plot(steps[keep], mean, marker="o" if key == "accuracy" else None, label=arm)
-        if len(seeds) > 1:
-            lo, hi = np.percentile(curves[:, keep], [2.5, 97.5], axis=0)
-            ax.fill_between(steps[keep], lo, hi, alpha=0.15)
-    ax.set_xlabel("RL step")
-    ax.set_ylabel(ylabel)
-    ax.legend(fontsize=8)
+def _plot_regimes(runs: dict, measured: dict, label_table: list[dict], path: Path) -> None:
+    """The headline: heterogeneous Co-RL's gain over its start against its peer-label precision
+    during training, per regime (seeds as points, mean with 95% CI), with the simulated cohorts'
+    gain against their starting label precision as lines."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    colors = {"in_regime": "tab:green", "present": "tab:red"}
+    for members, rule in corl_sim.LABEL_COHORTS:
+        cohort = f"{rule}, {members} members"
+        sel = sorted((t["label_precision"], t["gain"]) for t in label_table if t["cohort"] == cohort)
+        ax.plot(*zip(*sel, strict=True), linestyle=":", marker=".", color="gray" if members == 2 else "black",
+                label=f"simulation: {cohort}")
+    for name, arms in runs.items():
+        seeds = arms["corl_heterogeneous"]
+        x = np.array([np.nanmean(s["label_precision"]) for s in seeds])
+        y = np.array([s["accuracy"][-1] - s["accuracy"][0] for s in seeds])
+        mean, lo, hi = _ci(y)
+        color = colors.get(name, "tab:blue")
+        ax.scatter(x, y, color=color, alpha=0.45, s=22)
+        r = REGIMES[name]
+        ax.errorbar([x.mean()], [mean], yerr=[[mean - lo], [hi - mean]], fmt="o", ms=9, capsize=5,
+                    color=color, label=f"tiny LMs, {name} ({r.rule}, {len(r.members)} members, "
+                                       f"T={r.temperature:g})")
+        pre = measured[name]["label_precision"]
+        ax.axvline(pre, color=color, alpha=0.3, linewidth=1)
+    ax.axhline(0.0, color="k", linewidth=0.8)
+    ax.set_xlabel("peer-label accuracy (share of labeled items whose peer label is gold)")
+    ax.set_ylabel("heterogeneous Co-RL: final - start accuracy")
+    ax.set_title("Co-RL gain vs peer-label accuracy (thin lines: measured before training)", fontsize=9)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+
+
+def _plot_curves(runs: dict, key: str, ylabel: str, path: Path) -> None:
+    """Per regime (one panel each), the arms' mean curve of ``key`` with a 2.5-97.5% seed band."""
+    fig, axes = plt.subplots(1, len(runs), figsize=(6 * len(runs), 4), squeeze=False)
+    for ax, (regime, arms) in zip(axes[0], runs.items(), strict=True):
+        for arm, seeds in arms.items():
+            curves = np.array([s[key] for s in seeds], dtype=float)
+            steps = np.arange(curves.shape[1]) + (1 if key != "accuracy" else 0)
+            keep = ~np.isnan(curves).any(axis=0)
+            mean = curves[:, keep].mean(axis=0)
+            ax.plot(steps[keep], mean, marker="o" if key == "accuracy" else None, label=arm)
+            if len(seeds) > 1:
+                lo, hi = np.percentile(curves[:, keep], [2.5, 97.5], axis=0)
+                ax.fill_between(steps[keep], lo, hi, alpha=0.15)
+        ax.set_title(regime)
+        ax.set_xlabel("RL step")
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -261,47 +465,82 @@ def _plot_sim(table: list[dict], path: Path) -> None:
 # --- entry point ----------------------------------------------------------------------------
 
 
+def _reason(checks: dict[str, dict[str, Any]]) -> str:
+    return "; ".join(
+        f"{name}: {'yes' if c['held'] else 'no'} ({c['rule']}: mean {c['value'][0]:+.3f}, "
+        f"CI [{c['value'][1]:+.3f}, {c['value'][2]:+.3f}])"
+        for name, c in checks.items()
+    )
+
+
 def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
     """Run both parts into ``out_dir`` and return the report dict (``councilzoo.repro.report``)."""
     settings = QUICK if quick else FULL
     n_seeds = seeds or settings["seeds"]
     out = Path(out_dir)
     started = time.perf_counter()
-    sim_rows = corl_sim.sweep(settings["sim"], settings["sim_seeds"] if seeds is None else seeds)
+    sim_seeds = settings["sim_seeds"] if seeds is None else seeds
+    sim_rows = corl_sim.sweep(settings["sim"], sim_seeds)
     sim_table, tips = summarise_sim(sim_rows, settings["sim"])
+    label_rows = corl_sim.label_sweep(settings["sim"], sim_seeds)
+    label_table, thresholds = summarise_labels(label_rows, settings["sim"])
     sim_seconds = time.perf_counter() - started
 
+    rl_items = addition_problems("rl")
     items = out / "rl_items.jsonl"
-    items.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in addition_problems("rl")))
+    items.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in rl_items))
     test_items = addition_problems("test", settings["eval_items"])
     (out / "test_items.jsonl").write_text("".join(json.dumps(p.to_dict()) + "\n" for p in test_items))
     data = DataConfig(dataset="jsonl", path=str(items))
-    for name in (FAMILY_A, FAMILY_B):  # built (or found) once, before any worker needs them
+    names = list(dict.fromkeys(n for r in REGIMES.values() for n in r.models()))
+    for name in names:  # built (or found) once, before any worker needs them
         tiny_lm(name, quick=settings["quick_lms"])
-    jobs = [(arm, seed, settings, data, out / "runs") for seed in range(n_seeds) for arm in ARMS]
-    curves = map_in_processes(_run_job, jobs, os.cpu_count() or 1)  # independent, seeded runs
-    runs: dict[str, list[dict[str, list[float]]]] = {arm: [] for arm in ARMS}
-    for (arm, *_), curve in zip(jobs, curves, strict=True):
-        runs[arm].append(curve)  # seeds in order: jobs are listed seed-major
-    lm_rows, checks = summarise_lm(runs)
-    (out / "curves.json").write_text(json.dumps(runs))  # per arm, per seed, per step
+    # the precondition, measured before any training, on every unlabeled rl item
+    measured = {name: measure_regime(r, rl_items, settings) for name, r in REGIMES.items()}
+    measure_seconds = time.perf_counter() - started - sim_seconds
 
+    jobs = [(regime, arm, seed, settings, data, out / "runs")
+            for regime in REGIMES for seed in range(n_seeds) for arm in ARMS]
+    curves = map_in_processes(_run_job, jobs, os.cpu_count() or 1)  # independent, seeded runs
+    runs: dict[str, dict[str, list[dict[str, list[float]]]]] = {r: {arm: [] for arm in ARMS} for r in REGIMES}
+    for (regime, arm, *_), curve in zip(jobs, curves, strict=True):
+        runs[regime][arm].append(curve)  # seeds in order: jobs are listed seed-major
+    per_regime = {name: summarise_lm(arms) for name, arms in runs.items()}
+    checks = regime_checks(per_regime, measured)
+    (out / "curves.json").write_text(json.dumps(runs))  # per regime, arm, seed, step
+
+    _plot_regimes(runs, measured, label_table, out / "corl_regimes.png")
     _plot_curves(runs, "accuracy", "held-out greedy accuracy", out / "corl_accuracy.png")
     _plot_curves(runs, "wrong_consensus", "wrong consensus (collapse)", out / "corl_collapse.png")
     _plot_sim(sim_table, out / "corl_sim.png")
+    if not quick and FIGURES_DIR.is_dir():  # the docs page shows the full run's headline plot
+        shutil.copyfile(out / "corl_regimes.png", FIGURES_DIR / "repro_corl_regimes.png")
 
-    held = all(c["held"] for c in checks.values())
-    reason = "; ".join(
-        f"{name}: {'yes' if c['held'] else 'no'} ({c['rule']}: mean {c['value'][0]:+.3f}, "
-        f"CI [{c['value'][1]:+.3f}, {c['value'][2]:+.3f}])"
-        for name, c in checks.items()
-    )
-    models = {name: tiny_lm_info(tiny_lm(name, quick=settings["quick_lms"])) for name in (FAMILY_A, FAMILY_B)}
+    held = {name: all(c["held"] for c in cs.values()) for name, cs in checks.items()}
+    reason = " ".join(f"[{name}: {'held' if held[name] else 'not held'}] {_reason(cs)}"
+                      for name, cs in checks.items())
+    regime_rows = []
+    for name, r in REGIMES.items():
+        het = next(row for row in per_regime[name][0] if row["arm"] == "corl_heterogeneous")
+        regime_rows.append({
+            "regime": name, "rule": r.rule, "temperature": r.temperature, "members": len(r.members),
+            "majority_accuracy_min": min(m["majority_accuracy"] for m in measured[name]["members"]),
+            "majority_accuracy_max": max(m["majority_accuracy"] for m in measured[name]["members"]),
+            "pre_label_precision": measured[name]["label_precision"],
+            "pre_label_coverage": measured[name]["label_coverage"],
+            "train_label_precision": het["label_precision"],
+            "heterogeneous_gain": het["gain"], "heterogeneous_gain_ci": het["gain_ci"],
+            "held": held[name],
+        })
+    models = {name: tiny_lm_info(tiny_lm(name, quick=settings["quick_lms"])) for name in names}
     return {
         "claim": CLAIM,
         "setup": {
-            "arms": {arm: f"{kind}, rule {rule}, members (model, view) {list(members)}"
-                     for arm, (kind, rule, members) in ARMS.items()},
+            "regimes": {name: f"{r.note}: rule {r.rule}, temperature {r.temperature:g}, arms "
+                              + "; ".join(f"{arm} = {kind}/{rule} {list(members)}"
+                                          for arm, (kind, rule, members) in r.arms().items())
+                        for name, r in REGIMES.items()},
+            "primary_regime": PRIMARY, "majority_band": MAJORITY_BAND,
             "seeds": n_seeds, "steps": settings["steps"], "prompts_per_step": settings["prompts"],
             "generations": settings["generations"], "learning_rate": LEARNING_RATE,
             "eval_items": settings["eval_items"], "eval_every": settings["eval_every"],
@@ -311,15 +550,22 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
             "quick": quick,
         },
         "results": {
-            "arms": lm_rows,
-            "checks": [{"check": k, "held": c["held"], "mean": c["value"][0],
-                        "ci": (c["value"][1], c["value"][2]), "rule": c["rule"]} for k, c in checks.items()],
+            "regimes": regime_rows,
+            "majority_before_training": [{"regime": name, **m} for name, r in measured.items()
+                                         for m in r["members"]],
+            "arms": [{"regime": name, **row} for name, (rows, _) in per_regime.items() for row in rows],
+            "checks": [{"regime": name, "check": k, "held": c["held"], "mean": c["value"][0],
+                        "ci": (c["value"][1], c["value"][2]), "rule": c["rule"]}
+                       for name, cs in checks.items() for k, c in cs.items()],
             "curves_file": "curves.json",
             "simulation": sim_table,
             "simulation_tipping_rho": tips,
-            "lm_seconds": round(time.perf_counter() - started - sim_seconds, 1),
+            "simulation_labels": label_table,
+            "simulation_label_threshold": thresholds,
+            "lm_seconds": round(time.perf_counter() - started - sim_seconds - measure_seconds, 1),
+            "measure_seconds": round(measure_seconds, 1),
             "sim_seconds": round(sim_seconds, 1),
         },
-        "verdict": {"held": held, "reason": reason},
-        "figures": ["corl_accuracy.png", "corl_collapse.png", "corl_sim.png"],
+        "verdict": {"held": held[PRIMARY], "reason": reason},
+        "figures": ["corl_regimes.png", "corl_accuracy.png", "corl_collapse.png", "corl_sim.png"],
     }

@@ -16,10 +16,16 @@ a policy-gradient step with group-normalised advantages (GRPO's, without clippin
 Measured at the end, per member and problem: greedy accuracy (argmax is gold) and *wrong
 consensus* (the probability mass of the argmax when the argmax is wrong: the share of samples
 that agree on a wrong answer, the collapse indicator of the LM runs).
+
+``label_sweep`` instead sweeps the initial ``skill`` at one correlation, for the cohorts of the
+LM regimes (``LABEL_COHORTS``), recording the starting *label precision* (the share of the first
+step's peer labels that are gold, over labeled ones) against the gain in greedy accuracy;
+``label_threshold`` reads off the precision where that gain first rises above a level.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -44,6 +50,13 @@ class SimConfig:
     steps: int = 40
     learning_rate: float = 0.5
     correlations: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+    # the label sweep (``label_sweep``): initial skill swept at one correlation
+    skills: tuple[float, ...] = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+    label_rho: float = 0.2
+
+
+# The cohorts of the LM regimes (repro.corl.REGIMES): (members, peer rule).
+LABEL_COHORTS = ((3, "peer_majority"), (2, "ring"))
 
 
 def initial_logits(cfg: SimConfig, rho: float, rng: np.random.Generator) -> np.ndarray:
@@ -66,9 +79,11 @@ def _softmax(x: np.ndarray) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=200_000)
-def _rewards(rule: str, answers: tuple[tuple[str, ...], ...]) -> tuple[tuple[float, ...], ...]:
-    """``compute_rewards`` on letters (gold is "A"), memoised: sharpened policies repeat often."""
-    return tuple(map(tuple, compute_rewards(rule, answers, "multiple_choice", gold="A").rewards))
+def _rewards(rule: str, answers: tuple[tuple[str, ...], ...]) -> tuple[tuple[tuple[float, ...], ...], tuple]:
+    """``compute_rewards`` on letters (gold is "A"), memoised: sharpened policies repeat often;
+    the per-sample rewards and the per-member labels."""
+    result = compute_rewards(rule, answers, "multiple_choice", gold="A")
+    return tuple(map(tuple, result.rewards)), tuple(result.labels)
 
 
 def _advantages(rewards: np.ndarray) -> np.ndarray:
@@ -94,7 +109,8 @@ def train(cfg: SimConfig, rule: str, rho: float, seed: int) -> dict[str, float]:
     start = measure(logits)
     n, p, k, g = cfg.members, cfg.problems, cfg.candidates, cfg.samples
     eye = np.eye(k)
-    for _ in range(cfg.steps):
+    labeled = right = 0
+    for step in range(cfg.steps):
         probs = _softmax(logits)
         cdf = probs.cumsum(axis=-1)
         u = rng.random((n, p, g, 1))
@@ -102,7 +118,10 @@ def train(cfg: SimConfig, rule: str, rho: float, seed: int) -> dict[str, float]:
         rewards = np.empty((n, p, g))
         for j in range(p):
             answers = tuple(tuple(LETTERS[a] for a in picks[m, j]) for m in range(n))
-            rewards[:, j] = _rewards(rule, answers)
+            rewards[:, j], labels = _rewards(rule, answers)
+            if step == 0:  # the labels of the starting policies: their precision over labeled ones
+                labeled += sum(label is not None for label in labels)
+                right += sum(label == "A" for label in labels)
         adv = _advantages(rewards)
         # d log pi(a) / d logits = onehot(a) - pi; mean over the group's samples
         grad = (adv[..., None] * (eye[picks] - probs[:, :, None, :])).mean(axis=2)
@@ -113,6 +132,7 @@ def train(cfg: SimConfig, rule: str, rho: float, seed: int) -> dict[str, float]:
         "start_collapse": start["collapse"],
         "accuracy": end["accuracy"],
         "collapse": end["collapse"],
+        "label_precision": right / labeled if labeled else float("nan"),
     }
 
 
@@ -124,3 +144,29 @@ def sweep(cfg: SimConfig, seeds: int) -> list[dict[str, float | str]]:
         for rho in cfg.correlations
         for seed in range(seeds)
     ]
+
+
+def label_sweep(cfg: SimConfig, seeds: int) -> list[dict[str, float | str]]:
+    """One row per (cohort of ``LABEL_COHORTS``, skill, seed) at correlation ``cfg.label_rho``: the
+    starting label precision (share of step-0 labels that are gold) against the accuracy gain."""
+    rows = []
+    for members, rule in LABEL_COHORTS:
+        for skill in cfg.skills:
+            sub = dataclasses.replace(cfg, members=members, skill=skill)
+            for seed in range(seeds):
+                r = train(sub, rule, cfg.label_rho, seed)
+                rows.append({"cohort": f"{rule}, {members} members", "skill": skill, "seed": seed,
+                             "label_precision": r["label_precision"],
+                             "gain": r["accuracy"] - r["start_accuracy"]})
+    return rows
+
+
+def label_threshold(points: list[tuple[float, float]], level: float = 0.0) -> float | None:
+    """The label precision where the gain first rises above ``level``, linearly interpolated
+    between the (precision, gain) ``points`` sorted by precision; None when no point at or below
+    ``level`` is followed by one above it (the gain never crosses it upward)."""
+    points = sorted(points)
+    for (x0, y0), (x1, y1) in zip(points, points[1:], strict=False):
+        if y0 <= level < y1:
+            return x0 + (x1 - x0) * (level - y0) / (y1 - y0)
+    return None

@@ -240,6 +240,12 @@ REGISTRY: dict[str, TinyLMSpec] = {
     "solver-weak": TinyLMSpec("qwen3", 64, 2, band=(0.15, 0.3), max_steps=2000, data_seed=3, init_seed=3),
     "solver-strong": TinyLMSpec("llama", 64, 3, band=(0.6, 0.8), max_steps=2000, data_seed=4,
                                 init_from="solver-llama-b"),
+    # Co-RL "in its regime" (repro.corl.REGIMES): Qwen members continued into the strong band, so
+    # that a member's sampled majority is usually right; with solver-strong, three lineages.
+    "solver-qwen-a-hi": TinyLMSpec("qwen3", 64, 2, band=(0.6, 0.8), max_steps=1500, data_seed=5,
+                                   init_from="solver-qwen-a"),
+    "solver-qwen-c": TinyLMSpec("qwen3", 64, 2, band=(0.6, 0.8), max_steps=1500, data_seed=6,
+                                init_from="solver-weak"),
 }
 
 
