@@ -61,7 +61,7 @@ def test_quick_repro_writes_a_consistent_report(quick_repro):
         assert all(debate[lv]["accuracy"] >= single[lv]["accuracy"] for lv in levels if lv < cross)
 
     lm = {r["protocol"]: r for r in results["tiny_lm_protocols"]}
-    assert set(lm) == {*comed.PROTOCOLS, "oracle_gate"}
+    assert set(lm) == {*comed.PROTOCOLS, "comed_learned", "comed_regret", "oracle_gate"}
     for r in lm.values():  # Acc = Acc_anchor + Rescue - Harm, each against its own anchor
         assert abs(r["accuracy"] - (r["anchor_accuracy"] + r["net"])) < 1e-9
     assert lm["debate"]["anchor_accuracy"] == lm["single"]["accuracy"]  # one anchor sample

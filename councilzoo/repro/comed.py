@@ -75,6 +75,8 @@ from councilzoo.theory.stats import mean_ci  # noqa: E402
 
 CLAIM = "Selective escalation (COMED) beats dense collaboration at lower cost, because it avoids harm."
 PROTOCOLS = ("single", "self_consistency", "routing", "debate", "comed")
+# The tiny-LM council adds the gates learned on COMED's dev outcomes and the oracle gate.
+LM_PROTOCOLS = (*PROTOCOLS, "comed_learned", "comed_regret", "oracle_gate")
 COLORS = {
     "single": "tab:blue",
     "self_consistency": "tab:orange",
@@ -301,7 +303,7 @@ def run_lm_cell(seed: int, n_test: int, n_dev: int, quick: bool = False) -> dict
     """One seed of the tiny-LM council: each protocol's summary row (plus the oracle gate)."""
     test, dev = addition_problems("test", n_test, seed=seed), addition_problems("dev", n_dev, seed=seed)
     ev = Evaluation(lm_council(seed, n_dev, quick), test, dev, progress=False, num_envs=n_test, seed=seed)
-    return {row["protocol"]: row for row in ev.rows([*PROTOCOLS, "oracle_gate"])}
+    return {row["protocol"]: row for row in ev.rows(LM_PROTOCOLS)}
 
 
 def tiny_lms_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dict[str, Any]:
@@ -310,9 +312,8 @@ def tiny_lms_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> di
     with torch_threads():
         cells = [run_lm_cell(seed, sizes["lm_test"], sizes["lm_dev"], sizes["quick_lms"])
                  for seed in range(lm_seeds)]
-    protocols = [*PROTOCOLS, "oracle_gate"]
-    table = {p: _aggregate(cells, p) for p in protocols}
-    rows = [{"protocol": p, "oracle": p == "oracle_gate", **table[p]} for p in protocols]
+    table = {p: _aggregate(cells, p) for p in LM_PROTOCOLS}
+    rows = [{"protocol": p, "oracle": p == "oracle_gate", **table[p]} for p in LM_PROTOCOLS]
     frontier_plot(rows, out_dir / "tiny_lm_frontier.png")
     rescue_harm_plot([r for r in rows if r["protocol"] != "single"], out_dir / "tiny_lm_rescue_harm.png")
     comed_runs = [
