@@ -70,7 +70,7 @@ def test_quick_repro_writes_report_figures_and_computed_verdicts(quick_repro):
     assert all((out / f).is_file() and (out / f).stat().st_size > 1000 for f in result["figures"])
     res = result["results"]
     parts = {p["part"]: p["held"] for p in res["parts"]}
-    assert set(parts) == {"simulated", "tiny_lm"}
+    assert set(parts) == {"simulated", "tiny_lm", "utterance"}
     assert result["verdict"]["held"] == all(parts.values())
 
     # Simulated part.
@@ -95,3 +95,21 @@ def test_quick_repro_writes_report_figures_and_computed_verdicts(quick_repro):
     assert check["fewer_calls"] == (check["calls_gap_ci"][1] < 0)
     assert parts["tiny_lm"] == (check["fewer_calls"] and check["accuracy_gap"] > -0.02)
     assert {r["role"] for r in res["tiny_lm_learned_policy"]} <= {"proposer", "reviewer"}
+
+    # Utterance part: three arms at equal episodes; the verdict and the differences follow the rows.
+    arms = {r["arm"]: r for r in res["utterance_arms"]}
+    assert set(arms) == {"controllers_only", "gspo", "gspo_label_free"}
+    assert "candidate_reward_first_step" not in arms["controllers_only"]
+    for arm in ("gspo", "gspo_label_free"):
+        assert -1.0 <= arms[arm]["candidate_reward_last_step"] <= 1.0
+    assert 0.0 <= arms["gspo_label_free"]["label_accuracy"] <= 1.0
+    gaps = {(d["arm"], d["metric"]): d for d in res["utterance_vs_controllers_only"]}
+    for arm in ("gspo", "gspo_label_free"):  # metrics every seed has (correction may be undefined)
+        for metric in ("first_proposal_accuracy", "accuracy", "calls_per_question"):
+            expected = arms[arm][metric] - arms["controllers_only"][metric]
+            assert gaps[(arm, metric)]["difference"] == pytest.approx(expected)
+    first = gaps[("gspo", "first_proposal_accuracy")]
+    check = res["utterance_check"][0]
+    assert check["first_proposal_raised"] == (first["ci"][0] > 0)
+    assert parts["utterance"] == (check["first_proposal_raised"]
+                                  and gaps[("gspo", "accuracy")]["difference"] > -0.02)

@@ -123,6 +123,18 @@ def test_label_free_training_uses_peer_consensus_labels():
     assert set(consensus_labels(problems, records)) == {"7"}
 
 
+def test_first_proposal_accuracy_is_the_share_of_right_first_proposals():
+    """Correction and preservation condition on the first proposal; its own accuracy is what the
+    utterance layer trains: P(first right) = P(right) - P(first wrong) x correction + P(first right)
+    x harmful flips, checked on one trained policy's evaluation."""
+    tracer = make(steps=2)
+    m = tracer.evaluate(next(iter(tracer.eval_sets.values())))
+    first = m["first_proposal_accuracy"]
+    assert 0.0 < first < 1.0
+    implied = first * m["preservation_rate"] + (1 - first) * m["correction_rate"]
+    assert m["accuracy"] == pytest.approx(implied)
+
+
 def test_bad_configs_fail_before_any_work():
     with pytest.raises(ConfigError, match="generation.enabled needs"):
         load_config({"generation": {"enabled": True}}, TracerConfig)
@@ -159,6 +171,10 @@ def test_bad_role_models_fail_before_any_work():
                     TracerConfig)
     with pytest.raises(ConfigError, match="roles \\['judge'\\]"):
         load_config({"agents": {"models": {"judge": {"type": "simulated"}}}}, TracerConfig)
+    with pytest.raises(ConfigError, match="agents.render 'nopkg.prompts:render': cannot import"):
+        load_config({"agents": {"render": "nopkg.prompts:render"}}, TracerConfig)
+    with pytest.raises(ConfigError, match="LM_ROUNDS. is not callable"):
+        load_config({"agents": {"render": "councilzoo.repro.tracer:LM_ROUNDS"}}, TracerConfig)
     with pytest.raises(ConfigError, match="the proposer is trained"):
         load_config({"agents": {"kind": "llm", "model": "m", "models": {"proposer": {"type": "simulated"}}}},
                     TracerConfig)

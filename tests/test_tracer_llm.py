@@ -66,3 +66,29 @@ def test_the_cli_learner_writes_metrics_summary_and_loadable_adapters(tiny_model
     assert set(summary["eval"]["synthetic:numeric"]) == {"tracer", "never_review"}
     assert rows and "accuracy" in rows[0]
     PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir), out / "final")
+
+
+def question_only(ctx) -> list[dict[str, str]]:
+    """A prompt format of a user's own (agents.render target: ``test_tracer_llm:question_only``)."""
+    return [{"role": "user", "content": f"Q: {ctx.problem.question}"}]
+
+
+def test_trained_agents_speak_in_the_configured_prompt_format(tiny_model_dir, tmp_path):
+    """agents.render replaces the role prompts of the trained proposer: its episode turns and the
+    GSPO candidates are sampled from exactly the prompt that renderer gives for the turn."""
+    from councilzoo.agents.base import Sampling
+    from councilzoo.agents.prompts import render_messages
+
+    agents = {"kind": "llm", "model": str(tiny_model_dir), "max_new_tokens": 12, "share_model": False,
+              "render": "test_tracer_llm:question_only"}
+    tracer = Tracer(tiny_config(tiny_model_dir, tmp_path / "run", agents=agents))
+    layer, g = tracer.generation, tracer.cfg.generation
+    batch = layer.rollout([{}] * (g.turns_per_step * g.num_candidates), layer.trainer)
+    turns = [ctx for _, ctx, _ in layer._turns if ctx.role == "proposer"]
+
+    def prompt_ids(render) -> set[tuple[int, ...]]:
+        replies = layer.generator.generate([render(ctx) for ctx in turns], 1, Sampling(max_new_tokens=1))
+        return {tuple(r[0].prompt_token_ids) for r in replies}
+
+    assert {tuple(ids) for ids in batch["prompt_ids"]} <= prompt_ids(question_only)
+    assert not prompt_ids(question_only) & prompt_ids(render_messages)  # the renderer made a difference

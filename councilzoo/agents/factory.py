@@ -39,12 +39,14 @@ class ModelSpec:
             )
 
 
-def _import_class(path: str) -> type:
+def import_object(path: str, what: str = "import path") -> Any:
+    """The object named by ``"package.module:name"`` (a class, a function that builds one, a prompt
+    renderer); a ValueError naming ``what`` and ``path`` when it cannot be imported."""
     module_name, _, attr = path.partition(":")
     try:
         return getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as err:
-        raise ValueError(f"model type {path!r}: cannot import {attr!r} from {module_name!r} ({err})") from err
+        raise ValueError(f"{what} {path!r}: cannot import {attr!r} from {module_name!r} ({err})") from err
 
 
 def _accepted(spec: ModelSpec) -> dict[str, tuple[str, list[str] | None]]:
@@ -71,7 +73,7 @@ def _accepted(spec: ModelSpec) -> dict[str, tuple[str, list[str] | None]]:
             "kwargs": (cls, None if rest is None else leading + rest),
             "agent": ("LLMAgent", keywords(LLMAgent, reserved=("generator", "name"))),
         }
-    target = _import_class(spec.type)
+    target = import_object(spec.type, "model type")
     return {"kwargs": (target.__name__, keywords(target))}
 
 
@@ -125,7 +127,7 @@ def _construct(name: str, spec: ModelSpec) -> Agent:
         if isinstance(options.get("sampling"), dict):
             options["sampling"] = Sampling(**options["sampling"])
         return LLMAgent(name=name, generator=make_generator({"backend": spec.type, **spec.kwargs}), **options)
-    return _import_class(spec.type)(**spec.kwargs)
+    return import_object(spec.type, "model type")(**spec.kwargs)
 
 
 def build_models(specs: Mapping[str, ModelSpec]) -> dict[str, Agent]:

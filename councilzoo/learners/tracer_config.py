@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from councilzoo.agents.factory import ModelSpec, check_keywords
+from councilzoo.agents.factory import ModelSpec, check_keywords, import_object
 from councilzoo.config import ConfigError
 from councilzoo.learners.engine import check_trainer_overrides
 from councilzoo.learners.logging import check_report_to
@@ -86,6 +86,12 @@ class AgentsConfig:
         "LLM: one model with role prompts for both roles (else the proposer's model trains and the "
         "reviewer is a frozen copy, or models.reviewer).",
         default=True,
+    )
+    render: str | None = _help(
+        "LLM: import path 'package.module:function' of a prompt renderer (TurnContext -> chat "
+        "messages) for the trained agents, e.g. the format a model was fine-tuned on; None: the "
+        "project's role prompts.",
+        default=None,
     )
     max_new_tokens: int = _help("LLM: tokens per utterance.", default=256)
     temperature: float = _help("LLM: sampling temperature.", default=1.0)
@@ -189,6 +195,13 @@ class TracerConfig:
         if self.agents.kind == "llm" and not self.agents.model:
             raise ValueError("agents.kind='llm' needs agents.model (a local model directory or hub name)")
         self._check_role_models()
+        if self.agents.render is not None:
+            try:
+                render = import_object(self.agents.render, "agents.render")
+            except ValueError as err:
+                raise ConfigError(str(err)) from None
+            if not callable(render):
+                raise ConfigError(f"agents.render {self.agents.render!r} is not callable")
         if not self.data.eval:
             raise ValueError("data.eval must name at least one evaluation set")
 

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from councilzoo.agents.base import Sampling
-from councilzoo.agents.factory import ModelSpec, build_model
+from councilzoo.agents.factory import ModelSpec, build_model, import_object
 from councilzoo.agents.llm import LLMAgent
 from councilzoo.agents.parsing import parse_action
 from councilzoo.envs.core import Mode
@@ -112,13 +112,14 @@ class UtteranceLayer:
         )
         tokenizer = self.trainer.processing_class
         self.generator = TransformersGenerator(self.trainer.model, tokenizer=tokenizer, seed=cfg.seed)
+        options = {"sampling": self.sampling, "render": import_object(a.render) if a.render else None}
         if self.shared:
-            self.agents = {"*": LLMAgent(self.generator, sampling=self.sampling, name="tracer")}
+            self.agents = {"*": LLMAgent(self.generator, name="tracer", **options)}
         else:
-            self.agents = {"proposer": LLMAgent(self.generator, sampling=self.sampling, name="proposer")}
+            self.agents = {"proposer": LLMAgent(self.generator, name="proposer", **options)}
             if "reviewer" not in a.models:  # a frozen copy of the base model (else built by role_agents)
                 frozen = {"model": path, "device": a.device, "seed": cfg.seed}
-                spec = ModelSpec("transformers", frozen, agent={"sampling": self.sampling})
+                spec = ModelSpec("transformers", frozen, agent=options)
                 self.agents["reviewer"] = build_model("reviewer", spec)
         self._turns: list = []
 

@@ -6,6 +6,8 @@ which compare the first pending proposal with the final answer):
 - ``accuracy``: share of episodes whose final answer is right; ``objective`` = accuracy - lam *
   mean cost (the team reward the controllers maximise);
 - ``calls_per_question`` / ``tokens_per_question``: mean model calls / tokens per episode;
+- ``first_proposal_accuracy``: share of episodes whose first proposal is right (what the
+  utterance layer trains; the controllers cannot change it);
 - ``correction_rate``: P(final right | first proposal wrong);
 - ``preservation_rate``: P(final right | first proposal right);
 - ``harmful_flip_rate``: P(final wrong | first proposal right) = 1 - preservation rate;
@@ -50,6 +52,7 @@ def episode_metrics(records: Sequence[EpisodeRecord], lam: float = 0.0, cost_uni
         "objective": float(correct.mean() - lam * spent.mean()),
         "calls_per_question": float(calls.mean()),
         "tokens_per_question": float(tokens.mean()),
+        "first_proposal_accuracy": _rate(len(first_right), len(events)),
         "correction_rate": _rate(sum(bool(e["correction"]) for e in first_wrong), len(first_wrong)),
         "preservation_rate": _rate(sum(bool(e["preservation"]) for e in first_right), len(first_right)),
         "harmful_flip_rate": _rate(harmful, len(first_right)),

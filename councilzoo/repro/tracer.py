@@ -1,6 +1,7 @@
-"""``councilzoo repro tracer``: regret-matching controllers converge, and learn when speaking helps.
+"""``councilzoo repro tracer``: regret-matching controllers converge, learn when speaking helps, and
+the GSPO utterance layer trains the proposer.
 
-Two parts (``SECTIONS``); each returns its setup, results, figures and a sub-verdict computed from
+Three parts (``SECTIONS``); each returns its setup, results, figures and a sub-verdict computed from
 its numbers, and the claim's verdict holds when every part's does (``results["parts"]``).
 
 **Simulated** (CPU, seconds). Reviewer reliability r is swept: a reviewer catches a wrong
@@ -27,10 +28,20 @@ the ``rl`` split and are scored on ``test`` beside always-speak and never-review
 learned controllers make fewer calls than always-speak (seed-paired difference, its bootstrap
 interval below 0 with several seeds) at equal or better accuracy (mean seed-paired accuracy gap
 > -0.02).
+
+**Utterance layer** (CPU, minutes). The same proposer and re-solving reviewer, three arms at equal
+episodes: the controllers alone (GSPO off), the controllers with the GSPO utterance layer training
+the proposer on gold role rewards (+1 right answer, -1 wrong or none), and the label-free variant
+(values and rewards against the step's consensus of proposals). The reviewer stays frozen: its
+verdict is computed from its re-solved answer, so no verdict text exists for a reviewer reward to
+grade. Check: the GSPO arm's first proposals are more accurate than the controllers-only arm's
+(seed-paired interval above 0) and its final accuracy is not lower (mean gap > -0.02); the
+label-free arm is reported beside them, not checked (neither paper makes a claim about it).
 """
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -61,17 +72,22 @@ from councilzoo.theory.stats import mean_ci  # noqa: E402
 
 CLAIM = ("TRACER's regret-matching speak/skip controllers converge (every state's regret stays under "
          "its regret-matching bound) and learn to speak when speaking helps, matching or beating fixed "
-         "protocols on accuracy - lambda * cost; with tiny LMs (a proposer SFT'd to solve, a reviewer SFT'd "
-         "to judge RIGHT/WRONG) the learned controllers use fewer calls at equal or better accuracy than "
-         "always-speak.")
+         "protocols on accuracy - lambda * cost; with tiny LMs (a proposer SFT'd to solve, a reviewer that "
+         "re-solves) the learned controllers use fewer calls at equal or better accuracy than always-speak; "
+         "and its GSPO utterance layer, trained in the same episodes as the controllers, makes the "
+         "proposer's first proposals more accurate than the controllers alone do.")
 LAM = 0.03
 PROTOCOLS = ("tracer", "always_speak", "never_review")
 METRICS = ("objective", "accuracy", "calls_per_question", "correction_rate", "preservation_rate")
 LM_METRICS = ("accuracy", "calls_per_question", "correction_rate", "preservation_rate", "objective")
 FULL = {"seeds": 3, "steps": 15, "problems": 48, "test": 256, "levels": (0.55, 0.7, 0.85, 0.95),
-        "lm_seeds": 3, "lm_steps": 8, "lm_problems": 32, "lm_test": 250, "quick_lms": False}
+        "lm_seeds": 3, "lm_steps": 8, "lm_problems": 32, "lm_test": 250,
+        "utt_seeds": 3, "utt_steps": 8, "utt_problems": 16, "utt_episodes": 2, "utt_candidates": 8,
+        "utt_turns": 16, "utt_test": 250, "quick_lms": False}
 QUICK = {"seeds": 2, "steps": 6, "problems": 24, "test": 96, "levels": (0.6, 0.9),
          "lm_seeds": 2, "lm_steps": 3, "lm_problems": 16, "lm_test": 60,
+         "utt_seeds": 2, "utt_steps": 2, "utt_problems": 8, "utt_episodes": 2, "utt_candidates": 4,
+         "utt_turns": 8, "utt_test": 60,
          "quick_lms": True}  # under-trained tiny LMs (tiny_lms.quick_spec): checks the pipeline only
 LM_PROPOSER, LM_REVIEWER = "solver-qwen-a", "solver-strong"  # tiny_lms.REGISTRY names
 LM_TEMPERATURE = 0.8
@@ -234,10 +250,19 @@ def lm_agents(generators: dict[str, TransformersGenerator], seed: int) -> dict[s
     """The proposer samples (so a REFRESH is a new attempt), the reviewer re-solves greedily; both
     are prompted in the SFT format (``sft_messages``: ``LLMAgent``'s own renderer would show the
     proposer its earlier proposal and the reviews, which the tiny LMs never saw)."""
-    sampling = {role: Sampling(max_new_tokens=MAX_NEW_TOKENS, temperature=t, seed=1000 * seed + k)
-                for k, (role, t) in enumerate((("proposer", LM_TEMPERATURE), ("reviewer", 0.0)))}
-    return {role: agent(generators[role], name=role, render=sft_messages, sampling=sampling[role])
-            for role, agent in (("proposer", LLMAgent), ("reviewer", ResolvingReviewer))}
+    sampling = Sampling(max_new_tokens=MAX_NEW_TOKENS, temperature=LM_TEMPERATURE, seed=1000 * seed)
+    proposer = LLMAgent(generators["proposer"], name="proposer", render=sft_messages, sampling=sampling)
+    return {"proposer": proposer, "reviewer": resolving_reviewer(generators["reviewer"], seed)}
+
+
+def resolving_reviewer(model: str | TransformersGenerator, seed: int = 0) -> ResolvingReviewer:
+    """The greedy re-solving reviewer over a tiny LM folder (or its generator), in the SFT format;
+    also a ``ModelSpec`` target (``type: councilzoo.repro.tracer:resolving_reviewer``), which is how
+    the utterance part seats it beside a trained proposer."""
+    generator = model if isinstance(model, TransformersGenerator) else TransformersGenerator(
+        model, batch_size=512)
+    sampling = Sampling(max_new_tokens=MAX_NEW_TOKENS, temperature=0.0, seed=1000 * seed + 1)
+    return ResolvingReviewer(generator, name="reviewer", render=sft_messages, sampling=sampling)
 
 
 def run_lm_cell(generators: dict[str, TransformersGenerator], seed: int, sizes: dict[str, int]) -> dict:
@@ -362,7 +387,158 @@ def tiny_lm_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dic
     }
 
 
-SECTIONS = (("simulated", simulated), ("tiny_lm", tiny_lm_part))
+# --- utterance section: the GSPO layer against the controllers alone ----------------------------
+
+ARMS = ("controllers_only", "gspo", "gspo_label_free")
+UTT_METRICS = ("first_proposal_accuracy", "accuracy", "correction_rate", "preservation_rate",
+               "calls_per_question")
+# The release's clip settings (grad norm 0.5, eps 0.1) with the learning rate the Co-RL part uses for
+# these tiny LMs (the release's 5e-6 moves a 150k-parameter model by nothing in 8 steps).
+UTT_TRAINER = {"learning_rate": 2e-4, "max_grad_norm": 0.5, "epsilon": 0.1}
+
+
+def utterance_config(arm: str, seed: int, sizes: dict[str, Any], paths: dict[str, Path], out: Path):
+    """One arm's TracerConfig: the same episodes, proposer, reviewer and controllers in every arm;
+    ``gspo`` also trains the proposer's full weights with role rewards against gold, and
+    ``gspo_label_free`` against the step's peer consensus (values and rewards alike)."""
+    reviewer = {"type": "councilzoo.repro.tracer:resolving_reviewer",
+                "kwargs": {"model": str(paths["reviewer"]), "seed": seed}}
+    return load_config({
+        "seed": seed, "max_steps": sizes["utt_steps"], "problems_per_step": sizes["utt_problems"],
+        "episodes_per_problem": sizes["utt_episodes"], "label_free": arm == "gspo_label_free",
+        "save_steps": 0, "save_total_limit": 1, "output_dir": str(out),
+        "env": {"lam": LAM, "rounds": LM_ROUNDS},
+        "agents": {"kind": "llm", "model": str(paths["proposer"]), "share_model": False,
+                   "models": {"reviewer": reviewer}, "render": "councilzoo.repro.tracer:sft_messages",
+                   "max_new_tokens": MAX_NEW_TOKENS, "temperature": LM_TEMPERATURE},
+        "generation": {"enabled": arm != "controllers_only", "num_candidates": sizes["utt_candidates"],
+                       "turns_per_step": sizes["utt_turns"], "trainer": UTT_TRAINER, "peft": None},
+    }, TracerConfig)
+
+
+def run_utterance_cell(arm: str, seed: int, sizes: dict[str, Any], paths: dict[str, Path]) -> dict:
+    """Train one arm on ``rl`` items; the learned policy's test metrics, the mean candidate reward of
+    the first and last GSPO steps, and (label-free) how often the consensus label was right."""
+    with tempfile.TemporaryDirectory(prefix="councilzoo-tracer-") as tmp:
+        cfg = utterance_config(arm, seed, sizes, paths, Path(tmp))
+        test = addition_problems("test", sizes["utt_test"], seed=seed)
+        tracer = Tracer(cfg, train_problems=addition_problems("rl", seed=seed), eval_sets={"test": test})
+        tracer.train()
+        tracer.engine.reset_seeds()
+        out = tracer.evaluate(test)
+        if tracer.trains_utterances:
+            log = tracer.generation.trainer.state.log_history
+            rewards = [row["reward"] for row in log if "reward" in row]
+            out["candidate_reward"] = (rewards[0], rewards[-1])
+    if cfg.label_free:
+        out["label_accuracy"] = float(np.mean([m["label_accuracy"] for m in tracer.history]))
+    return out
+
+
+def _paired_vs(cells: dict[str, list[dict]], arm: str, metric: str) -> tuple[float, float, float] | None:
+    """Seed-paired mean difference ``arm`` - controllers_only of ``metric`` and its bootstrap interval."""
+    pairs = [(a[metric], b[metric]) for a, b in zip(cells[arm], cells["controllers_only"], strict=True)
+             if a[metric] is not None and b[metric] is not None]
+    if not pairs:
+        return None
+    diff = [a - b for a, b in pairs]
+    return mean_ci(diff, seed=0) if len(diff) > 1 else (diff[0], diff[0], diff[0])
+
+
+def _plot_utterance(cells: dict[str, list[dict]], path: Path) -> None:
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4))
+    for k, (arm, marker) in enumerate(zip(ARMS, "os^", strict=True)):
+        calls = [c["calls_per_question"] for c in cells[arm]]
+        acc = [c["accuracy"] for c in cells[arm]]
+        ax.scatter(calls, acc, marker=marker, alpha=0.35, color=f"C{k}")
+        ax.errorbar(np.mean(calls), np.mean(acc), xerr=np.std(calls), yerr=np.std(acc), marker=marker,
+                    ms=9, color=f"C{k}", capsize=3, label=arm)
+        for j, metric in enumerate(UTT_METRICS[:1] + UTT_METRICS[2:4]):
+            values = [c[metric] for c in cells[arm] if c[metric] is not None]
+            bx.bar(j * 4 + k, np.mean(values) if values else 0.0, yerr=np.std(values) if values else 0.0,
+                   color=f"C{k}", capsize=3, label=arm if j == 0 else None)
+    ax.set(xlabel="model calls per question", ylabel="test accuracy",
+           title="Learned TRACER policies: accuracy vs calls")
+    ax.legend(fontsize=8)
+    bx.set_xticks([1, 5, 9], ["first proposal\nright", "correction\nP(right | first wrong)",
+                              "preservation\nP(right | first right)"])
+    bx.set(ylim=(0, 1.05), title="Proposals (mean +- sd over seeds)")
+    bx.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _signed(d: dict | None) -> str:
+    return "n/a" if d is None else f"{d['difference']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]"
+
+
+def utterance_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dict[str, Any]:
+    """TRACER's GSPO utterance layer (gold and label-free) against the controllers alone, tiny LMs."""
+    n_seeds = seeds or sizes["utt_seeds"]
+    quick = sizes["quick_lms"]
+    paths = {"proposer": tiny_lm(LM_PROPOSER, quick=quick), "reviewer": tiny_lm(LM_REVIEWER, quick=quick)}
+    with torch_threads():
+        cells = {arm: [run_utterance_cell(arm, seed, sizes, paths) for seed in range(n_seeds)]
+                 for arm in ARMS}
+    rows, diffs = [], []
+    for arm in ARMS:
+        row: dict[str, Any] = {"arm": arm}
+        for metric in UTT_METRICS:
+            values = [c[metric] for c in cells[arm] if c[metric] is not None]
+            row[metric] = float(np.mean(values)) if values else None
+            if metric in ("first_proposal_accuracy", "accuracy") and len(values) > 1:
+                row[f"{metric}_ci"] = tuple(mean_ci(values, seed=0)[1:])
+        if arm == "controllers_only":
+            rows.append(row)
+            continue
+        first, last = zip(*(c["candidate_reward"] for c in cells[arm]), strict=True)
+        row["candidate_reward_first_step"], row["candidate_reward_last_step"] = np.mean(first), np.mean(last)
+        if arm == "gspo_label_free":
+            row["label_accuracy"] = float(np.mean([c["label_accuracy"] for c in cells[arm]]))
+        rows.append(row)
+        for metric in UTT_METRICS:
+            d = _paired_vs(cells, arm, metric)
+            if d is not None:
+                diffs.append({"arm": arm, "metric": metric, "difference": d[0], "ci": (d[1], d[2])})
+    gap = {(d["arm"], d["metric"]): d for d in diffs}
+    first = gap[("gspo", "first_proposal_accuracy")]
+    raised = first["ci"][0] > 0 if n_seeds > 1 else first["difference"] > 0
+    kept = gap[("gspo", "accuracy")]["difference"] > -ACC_TOL
+    _plot_utterance(cells, out_dir / "utterance_accuracy_vs_calls.png")
+    arm = {r["arm"]: r for r in rows}
+    alone, gspo, free = arm["controllers_only"], arm["gspo"], arm["gspo_label_free"]
+    reason = (f"GSPO-trained proposer's first proposals right {gspo['first_proposal_accuracy']:.3f} vs "
+              f"{alone['first_proposal_accuracy']:.3f} with the controllers alone, seed-paired "
+              f"{_signed(first)} "
+              f"(needs > 0{' with its interval' if n_seeds > 1 else ''}); final accuracy "
+              f"{gspo['accuracy']:.3f} vs {alone['accuracy']:.3f}, gap {_signed(gap[('gspo', 'accuracy')])} "
+              f"(needs a mean > -{ACC_TOL}); label-free, consensus right {free['label_accuracy']:.2f}: first "
+              f"proposals {_signed(gap.get(('gspo_label_free', 'first_proposal_accuracy')))} "
+              "(reported, not a check)")
+    return {
+        "setup": {
+            "utterance_arms": "controllers_only (GSPO off), gspo (gold role rewards), gspo_label_free "
+                              "(consensus labels for values and rewards); same episodes, models, controllers",
+            "utterance_training": f"{sizes['utt_steps']} steps x {sizes['utt_problems']} problems x "
+                                  f"{sizes['utt_episodes']} episodes; GSPO on {sizes['utt_turns']} proposer "
+                                  f"turns x {sizes['utt_candidates']} candidates per step, full weights, "
+                                  f"{UTT_TRAINER}; the reviewer (re-solving) is frozen",
+            "utterance_seeds": n_seeds,
+            "utterance_test_problems": sizes["utt_test"],
+        },
+        "results": {
+            "utterance_arms": rows,
+            "utterance_vs_controllers_only": diffs,
+            "utterance_check": [{"first_proposal_raised": bool(raised), "accuracy_not_worse": bool(kept)}],
+        },
+        "held": bool(raised and kept),
+        "reason": reason,
+        "figures": ["utterance_accuracy_vs_calls.png"],
+    }
+
+
+SECTIONS = (("simulated", simulated), ("tiny_lm", tiny_lm_part), ("utterance", utterance_part))
 
 
 def run(out_dir: str | Path, seeds: int | None = None, quick: bool = False) -> dict[str, Any]:
