@@ -46,7 +46,34 @@ def test_lockstep_runs_fewer_ticks():
     problems = synthetic_problems("numeric", 64, seed=2)
     engine = RolloutEngine("councilzoo/debate-v0", simulated_team(), num_envs=64, progress=False)
     engine.run(problems)
-    assert engine.stats.ticks == 6 and engine.stats.episodes == 64  # 3 peers x 2 rounds
+    assert engine.stats.ticks == 2 and engine.stats.episodes == 64  # 2 simultaneous rounds of 3 peers
+
+
+def _view(ctx: TurnContext) -> dict:
+    return {**ctx.__dict__, "features": ctx.features.tolist()}
+
+
+def test_a_simultaneous_round_is_seen_alike_before_and_on_each_turn():
+    """debate-v0's upcoming_turns: every peer left in the round, each context exactly the one
+    that peer gets when its turn comes (so the engine may play them in one tick)."""
+    env = make("councilzoo/debate-v0", num_agents=3, rounds=3).unwrapped
+    agent = SimulatedAgent("s", 0.5, seed=4)
+    for problem in synthetic_problems("numeric", 5, seed=6):
+        env.reset(options={"problem": problem})
+        while not all(env.terminations.values()):
+            upcoming = env.upcoming_turns()
+            assert [c.agent for c in upcoming] == env.debate.peers[env.debate.position:]
+            for ctx in upcoming:
+                assert env.agent_selection == ctx.agent
+                assert _view(env.turn_context(ctx.agent)) == _view(ctx)
+                env.step(agent.act([ctx])[0])
+    assert len(env.transcript) == 9
+
+
+def test_a_sequential_game_offers_one_turn_at_a_time():
+    env = make("councilzoo/review-v0").unwrapped
+    env.reset(options={"problem": synthetic_problems("numeric", 1, seed=0)[0]})
+    assert [c.agent for c in env.upcoming_turns()] == [env.agent_selection]
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +105,8 @@ def test_one_generate_call_per_generator_per_tick(counting_generator):
     counting_generator.batches.clear()
     records = engine.run(synthetic_problems("numeric", 4, seed=3))
     assert len(records) == 4
-    assert len(counting_generator.batches) == engine.stats.ticks == engine.stats.generate_calls == 6
-    assert counting_generator.batches == [4] * 6  # every env's pending turn in one call
+    assert len(counting_generator.batches) == engine.stats.ticks == engine.stats.generate_calls == 2
+    assert counting_generator.batches == [12] * 2  # every env's round (3 peers) in one call
 
 
 def _documented_batched_agent():
@@ -104,7 +131,7 @@ def test_a_custom_batched_agent_is_batched_and_its_turns_carry_tokens(counting_g
                            env_kwargs={"num_agents": 2, "rounds": 1}, progress=False)
     counting_generator.batches.clear()
     records = engine.run(synthetic_problems("numeric", 4, seed=5))
-    assert counting_generator.batches == [4] * engine.stats.ticks  # all envs' turns in one call
+    assert counting_generator.batches == [8] * engine.stats.ticks  # all envs' turns in one call
     turns = [t for r in records for t in r.turns]
     assert turns and all(t.token_ids and t.prompt_token_ids and t.logprobs for t in turns)
 

@@ -497,6 +497,16 @@ class CouncilEnv(AECEnv, ABC):
 
     def turn_context(self, agent: str) -> TurnContext:
         """The rich view of ``agent`` now: problem, role, round, visible transcript, legal modes."""
+        return self._context(agent, self.legal_modes(agent))
+
+    def upcoming_turns(self) -> list[TurnContext]:
+        """The turns that can be played now, in turn order, each as its agent will see it: the
+        agent on turn, and in a game with simultaneous rounds every later agent of the round
+        (nothing it sees changes before it acts). The rollout engine plays them in one tick, then
+        steps them one by one."""
+        return [self.turn_context(self.agent_selection)]
+
+    def _context(self, agent: str, legal: tuple[Mode, ...]) -> TurnContext:
         return TurnContext(
             self.env_index,
             agent,
@@ -504,7 +514,7 @@ class CouncilEnv(AECEnv, ABC):
             self._round(),
             self.problem,
             tuple(self._visible()),
-            self.legal_modes(agent),
+            legal,
             self._features(agent),
             self._extras(agent),
         )

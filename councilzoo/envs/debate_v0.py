@@ -16,8 +16,10 @@ Multi-agent debate (Du et al. 2023) as a turn-based PettingZoo game, with the op
 N peers answer one problem over R rounds, in peer order within a round. On its turn a peer
 SPEAKs (a new answer with its reasoning, having seen every peer's answer from the previous
 rounds) or SKIPs (keeps its latest answer; no model call). Rounds are simultaneous in what peers
-see, as in Du et al.: during round r the transcript shows only turns of rounds < r. In round 1
-every peer must SPEAK (nobody has an answer yet). Always-SPEAK play is Du et al.'s dense debate.
+see, as in Du et al.: during round r the transcript shows only turns of rounds < r, so
+`upcoming_turns()` lists every peer still to act in the round, each context as it will be on that
+peer's turn, and the rollout engine plays a whole round in one tick. In round 1 every peer must
+SPEAK (nobody has an answer yet). Always-SPEAK play is Du et al.'s dense debate.
 
 ### Final answer and tie rule
 
@@ -70,7 +72,7 @@ from typing import Any
 import numpy as np
 
 from councilzoo.envs.base import RENDER_MODES, CouncilEnv
-from councilzoo.envs.core import Mode, Turn
+from councilzoo.envs.core import Mode, Turn, TurnContext
 from councilzoo.envs.wrappers import OrderEnforcing
 from councilzoo.tasks import Problem, answers_equivalent, plurality
 
@@ -183,6 +185,13 @@ class raw_env(CouncilEnv):
 
     def _legal(self, agent: str) -> tuple[Mode, ...]:
         return self.debate.legal() if agent == self.agent_selection else ()
+
+    def upcoming_turns(self) -> list[TurnContext]:
+        """Every peer still to act in this round: a simultaneous round shows none of its turns."""
+        if self.terminations[self.agent_selection]:
+            return super().upcoming_turns()
+        legal = self.debate.legal()
+        return [self._context(peer, legal) for peer in self.debate.peers[self.debate.position :]]
 
     def _advance(self, turn: Turn) -> bool:
         new_round, over = self.debate.play(turn)

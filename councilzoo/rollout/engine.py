@@ -2,13 +2,13 @@
 
 ``RolloutEngine(env, agents, num_envs=M).run(problems)`` plays every (problem, episode) pair and
 returns their ``EpisodeRecord``s in input order. ``M`` raw envs advance together: each tick
-collects the turn pending in every live env, groups the turns of batched agents (any
+collects the turns pending in every live env (the agent on turn, or in a simultaneous round every
+agent still to act in it: the env's ``upcoming_turns``), groups the turns of batched agents (any
 ``agents.base.BatchedAgent``, e.g. ``LLMAgent``) by generator and sampling settings (two roles
-or two agents sharing one model make ONE call), calls ``generate``
-once per group (a turn drawing n samples is n rows of that call), calls
-every other agent's ``act`` once with all its turns, then steps each env. A speaking LLM turn's
-``Turn`` gets the prompt token ids, completion token ids and log-probs of the completion it
-committed to, for learners.
+or two agents sharing one model make ONE call), calls ``generate`` once per group (a turn drawing
+n samples is n rows of that call), calls every other agent's ``act`` once with all its turns,
+then steps each env through its turns in order. A speaking LLM turn's ``Turn`` gets the prompt
+token ids, completion token ids and log-probs of the completion it committed to, for learners.
 
 Results stream to ``jsonl_path`` (``rollout/log.EpisodeLog``: one line per finished episode,
 keyed by problem id and episode index). Rerunning with the same path skips every finished key,
@@ -17,7 +17,8 @@ error raised by an agent or a generator stops the run after the episodes already
 on disk.
 
 ``play(envs, episodes, controller=...)`` is the same lockstep loop over envs the caller reset (or
-deep-copied mid-episode): a ``Controller`` picks every turn's mode, the agent is called only for
+deep-copied mid-episode), one turn per env and tick (its hook may snapshot the env before each
+turn): a ``Controller`` picks every turn's mode, the agent is called only for
 speaking modes, with ``legal_modes`` narrowed to the chosen one; a first mode can be forced per
 env and a hook sees every turn before it is stepped. TRACER plays and branches its episodes
 through it (``learners/tracer_values``).
@@ -239,20 +240,25 @@ class RolloutEngine:
             self.log.append(slot.key, record)
         return record
 
-    def _pending(self, slot: _Slot) -> list[TurnContext]:
+    @staticmethod
+    def _pending(slot: _Slot, together: bool) -> list[TurnContext]:
+        """The turns ``slot``'s env can play now: every agent of a parallel env; with ``together``
+        an AEC env's ``upcoming_turns`` (a simultaneous round at once), else the agent on turn."""
         env = slot.env
-        names = list(env.agents) if isinstance(env, ParallelEnv) else [env.agent_selection]
-        contexts = []
-        for name in names:
-            ctx = env.turn_context(name)
+        if isinstance(env, ParallelEnv):
+            contexts = [env.turn_context(name) for name in env.agents]
+        elif together and hasattr(env, "upcoming_turns"):
+            contexts = env.upcoming_turns()
+        else:
+            contexts = [env.turn_context(env.agent_selection)]
+        for ctx in contexts:
             ctx.extras["episode"] = slot.key[1]
-            contexts.append(ctx)
         return contexts
 
     def _tick(self, live: list[_Slot], control: _Control | None = None) -> None:
         """One lockstep step of every live env."""
         self.stats.ticks += 1
-        turns = [(slot, ctx) for slot in live for ctx in self._pending(slot)]
+        turns = [(slot, ctx) for slot in live for ctx in self._pending(slot, together=control is None)]
         if control is None:
             actions = self._act([ctx for _, ctx in turns])
         else:
@@ -266,7 +272,11 @@ class RolloutEngine:
             if isinstance(slot.env, ParallelEnv):
                 slot.env.step({ctx.agent: action for ctx, action, _ in entries})
             else:
-                slot.env.step(entries[0][1])
+                for ctx, action, _ in entries:
+                    if slot.env.agent_selection != ctx.agent:
+                        raise RuntimeError(f"{self.env_id}: upcoming_turns() listed {ctx.agent!r}, but "
+                                           f"{slot.env.agent_selection!r} is on turn")
+                    slot.env.step(action)
             completions = {ctx.agent: completion for ctx, _, completion in entries}
             for turn in slot.env.transcript[before:]:
                 _attach(turn, completions.get(turn.agent))
