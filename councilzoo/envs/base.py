@@ -501,10 +501,19 @@ class CouncilEnv(AECEnv, ABC):
 
     def upcoming_turns(self) -> list[TurnContext]:
         """The turns that can be played now, in turn order, each as its agent will see it: the
-        agent on turn, and in a game with simultaneous rounds every later agent of the round
-        (nothing it sees changes before it acts). The rollout engine plays them in one tick, then
-        steps them one by one."""
-        return [self.turn_context(self.agent_selection)]
+        agent on turn, and in a simultaneous round every later agent of the round (nothing it
+        sees changes before it acts). The rollout engine plays them in one tick, then steps them
+        one by one."""
+        together = self._simultaneous_agents()
+        if not together or self.terminations[self.agent_selection]:
+            return [self.turn_context(self.agent_selection)]
+        legal = self.legal_modes(self.agent_selection)  # a round's modes are the same for all
+        return [self._context(agent, legal) for agent in together]
+
+    def _simultaneous_agents(self) -> list[str]:
+        """The agent on turn and every later agent of its simultaneous round; [] where turns are
+        sequential (games with simultaneous rounds override this)."""
+        return []
 
     def _context(self, agent: str, legal: tuple[Mode, ...]) -> TurnContext:
         return TurnContext(

@@ -72,7 +72,7 @@ from typing import Any
 import numpy as np
 
 from councilzoo.envs.base import RENDER_MODES, CouncilEnv
-from councilzoo.envs.core import Mode, Turn, TurnContext
+from councilzoo.envs.core import Mode, Turn
 from councilzoo.envs.wrappers import OrderEnforcing
 from councilzoo.tasks import Problem, answers_equivalent, plurality
 
@@ -103,6 +103,11 @@ class DebateRounds:
 
     def legal(self) -> tuple[Mode, ...]:
         return FIRST_ROUND_MODES if self.round == 1 else LATER_ROUND_MODES
+
+    def remaining(self) -> list[str]:
+        """The peer on turn and the later peers of this round: what they see is fixed until the
+        next round, so they can be played together."""
+        return self.peers[self.position :]
 
     def play(self, turn: Turn) -> tuple[bool, bool]:
         """Record ``turn``; returns (a new round started, the debate is over)."""
@@ -186,12 +191,8 @@ class raw_env(CouncilEnv):
     def _legal(self, agent: str) -> tuple[Mode, ...]:
         return self.debate.legal() if agent == self.agent_selection else ()
 
-    def upcoming_turns(self) -> list[TurnContext]:
-        """Every peer still to act in this round: a simultaneous round shows none of its turns."""
-        if self.terminations[self.agent_selection]:
-            return super().upcoming_turns()
-        legal = self.debate.legal()
-        return [self._context(peer, legal) for peer in self.debate.peers[self.debate.position :]]
+    def _simultaneous_agents(self) -> list[str]:
+        return self.debate.remaining()
 
     def _advance(self, turn: Turn) -> bool:
         new_round, over = self.debate.play(turn)

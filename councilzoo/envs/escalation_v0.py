@@ -26,7 +26,8 @@ Controlled model escalation: an anchor answers, a controller decides whether to 
    answer) or ESCALATE.
 4. ESCALATE runs debate-v0's rules (`DebateRounds`, same tie rule) among the k peers for
    `debate_rounds` rounds; peers see the anchor's answer (and the probe's, if any); round 1 all
-   SPEAK, later rounds SPEAK or SKIP. Final = the debate's plurality answer.
+   SPEAK, later rounds SPEAK or SKIP; rounds are simultaneous (`upcoming_turns()` lists every
+   peer still to act in one). Final = the debate's plurality answer.
 
 Turns before the debate are round 0; debate turns carry their debate round 1..R.
 The router margin (COMED's p_top1 - p_top2) comes with the problem as
@@ -181,6 +182,9 @@ class raw_env(CouncilEnv):
 
     def _round(self) -> int:
         return 0 if self.debate is None else min(self.debate.round, self.debate_rounds)
+
+    def _simultaneous_agents(self) -> list[str]:
+        return self.debate.remaining() if self.stage == DEBATE else []
 
     def _turn_role(self, agent: str) -> str:
         return "probe" if self.stage == PROBE and agent == self.peers[0] else self.roles[agent]
