@@ -42,6 +42,7 @@ label-free arm is reported beside them, not checked (neither paper makes a claim
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -285,23 +286,29 @@ def run_lm_cell(generators: dict[str, TransformersGenerator], seed: int, sizes: 
     return out
 
 
-def _plot_lm(cells: list[dict], path: Path) -> None:
+BARS = {"first_proposal_accuracy": "first proposal\nright",
+        "correction_rate": "correction\nP(right | first wrong)",
+        "preservation_rate": "preservation\nP(right | first right)"}
+
+
+def _plot_policies(runs: dict[str, list[dict]], bars: Sequence[str], title: str, path: Path) -> None:
+    """Accuracy vs calls per policy (one dot per seed, mean +- sd) beside bars of ``bars``."""
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4))
-    for k, (protocol, marker) in enumerate(zip(PROTOCOLS, "o^s", strict=True)):
-        calls = [c[protocol]["calls_per_question"] for c in cells]
-        acc = [c[protocol]["accuracy"] for c in cells]
+    width = len(runs) + 1
+    for k, ((name, cells), marker) in enumerate(zip(runs.items(), "o^s", strict=True)):
+        calls = [c["calls_per_question"] for c in cells]
+        acc = [c["accuracy"] for c in cells]
         ax.scatter(calls, acc, marker=marker, alpha=0.35, color=f"C{k}")
         ax.errorbar(np.mean(calls), np.mean(acc), xerr=np.std(calls), yerr=np.std(acc), marker=marker,
-                    ms=9, color=f"C{k}", capsize=3, label=protocol)
-        for j, metric in enumerate(("correction_rate", "preservation_rate")):
-            values = [c[protocol][metric] for c in cells if c[protocol][metric] is not None]
-            bx.bar(j * 4 + k, np.mean(values) if values else 0.0, yerr=np.std(values) if values else 0.0,
-                   color=f"C{k}", capsize=3, label=protocol if j == 0 else None)
-    ax.set(xlabel="model calls per question", ylabel="test accuracy",
-           title="Tiny LMs: accuracy vs calls (seeds; mean +- sd)")
+                    ms=9, color=f"C{k}", capsize=3, label=name)
+        for j, metric in enumerate(bars):
+            values = [c[metric] for c in cells if c[metric] is not None]
+            bx.bar(j * width + k, np.mean(values) if values else 0.0, yerr=np.std(values) if values else 0.0,
+                   color=f"C{k}", capsize=3, label=name if j == 0 else None)
+    ax.set(xlabel="model calls per question", ylabel="test accuracy", title=title)
     ax.legend(fontsize=8)
-    bx.set_xticks([1, 5], ["P(right | first wrong)\ncorrection", "P(right | first right)\npreservation"])
-    bx.set(ylim=(0, 1.05), title="Correction and preservation (mean +- sd)")
+    bx.set_xticks([j * width + (len(runs) - 1) / 2 for j in range(len(bars))], [BARS[m] for m in bars])
+    bx.set(ylim=(0, 1.05), title="Proposals and their fate (mean +- sd over seeds)")
     bx.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -336,7 +343,9 @@ def tiny_lm_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dic
     fewer = calls[2] < 0 if lm_seeds > 1 else calls[0] < 0
     not_worse = acc[0] > -ACC_TOL
     held = bool(fewer and not_worse)
-    _plot_lm(cells, out_dir / "tiny_lm_accuracy_vs_calls.png")
+    _plot_policies({p: [c[p] for c in cells] for p in PROTOCOLS}, list(BARS)[1:],
+                   "Tiny LMs: accuracy vs calls (seeds; mean +- sd)",
+                   out_dir / "tiny_lm_accuracy_vs_calls.png")
     policy: dict[tuple[str, str], list] = {}
     for c in cells:
         for role, states in c["tracer"]["speak_rate"].items():
@@ -445,30 +454,6 @@ def _paired_vs(cells: dict[str, list[dict]], arm: str, metric: str) -> tuple[flo
     return mean_ci(diff, seed=0) if len(diff) > 1 else (diff[0], diff[0], diff[0])
 
 
-def _plot_utterance(cells: dict[str, list[dict]], path: Path) -> None:
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4))
-    for k, (arm, marker) in enumerate(zip(ARMS, "os^", strict=True)):
-        calls = [c["calls_per_question"] for c in cells[arm]]
-        acc = [c["accuracy"] for c in cells[arm]]
-        ax.scatter(calls, acc, marker=marker, alpha=0.35, color=f"C{k}")
-        ax.errorbar(np.mean(calls), np.mean(acc), xerr=np.std(calls), yerr=np.std(acc), marker=marker,
-                    ms=9, color=f"C{k}", capsize=3, label=arm)
-        for j, metric in enumerate(UTT_METRICS[:1] + UTT_METRICS[2:4]):
-            values = [c[metric] for c in cells[arm] if c[metric] is not None]
-            bx.bar(j * 4 + k, np.mean(values) if values else 0.0, yerr=np.std(values) if values else 0.0,
-                   color=f"C{k}", capsize=3, label=arm if j == 0 else None)
-    ax.set(xlabel="model calls per question", ylabel="test accuracy",
-           title="Learned TRACER policies: accuracy vs calls")
-    ax.legend(fontsize=8)
-    bx.set_xticks([1, 5, 9], ["first proposal\nright", "correction\nP(right | first wrong)",
-                              "preservation\nP(right | first right)"])
-    bx.set(ylim=(0, 1.05), title="Proposals (mean +- sd over seeds)")
-    bx.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 def _signed(d: dict | None) -> str:
     return "n/a" if d is None else f"{d['difference']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]"
 
@@ -505,7 +490,8 @@ def utterance_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> d
     first = gap[("gspo", "first_proposal_accuracy")]
     raised = first["ci"][0] > 0 if n_seeds > 1 else first["difference"] > 0
     kept = gap[("gspo", "accuracy")]["difference"] > -ACC_TOL
-    _plot_utterance(cells, out_dir / "utterance_accuracy_vs_calls.png")
+    _plot_policies(cells, list(BARS), "Learned TRACER policies: accuracy vs calls",
+                   out_dir / "utterance_accuracy_vs_calls.png")
     arm = {r["arm"]: r for r in rows}
     alone, gspo, free = arm["controllers_only"], arm["gspo"], arm["gspo_label_free"]
     reason = (f"GSPO-trained proposer's first proposals right {gspo['first_proposal_accuracy']:.3f} vs "
