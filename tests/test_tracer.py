@@ -124,9 +124,10 @@ def test_label_free_training_uses_peer_consensus_labels():
 
 
 def test_first_proposal_accuracy_is_the_share_of_right_first_proposals():
-    """Correction and preservation condition on the first proposal; its own accuracy is what the
-    utterance layer trains: P(first right) = P(right) - P(first wrong) x correction + P(first right)
-    x harmful flips, checked on one trained policy's evaluation."""
+    """Correction and preservation condition on the first proposal, whose own accuracy is what the
+    utterance layer trains; together they give the final accuracy (total probability:
+    P(right) = P(first right) x preservation + P(first wrong) x correction), checked on one
+    trained policy's evaluation."""
     tracer = make(steps=2)
     m = tracer.evaluate(next(iter(tracer.eval_sets.values())))
     first = m["first_proposal_accuracy"]
