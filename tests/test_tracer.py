@@ -127,8 +127,9 @@ def test_first_proposal_accuracy_is_the_share_of_right_first_proposals():
     """Correction and preservation condition on the first proposal, whose own accuracy is what the
     utterance layer trains; together they give the final accuracy (total probability:
     P(right) = P(first right) x preservation + P(first wrong) x correction), checked on one
-    trained policy's evaluation."""
+    evaluation of a policy trained for 2 steps."""
     tracer = make(steps=2)
+    train(tracer)
     m = tracer.evaluate(next(iter(tracer.eval_sets.values())))
     first = m["first_proposal_accuracy"]
     assert 0.0 < first < 1.0

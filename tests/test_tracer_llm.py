@@ -69,7 +69,7 @@ def test_the_cli_learner_writes_metrics_summary_and_loadable_adapters(tiny_model
 
 
 def question_only(ctx) -> list[dict[str, str]]:
-    """A prompt format of a user's own (agents.render target: ``test_tracer_llm:question_only``)."""
+    """A prompt format of a user's own (an agents.render target, by this module's import path)."""
     return [{"role": "user", "content": f"Q: {ctx.problem.question}"}]
 
 
@@ -80,7 +80,7 @@ def test_trained_agents_speak_in_the_configured_prompt_format(tiny_model_dir, tm
     from councilzoo.agents.prompts import render_messages
 
     agents = {"kind": "llm", "model": str(tiny_model_dir), "max_new_tokens": 12, "share_model": False,
-              "render": "test_tracer_llm:question_only"}
+              "render": f"{__name__}:question_only"}
     tracer = Tracer(tiny_config(tiny_model_dir, tmp_path / "run", agents=agents))
     layer, g = tracer.generation, tracer.cfg.generation
     batch = layer.rollout([{}] * (g.turns_per_step * g.num_candidates), layer.trainer)

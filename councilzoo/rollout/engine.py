@@ -273,6 +273,8 @@ class RolloutEngine:
                 slot.env.step({ctx.agent: action for ctx, action, _ in entries})
             else:
                 for ctx, action, _ in entries:
+                    if self._finished(slot.env):  # a game that ends mid-round drops the rest
+                        break
                     if slot.env.agent_selection != ctx.agent:
                         raise RuntimeError(f"{self.env_id}: upcoming_turns() listed {ctx.agent!r}, but "
                                            f"{slot.env.agent_selection!r} is on turn")
