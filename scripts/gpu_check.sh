@@ -9,6 +9,8 @@
 # two tiny vision-language models (Qwen2.5-VL and Idefics3 configs) 2 steps on synthetic image
 # problems (bf16 on the GPU; models written by the trainer must load again).
 # Each member gets its own GPU when there are 2+, else both share GPU 0 at lower vLLM memory.
+# Where vLLM is not installed (an image that cannot install it offline), TRL generates with
+# transformers instead, and the environment phase says so.
 #
 # Usage: scripts/gpu_check.sh [OUT_DIR]        (default: a fresh temporary folder)
 # Env:   PYTHON (default python3; councilzoo is imported through the caller's PYTHONPATH)
@@ -23,6 +25,9 @@ mkdir -p "$OUT"
 cd "$ROOT"
 # No network: everything is local, and nothing may try the hub or a tracker.
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=disabled
+# transformers 5.2x loads hub kernels by default on a GPU (from_pretrained's use_kernels=None):
+# offline, that fails at the first model.train() unless the kernels are cached, so they are off.
+export USE_HUB_KERNELS=0
 export VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 PYTHONUNBUFFERED=1
 if [[ $CPU == 1 ]]; then
     export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"  # two members share the cores; more threads spin
@@ -68,11 +73,16 @@ print(f"councilzoo {councilzoo.__file__}, torch {torch.__version__}, trl {trl.__
 if os.environ["GPU_CHECK_CPU"] == "1":
     print("dry run on CPU: tiny models, no vLLM")
 else:
-    import vllm
+    import importlib.util
 
     assert torch.cuda.is_available(), "no CUDA device visible"
     names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    print(f"vllm {vllm.__version__}; {len(names)} GPU(s): {names}")
+    if importlib.util.find_spec("vllm") is not None:
+        import vllm
+
+        print(f"vllm {vllm.__version__}; {len(names)} GPU(s): {names}")
+    else:
+        print(f"vllm not installed: TRL generates with transformers; {len(names)} GPU(s): {names}")
 PY
 }
 
@@ -125,12 +135,15 @@ if cpu:
     devices, shape = [None, None], dict(num_generations=4, prompts_per_step=2, max_completion_length=16)
     steps = 2
 else:
+    import importlib.util
+
     import torch
 
     gpus = torch.cuda.device_count()
     devices = ["0", "1"] if gpus >= 2 else ["0", "0"]
     memory = 0.3 if gpus >= 2 else 0.15  # two colocated vLLM engines on one GPU: half each
-    trainer.update(use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=memory)
+    if importlib.util.find_spec("vllm") is not None:
+        trainer.update(use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=memory)
     shape = dict(num_generations=8, prompts_per_step=8, max_completion_length=256)
     steps = 3
 with socket.socket() as s:

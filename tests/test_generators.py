@@ -7,6 +7,7 @@ The vLLM engine and a real OpenAI-compatible server are tested in tests/test_vll
 from __future__ import annotations
 
 import json
+import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -243,6 +244,24 @@ def test_uncached_hub_model_fails_with_a_clear_message(monkeypatch, tmp_path):
         TransformersGenerator("councilzoo-tests/no-such-model")
     with pytest.raises(FileNotFoundError, match="does not exist"):
         resolve_model_path(tmp_path / "missing")
+
+
+def test_offline_loading_turns_hub_kernels_off_unless_the_user_chose(monkeypatch, tiny_model_dir):
+    """Offline, transformers' default hub kernels would fail a GPU model's first train(): loading
+    a model turns them off, and leaves an explicit USE_HUB_KERNELS alone."""
+    from huggingface_hub import constants
+    from transformers.integrations.hub_kernels import _kernels_enabled
+
+    monkeypatch.delenv("USE_HUB_KERNELS", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    resolve_model_path(tiny_model_dir)
+    assert "USE_HUB_KERNELS" not in os.environ and _kernels_enabled()
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    resolve_model_path(tiny_model_dir)
+    assert os.environ["USE_HUB_KERNELS"] == "0" and not _kernels_enabled()
+    monkeypatch.setenv("USE_HUB_KERNELS", "1")
+    resolve_model_path(tiny_model_dir)
+    assert _kernels_enabled()
 
 
 def test_make_generator(tiny_model_dir):

@@ -203,9 +203,13 @@ def _tracker_env(cfg: CohortConfig, member: str) -> None:
 
 
 def quiet_loading() -> None:
-    """No per-file loading bars from transformers and the hub: the step bars are the progress."""
+    """No per-file loading bars from transformers and the hub: the step bars are the progress.
+    Offline, no hub kernels either (``offline_loading_defaults``): tiny members load no model by name."""
     from transformers.utils import logging as hf_logging
 
+    from councilzoo.agents.generators.common import offline_loading_defaults
+
+    offline_loading_defaults()
     hf_logging.disable_progress_bar()
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 

@@ -199,14 +199,25 @@ def tiny_builder(family: str):
     return build_tiny_vlm
 
 
+def offline_loading_defaults() -> None:
+    """With the hub offline (``HF_HUB_OFFLINE=1``), turn off transformers' hub kernels unless
+    ``USE_HUB_KERNELS`` is set: transformers 5.2x loads them by default for a model on a GPU and,
+    when they are not cached, raises at the model's first ``train()`` (seen on an offline H200)."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        os.environ.setdefault("USE_HUB_KERNELS", "0")
+
+
 def resolve_model_path(name_or_path: str | os.PathLike) -> str:
     """A local directory holding the model: ``councilzoo-tiny:<family>`` (an offline tiny model),
     the path itself, else the Hugging Face cache's copy of the hub name, else a download (only
-    when the hub is reachable and not disabled).
+    when the hub is reachable and not disabled). Applies ``offline_loading_defaults`` first.
 
     Raises ``ModelNotCachedError`` with the remedy when none of these works, instead of the
     hub client's network traceback.
     """
+    offline_loading_defaults()
     name = str(name_or_path)
     if name.startswith(TINY_PREFIX):
         return str(tiny_model_path(name[len(TINY_PREFIX) :]))
