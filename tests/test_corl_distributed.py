@@ -115,11 +115,34 @@ def test_cohort_trains_and_resumes_to_the_same_weights(tmp_path, models):
         assert steps == [1, 2, 3, 4]  # no duplicated rows after the resume
 
 
-def test_a_failing_member_stops_the_cohort(tmp_path, models):
-    config = _config(tmp_path, models, max_steps=50)
+def test_warm_started_worlds_make_the_same_updates(tmp_path, models):
+    """Worlds forked from the warm-start server run the same member main as fresh processes:
+    the same logged rewards and agreement, and bit-identical final weights."""
+    runs = {}
+    for warm in (False, True):
+        root = tmp_path / f"warm{int(warm)}"
+        root.mkdir()
+        out = _train(_config(root, models, max_steps=2, warm_start=warm))
+        assert out.returncode == 0, out.stderr[-3000:]
+        runs[warm] = root / "run"
+    for name in ("qwen", "llama"):
+        rows = [
+            [(r["step"], r["reward"], r["agreement"])
+             for r in read_metrics(runs[warm] / "members" / name / "metrics.jsonl") if "reward" in r]
+            for warm in (False, True)
+        ]
+        assert rows[0] == rows[1] and len(rows[0]) == 2, name
+        fresh, forked = _weights(runs[False], name), _weights(runs[True], name)
+        assert all(torch.equal(fresh[k], forked[k]) for k in fresh), name
+
+
+@pytest.mark.parametrize("warm_start", [False, True])
+def test_a_failing_member_stops_the_cohort(tmp_path, models, warm_start):
+    config = _config(tmp_path, models, max_steps=50, warm_start=warm_start)
     out = _train(config, learner="cohort_faults:CrashingCoRL")
     assert out.returncode == 3, out.stderr[-3000:]
-    assert "member 'llama' exited with status" in out.stderr
+    assert "member 'llama' exited with status 1" in out.stderr
+    assert "deliberate failure in round 1" in out.stderr  # the world's own traceback reaches the user
 
 
 def test_a_hung_member_stops_the_cohort_within_its_timeout(tmp_path, models):

@@ -193,6 +193,14 @@ class CohortConfig:
     distributed: DistributedConfig = field(
         default_factory=DistributedConfig, metadata={"help": "Cohort link: store, heartbeat, timeouts."}
     )
+    warm_start: bool = field(
+        default=False,
+        metadata={
+            "help": "Fork single-process member worlds from a server that imported torch, transformers "
+            "and TRL once (saves ~6 s of start-up per world, for many short runs); what a library reads "
+            "from the environment at import keeps its value from the server's start."
+        },
+    )
     seeded_sampling: bool = field(
         default=False,
         metadata={

@@ -234,6 +234,7 @@ def run_arm(
         eval=held_out,
         trainer={"learning_rate": LEARNING_RATE, "temperature": REGIMES[regime].temperature},
         distributed=DistributedConfig(port=_free_port()),
+        warm_start=True,  # many short runs: each world forks from one import of torch and TRL
     )
     learner_class(cfg).train(overwrite=True)
     steps = settings["steps"]
