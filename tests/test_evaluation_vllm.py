@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import threading
 from pathlib import Path
 
 import pytest
@@ -174,21 +173,20 @@ def test_one_server_serves_many_agents_protocols_and_games_at_once(
     the one played with the evaluation alone on the server; each member's greedy reply under that
     load must equal its own model's in this process; the server must have served exactly the
     requests and tokens the records account for (nothing sent twice)."""
+    import multiprocessing
     from concurrent.futures import ThreadPoolExecutor
 
     council = one_server_council(server_url)
     protocols = ("debate", "always_verify")
     before = {m: vllm_server.metric(server_root, f"vllm:{m}_total")
               for m in ("request_success", "prompt_tokens", "generation_tokens")}  # fmt: skip
-    running, stop = [0.0], threading.Event()
-
-    def poll() -> None:
-        while not stop.is_set():
-            running[0] = max(running[0], vllm_server.metric(server_root, "vllm:num_requests_running"))
-            stop.wait(0.005)
-
-    poller = threading.Thread(target=poll)
-    poller.start()
+    context = multiprocessing.get_context("spawn")
+    running, ready, stop = context.Value("d", 0.0), context.Event(), context.Event()
+    watcher = context.Process(
+        target=vllm_server.watch_peak, args=(server_root, "vllm:num_requests_running", running, ready, stop)
+    )
+    watcher.start()
+    assert ready.wait(60), "the metrics watcher never read the server"
     try:
         with ThreadPoolExecutor(len(protocols)) as pool:
             futures = {p: pool.submit(evaluate_into, council, p, tmp_path / "shared" / p) for p in protocols}
@@ -196,11 +194,11 @@ def test_one_server_serves_many_agents_protocols_and_games_at_once(
             together = {p: f.result() for p, f in futures.items()}
     finally:
         stop.set()
-        poller.join()
+        watcher.join(30)
     after = {m: vllm_server.metric(server_root, f"vllm:{m}_total") for m in before}
     alone = {p: evaluate_into(council, p, tmp_path / "alone" / p) for p in protocols}
 
-    assert running[0] > LIMIT
+    assert running.value > LIMIT
     assert {p: set(runs) for p, runs in together.items()} == {
         "debate": {"single", "debate"},
         "always_verify": {"always_verify"},

@@ -84,10 +84,22 @@ def kill(proc: subprocess.Popen) -> None:
     proc.wait(timeout=30)
 
 
-def metric(url: str, name: str) -> float:
+def metric(url: str, name: str, client=None) -> float:
     """The sum over labels of the server's Prometheus metric ``name`` (e.g. ``vllm:prompt_tokens_total``)
-    at ``url`` (the server root, without ``/v1``)."""
+    at ``url`` (the server root, without ``/v1``), through ``client`` (an ``httpx.Client``) if given."""
     import httpx
 
-    lines = httpx.get(f"{url}/metrics", timeout=10).text.splitlines()
+    lines = (client or httpx).get(f"{url}/metrics", timeout=10).text.splitlines()
     return sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith((f"{name}{{", f"{name} ")))
+
+
+def watch_peak(url: str, name: str, peak, ready, stop) -> None:
+    """Keep the largest value of the gauge ``name`` in ``peak`` (a ``multiprocessing.Value``) until
+    ``stop`` is set; ``ready`` is set after the first reading. Meant for its own process: the test's
+    busy threads then cannot starve the polling, which must not miss a peak of a few ticks."""
+    import httpx
+
+    with httpx.Client() as client:
+        while not stop.is_set():
+            peak.value = max(peak.value, metric(url, name, client))
+            ready.set()
