@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from councilzoo.config import config_to_dict
-from councilzoo.learners.cohort import CohortConfig, member_prompt
+from councilzoo.learners.cohort.config import CohortConfig, member_prompt
 from councilzoo.tasks import Problem, format_answer
 
 
