@@ -96,8 +96,9 @@ def _plain_trl(cfg, clock) -> list[dict]:
     from transformers import AutoTokenizer
     from trl import GRPOTrainer
 
+    from councilzoo.agents.prompts import member_prompt
     from councilzoo.learners.cohort import engine
-    from councilzoo.learners.cohort.config import load_items, member_prompt
+    from councilzoo.learners.cohort.config import load_items
     from councilzoo.learners.cohort.member import member_args
 
     args = member_args(cfg, 0)

@@ -1,8 +1,9 @@
 """The cohort's configuration: members, data, held-out evaluation, and what a member answers.
 
 ``CohortConfig`` is what ``councilzoo train`` reads for Co-RL and its baselines; every member
-world loads the same file and checks the same fingerprint. ``load_items`` and ``member_prompt``
-are the one source of a member's problems and prompts (training, tiny-model warm-up, evaluation).
+world loads the same file and checks the same fingerprint. ``load_items`` is the one source of a
+member's problems (training, tiny-model warm-up, evaluation); ``agents.prompts.member_prompt`` of
+its prompts.
 """
 
 from __future__ import annotations
@@ -13,16 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-import numpy as np
-
 from councilzoo.config import config_to_dict
-from councilzoo.envs.core import Mode, TurnContext
 from councilzoo.learners.cohort import engine
 from councilzoo.learners.cohort.distributed import DistributedConfig
 from councilzoo.learners.logging import check_report_to
-from councilzoo.tasks import Problem, load_problems, paraphrase
-
-NO_FEATURES = np.zeros(3, dtype=np.float32)
+from councilzoo.tasks import Problem, load_problems
 
 
 @dataclass
@@ -208,6 +204,12 @@ class CohortConfig:
     def member_dir(self, index: int) -> Path:
         return Path(self.output_dir) / "members" / self.members[index].name
 
+    def tiny_model_dir(self, index: int) -> Path:
+        """Where member ``index``'s tiny model is built (``tiny_family``; ``councilzoo.tiny_models``)."""
+        root = Path(self.tiny_models_dir) if self.tiny_models_dir else Path(self.output_dir) / "models"
+        member = self.members[index]
+        return root / (member.name if member.tiny_warmup_steps else f"{member.name}-base")
+
     def fingerprint(self) -> str:
         """Hash of the resolved config: members of one cohort must agree on it to join."""
         return hashlib.sha256(json.dumps(config_to_dict(self), sort_keys=True).encode()).hexdigest()[:16]
@@ -237,13 +239,3 @@ def load_items(data: DataConfig | EvalConfig, seed: int) -> list[Problem]:
         size=data.num_problems,
         difficulty=data.difficulty,
     )
-
-
-def member_prompt(problem: Problem, view: int, with_images: bool = False) -> list[dict]:
-    """The chat prompt a member answers: the game's member turn for its paraphrase view. A
-    vision-language member sees the problem's images; a text-only member the text and a note."""
-    from councilzoo.agents.prompts import render_messages
-
-    problem = paraphrase(problem, view)
-    ctx = TurnContext(0, "member", "member", 0, problem, (), (Mode.ANSWER,), NO_FEATURES)
-    return render_messages(ctx, with_images=with_images)

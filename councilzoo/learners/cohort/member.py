@@ -19,14 +19,14 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from councilzoo.agents.prompts import member_prompt
 from councilzoo.config import ConfigError, load_config
 from councilzoo.envs.rewards import PEER_RULES
 from councilzoo.learners.cohort import engine
-from councilzoo.learners.cohort.config import CohortConfig, load_items, member_prompt
+from councilzoo.learners.cohort.config import CohortConfig, load_items
 from councilzoo.learners.cohort.distributed import CohortLink
 from councilzoo.learners.cohort.seeded_sampling import SeededSampling
 from councilzoo.tasks import Problem, answers_equivalent, answers_for_batch
-from councilzoo.tiny_models import tiny_model_dir
 
 
 class HeldOutAccuracy(engine.MetricsFile):
@@ -96,7 +96,7 @@ def member_model_path(cfg: CohortConfig, index: int) -> str:
 
     member = cfg.members[index]
     if member.tiny_family:
-        return str(tiny_model_dir(cfg, index))
+        return str(cfg.tiny_model_dir(index))
     return resolve_model_path(member.model)
 
 
