@@ -35,9 +35,12 @@ def run_one(sandbox: Sandbox, job: Job):
 
 
 def descendants(sandbox: Sandbox) -> list[psutil.Process]:
+    """Processes below the workers (in a PID namespace, below the worker's init inside it)."""
     found = []
     for pid in sandbox.worker_pids():
-        found += psutil.Process(pid).children(recursive=True)
+        top = psutil.Process(pid).children() if sandbox.isolation["pid_namespace"] else [psutil.Process(pid)]
+        for process in top:
+            found += process.children(recursive=True)
     return found
 
 

@@ -192,7 +192,7 @@ def passes(
     verdicts: list[bool] = [False] * len(programs)
     runnable = [(k, p) for k, p in enumerate(programs) if p]
     if script is not None:
-        jobs = [Job(f"{p}\n\n{script}", "script") for _, p in runnable]
+        jobs = [Job(p, "script", test_script=script) for _, p in runnable]
     else:
         jobs = [_job(problem, p) for _, p in runnable]
     results = (sandbox or default_sandbox()).run(jobs, limits)
