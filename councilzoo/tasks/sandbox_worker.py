@@ -326,7 +326,8 @@ def build_seccomp():
     filt.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")  # glibc falls back to clone for threads
     # getrlimit and setrlimit are both prlimit64 in glibc: reading is free, setting only the stack
     filt.add_rule(deny, "prlimit64", seccomp.Arg(0, seccomp.NE, 0))
-    filt.add_rule(deny, "prlimit64", seccomp.Arg(2, seccomp.NE, 0), seccomp.Arg(1, seccomp.NE, resource.RLIMIT_STACK))
+    setting, not_stack = seccomp.Arg(2, seccomp.NE, 0), seccomp.Arg(1, seccomp.NE, resource.RLIMIT_STACK)
+    filt.add_rule(deny, "prlimit64", setting, not_stack)
     filt.add_rule(deny, "prctl", seccomp.Arg(0, seccomp.EQ, PR_SET_PDEATHSIG))
     return filt
 
@@ -468,7 +469,7 @@ def serve_functions(job: dict) -> None:
     ``PROGRAM_NAME`` (so ``if __name__ == '__main__':`` stays off), report its functions, then
     answer each call read on fd 3 with its plain-data value (or error) on fd 4."""
     _standard_streams()
-    send, requests = _sender(4), io.open(3, "rb", closefd=False)
+    send, requests = _sender(4), open(3, "rb", closefd=False)
     namespace = {"__name__": PROGRAM_NAME, "__builtins__": builtins}
     try:
         exec(compile(job["source"], "<program>", "exec"), namespace)
@@ -484,7 +485,7 @@ def serve_functions(job: dict) -> None:
     for line in requests:
         try:
             request = json.loads(line)
-            value = table[request["call"]](*from_plain(request["args"]), **from_plain(request["kwargs"]))
+            value = table[request["call"]](*from_plain(request["args"]), **from_plain(request.get("kwargs", ["d", []])))
             sys.stdout.flush()
             reply = {"value": to_plain(value)}
         except BaseException as err:
@@ -527,7 +528,7 @@ def run_tests(job: dict) -> None:
     the program to load, binds a proxy for each of its functions, runs ``test_script``, and only
     then writes ``done`` on fd 5, a pipe the program's process never holds."""
     send, result = _sender(4), _sender(5)
-    replies = io.open(3, "rb", closefd=False)
+    replies = open(3, "rb", closefd=False)
     try:
         ready = json.loads(replies.readline() or b"{}")
         if "ready" not in ready:
@@ -550,7 +551,8 @@ def run_main(job: dict) -> None:
     send = _sender(3)
     try:
         try:
-            exec(compile(job["source"], "<program>", "exec"), {"__name__": "__main__", "__builtins__": builtins})
+            program = compile(job["source"], "<program>", "exec")
+            exec(program, {"__name__": "__main__", "__builtins__": builtins})
         except SystemExit as stop:
             if stop.code not in (None, 0):
                 raise
@@ -694,18 +696,19 @@ class _Run:
         for text in self.job["inputs"]:
             try:
                 args = ast.literal_eval(text)
-                request = {"call": self.job["entry_point"], "args": to_plain(tuple(args)), "kwargs": ["d", []]}
+                request = {"call": self.job["entry_point"], "args": to_plain(tuple(args))}
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as err:
                 return "error", outputs, f"bad test input {text[:80]!r}: {_short(err)}"
             if not _write_before(to_program, (json.dumps(request) + "\n").encode(), self.deadline):
-                return self._failed(program, "timeout" if time.monotonic() >= self.deadline else "eof", outputs)
+                stalled = "timeout" if time.monotonic() >= self.deadline else "eof"
+                return self._failed(program, stalled, outputs)
             message = lines.next(self.deadline)
             if not (isinstance(message, dict) and "value" in message):
                 return self._failed(program, message, outputs)
             try:
                 outputs.append(canonical(from_plain(message["value"])))
             except (ValueError, TypeError, RecursionError, OverflowError) as err:
-                return "error", outputs, f"the program returned something other than plain data: {_short(err)}"
+                return "error", outputs, f"the program returned other than plain data: {_short(err)}"
         return "ok", outputs, ""
 
     def _finish(self, child: int, lines: Lines) -> tuple[str, list[str], str]:
