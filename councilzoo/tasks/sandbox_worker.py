@@ -485,7 +485,8 @@ def serve_functions(job: dict) -> None:
     for line in requests:
         try:
             request = json.loads(line)
-            value = table[request["call"]](*from_plain(request["args"]), **from_plain(request.get("kwargs", ["d", []])))
+            args, kwargs = from_plain(request["args"]), from_plain(request.get("kwargs", ["d", []]))
+            value = table[request["call"]](*args, **kwargs)
             sys.stdout.flush()
             reply = {"value": to_plain(value)}
         except BaseException as err:
