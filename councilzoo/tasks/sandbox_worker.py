@@ -489,8 +489,10 @@ def serve_functions(job: dict) -> None:
             value = table[request["call"]](*args, **kwargs)
             sys.stdout.flush()
             reply = {"value": to_plain(value)}
+        except SystemExit as stop:
+            reply = {"error": _exit_reason(stop, "during a test"), "type": "SystemExit"}
         except BaseException as err:
-            reply = {"error": _exit_reason(err, "during a test"), "type": type(err).__name__}
+            reply = {"error": str(err)[:MAX_ERROR_CHARS], "type": type(err).__name__}
         send(reply)
     os._exit(0)
 
@@ -533,10 +535,12 @@ def run_tests(job: dict) -> None:
     try:
         ready = json.loads(replies.readline() or b"{}")
         if "ready" not in ready:
-            result({"error": str(ready.get("error", "the program ended before its tests ran"))})
+            result({"error": str(ready.get("error", "the program did not load (no ready message)"))})
             os._exit(1)
         namespace = {"__name__": "__main__", "__builtins__": builtins}
-        namespace.update({name: _proxy(name, send, replies) for name in ready["ready"]})
+        # a program's function named like a builtin (``set``, ``abs``) must not answer for the tests
+        names = [n for n in ready["ready"] if type(n) is str and not hasattr(builtins, n)]
+        namespace.update({name: _proxy(name, send, replies) for name in names})
         exec(compile(job["test_script"], "<tests>", "exec"), namespace)
     except BaseException as err:
         result({"error": _exit_reason(err, "before the tests finished")})
@@ -724,7 +728,11 @@ class _Run:
         if message == "overflow":
             return "output_limit", outputs, f"over {self.job['max_output_bytes']} bytes of output"
         if isinstance(message, dict) and isinstance(message.get("error"), str):
-            return "error", outputs, message["error"][:MAX_ERROR_CHARS]
+            kind, text = message.get("type"), message["error"]
+            text = text if kind in (None, "SystemExit") else f"{kind}: {text}"
+            return "error", outputs, text[:MAX_ERROR_CHARS]
+        if message != "eof":
+            return "error", outputs, "the program wrote something other than the harness's messages"
         status = self._exit_status(child)
         if status is not None and _killed_by(status, signal.SIGXCPU, signal.SIGKILL):
             return "timeout", outputs, f"over {self.job['timeout_s']} s of CPU"
