@@ -60,6 +60,7 @@ MAX_ERROR_CHARS = 300
 OPEN_FILES = 64
 MAX_FD = 4_096
 EXIT_GRACE_S = 0.2  # how long a child whose channel closed gets to exit before its status is read
+DISK_POLL_S = 0.05  # without a tmpfs, how often the worker measures a running program's folder
 READ_ONLY_DIRS = ("/usr", "/lib", "/lib64", "/bin", "/etc/alternatives")
 READ_ONLY_FILES = ("/dev/null", "/dev/urandom", "/dev/zero")
 DENIED_SYSCALLS = (
@@ -200,23 +201,28 @@ class CallerGone(Exception):
 
 class Lines:
     """JSON lines from a child's pipe, read against a deadline and a byte budget, while watching
-    the caller's pipe: it only becomes readable mid-run when the caller is gone."""
+    the caller's pipe (it only becomes readable mid-run when the caller is gone) and, where no
+    tmpfs holds the quota, the program's folder every ``DISK_POLL_S``."""
 
-    def __init__(self, fd: int, budget: int, caller_fd: int) -> None:
-        self.fd, self.budget, self.caller_fd = fd, budget, caller_fd
+    def __init__(self, fd: int, budget: int, caller_fd: int, over_quota=None) -> None:
+        self.fd, self.budget, self.caller_fd, self.over_quota = fd, budget, caller_fd, over_quota
         self.buffer, self.used, self.eof = bytearray(), 0, False
 
     def next(self, deadline: float) -> object:
-        """The next parsed line (junk lines are None), or ``"eof"``, ``"timeout"`` or ``"overflow"``."""
+        """The next parsed line (junk lines are None), or ``"eof"``, ``"timeout"``, ``"overflow"``
+        or ``"disk"``."""
         while b"\n" not in self.buffer:
             if self.eof:
                 return "eof"
             left = deadline - time.monotonic()
             if left <= 0:
                 return "timeout"
-            ready, _, _ = select.select([self.fd, self.caller_fd], [], [], left)
+            wait = left if self.over_quota is None else min(left, DISK_POLL_S)
+            ready, _, _ = select.select([self.fd, self.caller_fd], [], [], wait)
             if self.caller_fd in ready:
                 raise CallerGone
+            if self.over_quota is not None and self.over_quota():
+                return "disk"
             if not ready:
                 continue
             chunk = os.read(self.fd, 65_536)
@@ -336,6 +342,7 @@ def landlock_available() -> bool:
     try:
         from landlock import landlock_abi_version
 
+        ctypes.set_errno(0)  # landlock reads ctypes' errno even on success: a refused unshare left EPERM
         return landlock_abi_version() >= 1
     except Exception:  # not installed, not Linux, or disabled at boot
         return False
@@ -357,6 +364,65 @@ def apply_landlock(workdir: str) -> None:
             ruleset.allow(path, rules=FSAccess.READ_FILE)
     ruleset.allow(workdir)
     ruleset.apply()
+
+
+def over_quota(path: str, max_bytes: int, max_files: int) -> bool:
+    """Whether the folder holds more than ``max_files`` entries or ``max_bytes``; stops counting as
+    soon as it knows. It walks by changing into each folder, so a step costs one name lookup
+    however deep the nesting; folders a program locked are opened back up first."""
+    files = size = 0
+    home = os.open(".", os.O_RDONLY)
+    try:
+        os.chdir(path)
+        stack = [_listing()]
+        while stack:
+            if not stack[-1]:
+                stack.pop()
+                os.chdir("..")
+                continue
+            name, is_dir, blocks = stack[-1].pop()
+            files, size = files + 1, size + blocks * 512
+            if files > max_files or size > max_bytes:
+                return True
+            if is_dir and _enter(name):
+                stack.append(_listing())
+        return False
+    except OSError:
+        return False  # the folder went away under us
+    finally:
+        os.fchdir(home)
+        os.close(home)
+
+
+def _enter(name: str) -> bool:
+    for _attempt in range(2):
+        try:
+            os.chdir(name)
+            return True
+        except PermissionError:
+            with contextlib.suppress(OSError):
+                os.chmod(name, 0o700)
+        except OSError:
+            return False
+    return False
+
+
+def _listing() -> list[tuple[str, bool, int]]:
+    for _attempt in range(2):
+        try:
+            with os.scandir(".") as entries:
+                found = []
+                for entry in entries:
+                    with contextlib.suppress(OSError):
+                        info = entry.stat(follow_symlinks=False)
+                        found.append((entry.name, stat.S_ISDIR(info.st_mode), info.st_blocks))
+                return found
+        except PermissionError:
+            with contextlib.suppress(OSError):
+                os.chmod(".", 0o700)
+        except OSError:
+            return []
+    return []
 
 
 def remove_tree(path: str) -> None:
@@ -586,6 +652,11 @@ class Worker:
         self.quota = granted["mount_namespace"] and quota_works(root)
         self.seccomp = build_seccomp()
         self.landlock = landlock_available()
+        self.trash: list[str] = []
+
+    def empty_trash(self) -> None:
+        while self.trash:
+            remove_tree(self.trash.pop())
 
     def hello(self) -> dict:
         return {"network_namespace": self.granted["network_namespace"], "pid_namespace": self.init,
@@ -612,6 +683,8 @@ class Worker:
     def _run_once(self, job: dict, stdin: str) -> dict:
         workdir = tempfile.mkdtemp(prefix="prog-", dir=self.root)
         mounted = self.quota and mount_quota(workdir, job["disk_mb"], job["max_files"])
+        if not mounted:
+            os.chmod(workdir, 0o700)
         paths = [os.path.join(self.io_dir, name) for name in ("stdin", "stdout", "stderr")]
         with open(paths[0], "w", encoding="utf-8") as handle:
             handle.write(stdin)
@@ -619,15 +692,21 @@ class Worker:
             os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600) for p in paths[1:]
         ]
         run = _Run(self, job, workdir, streams)
+        if not mounted:
+            run.over_quota = lambda: over_quota(workdir, job["disk_mb"] * 2**20, job["max_files"])
         try:
             status, outputs, error = run.play()
+            if status == "ok" and run.over_quota is not None and run.over_quota():  # it ended between polls
+                status, error = "error", _quota_error(job)
         finally:
             run.end()
             for fd in streams:
                 os.close(fd)
             if mounted:
                 LIBC.umount2(workdir.encode(), MNT_DETACH)
-            remove_tree(workdir)
+                os.rmdir(workdir)
+            else:
+                self.trash.append(workdir)  # deleted after the reply: the caller's clock stops first
         stdout, stdout_size = _read_bounded(paths[1], job["max_output_bytes"])
         stderr, _ = _read_bounded(paths[2], PREVIEW_BYTES)
         if status in ("ok", "error", "crashed") and stdout_size > job["max_output_bytes"]:
@@ -646,11 +725,15 @@ class _Run:
         self.pids: list[int] = []
         self.statuses: dict[int, int] = {}
         self.fds: list[int] = []
+        self.over_quota = None
 
     def pipe(self) -> tuple[int, int]:
         ends = os.pipe()
         self.fds += ends
         return ends
+
+    def lines(self, fd: int) -> Lines:
+        return Lines(fd, self.budget, self.worker.caller_fd, self.over_quota)
 
     def spawn(self, fds: list[int], body) -> int:
         """Fork a confined child whose fds 0.. are exactly ``fds``, and run ``body(job)`` in it."""
@@ -676,7 +759,7 @@ class _Run:
             from_program, replies = self.pipe()
             program = self.spawn([stdin, stdout, stderr, requests, replies], serve_functions)
             self.close(requests, replies)
-            return self._calls(program, to_program, Lines(from_program, self.budget, self.worker.caller_fd))
+            return self._calls(program, to_program, self.lines(from_program))
         if job["mode"] == "script":
             requests, to_program = self.pipe()
             from_program, replies = self.pipe()
@@ -686,11 +769,11 @@ class _Run:
             self.spawn([stdin, stdout, stderr, requests, replies], serve_functions)
             tester = self.spawn([null, null, null, from_program, to_program, to_worker], run_tests)
             self.close(requests, replies, from_program, to_program, to_worker)
-            return self._finish(tester, Lines(verdict, self.budget, self.worker.caller_fd))
+            return self._finish(tester, self.lines(verdict))
         verdict, to_worker = self.pipe()
         program = self.spawn([stdin, stdout, stderr, to_worker], run_main)
         self.close(to_worker)
-        return self._finish(program, Lines(verdict, self.budget, self.worker.caller_fd))
+        return self._finish(program, self.lines(verdict))
 
     def _calls(self, program: int, to_program: int, lines: Lines) -> tuple[str, list[str], str]:
         os.set_blocking(to_program, False)
@@ -727,6 +810,8 @@ class _Run:
             return "timeout", outputs, f"over {self.job['timeout_s']} s"
         if message == "overflow":
             return "output_limit", outputs, f"over {self.job['max_output_bytes']} bytes of output"
+        if message == "disk":
+            return "error", outputs, _quota_error(self.job)
         if isinstance(message, dict) and isinstance(message.get("error"), str):
             kind, text = message.get("type"), message["error"]
             text = text if kind in (None, "SystemExit") else f"{kind}: {text}"
@@ -778,6 +863,10 @@ class _Run:
             os.waitpid(pid, 0)
 
 
+def _quota_error(job: dict) -> str:
+    return f"over the disk quota ({job['disk_mb']} MiB, {job['max_files']} files)"
+
+
 def _read_bounded(path: str, limit: int) -> tuple[str, int]:
     with open(path, "rb") as handle:
         data = handle.read(limit + 1)
@@ -824,6 +913,7 @@ def main(root: str) -> None:
     try:
         while (job := read_message(protocol_in)) is not None:
             write_message(protocol_out, worker.run(job))
+            worker.empty_trash()
     except (CallerGone, BrokenPipeError):
         pass
     remove_tree(root)
