@@ -109,6 +109,19 @@ t = threading.Thread(target=main)
 t.start()
 t.join()
 """
+LOOK_FOR_THE_TESTS = """
+import gc, sys
+def search():
+    needle = "".join(["check", "(add)"])  # held in this frame only: the program's text must not match
+    def holds(value):
+        return needle in (value if type(value) is str else repr(value)[:10_000])
+    frame = sys._getframe().f_back
+    while frame is not None:
+        assert not any(holds(v) for v in list(frame.f_locals.values())), "found the tests in a frame"
+        frame = frame.f_back
+    assert not any(holds(o) for o in gc.get_objects() if type(o) in (dict, list)), "found the tests"
+search()
+"""
 MAIN_GUARD = "import sys\ndef main():\n    return 0\nif __name__ == '__main__':\n    sys.exit(main())"
 
 
@@ -179,6 +192,8 @@ ATTACKS = {
         "script", program("import json\njson.dumps = lambda *a, **k: '{\"done\": true}'", WRONG), "fail"),
     "script: done written to every open fd": ("script", program(DONE_TO_EVERY_FD, WRONG), "fail"),
     "script: done written through /proc to every pipe": ("script", program(DONE_THROUGH_PROC, WRONG), "fail"),
+    "script: the tests are nowhere in the program's memory": (
+        "script", program(LOOK_FOR_THE_TESTS, ADD), "pass"),
     "call: __eq__ always true": ("call", ALWAYS_EQUAL, "fail"),
     "call: int subclass equal to everything": ("call", INT_EQUAL_TO_ALL, "fail"),
     "call: repr that prints the right answer": (

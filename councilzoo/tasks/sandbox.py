@@ -144,9 +144,13 @@ class _Worker:
             self.kill()
             raise RuntimeError(f"sandbox worker failed to start ({sys.executable} {WORKER_FILE})")
 
-    def call(self, job: dict, timeout_s: float) -> RunResult:
+    def call(self, job: dict, timeout_s: float, test_script: str | None = None) -> RunResult:
+        """Send a job (and, apart, a script job's tests: the worker forks the program before it
+        reads them, so they are never in the program's memory) and wait for its result."""
         try:
             wire.write_message(self.process.stdin.fileno(), job)
+            if test_script is not None:
+                wire.write_message(self.process.stdin.fileno(), {"test_script": test_script})
             reply = self._read(timeout_s)
         except OSError:
             reply = None
@@ -230,10 +234,11 @@ class Sandbox:
 
     def _run_one(self, job: Job, limits: Limits) -> RunResult:
         message = {**asdict(job), "inputs": list(job.inputs), **asdict(limits)}
+        tests = message.pop("test_script") if job.mode == "script" else None
         runs = max(1, len(job.inputs)) if job.mode == "stdin" else 1
         worker = self._idle.get()
         try:
-            return worker.call(message, limits.timeout_s * runs + REPLY_SLACK_S)
+            return worker.call(message, limits.timeout_s * runs + REPLY_SLACK_S, tests)
         finally:
             self._idle.put(worker if worker.alive else self._replace(worker))
 

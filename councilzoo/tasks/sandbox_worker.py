@@ -184,6 +184,22 @@ def write_message(fd: int, message: dict) -> None:
         view = view[os.write(fd, view) :]
 
 
+def read_secret(fd: int) -> bytearray:
+    """One message's body read straight into a buffer that the caller zeroes after use, so no
+    copy of it outlives the run in this process (whose memory later children inherit)."""
+    header = _read_exact(fd, 4)
+    if header is None:
+        raise CallerGone
+    body = bytearray(struct.unpack(">I", header)[0])
+    view, got = memoryview(body), 0
+    while got < len(body):
+        n = os.readv(fd, [view[got:]])
+        if not n:
+            raise CallerGone
+        got += n
+    return body
+
+
 def _read_exact(fd: int, n: int) -> bytes | None:
     chunks, left = [], n
     while left:
@@ -592,10 +608,11 @@ def _proxy(name: str, send, replies):
     return call
 
 
-def run_tests(job: dict) -> None:
+def run_tests(job: dict, tests: bytearray) -> None:
     """The test runner's child in ``script`` mode: no program code ever runs here. It waits for
-    the program to load, binds a proxy for each of its functions, runs ``test_script``, and only
-    then writes ``done`` on fd 5, a pipe the program's process never holds."""
+    the program to load, binds a proxy for each of its functions, runs the tests (the message
+    ``tests``, read after the program's child was forked), and only then writes ``done`` on fd 5,
+    a pipe the program's process never holds."""
     send, result = _sender(4), _sender(5)
     replies = open(3, "rb", closefd=False)
     try:
@@ -607,7 +624,8 @@ def run_tests(job: dict) -> None:
         # a program's function named like a builtin (``set``, ``abs``) must not answer for the tests
         names = [n for n in ready["ready"] if type(n) is str and not hasattr(builtins, n)]
         namespace.update({name: _proxy(name, send, replies) for name in names})
-        exec(compile(job["test_script"], "<tests>", "exec"), namespace)
+        script = json.loads(bytes(tests))["test_script"]
+        exec(compile(script, "<tests>", "exec"), namespace)
     except BaseException as err:
         result({"error": _exit_reason(err, "before the tests finished")})
         os._exit(1)
@@ -767,7 +785,11 @@ class _Run:
             null = os.open(os.devnull, os.O_RDWR)
             self.fds.append(null)
             self.spawn([stdin, stdout, stderr, requests, replies], serve_functions)
-            tester = self.spawn([null, null, null, from_program, to_program, to_worker], run_tests)
+            tests = read_secret(self.worker.caller_fd)  # only now: the program's memory lacks them
+            tester = self.spawn(
+                [null, null, null, from_program, to_program, to_worker], lambda job: run_tests(job, tests)
+            )
+            tests[:] = bytes(len(tests))
             self.close(requests, replies, from_program, to_program, to_worker)
             return self._finish(tester, self.lines(verdict))
         verdict, to_worker = self.pipe()
