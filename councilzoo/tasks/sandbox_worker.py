@@ -496,7 +496,8 @@ def _confine(job: dict, workdir: str, seccomp_filter, use_landlock: bool) -> Non
     _limit(resource.RLIMIT_AS, job["memory_mb"] * 2**20)
     _limit(resource.RLIMIT_FSIZE, job["max_output_bytes"] + 1)
     _limit(resource.RLIMIT_NOFILE, OPEN_FILES)
-    _limit(resource.RLIMIT_NPROC, 0)  # enforced for non-root users; seccomp covers root
+    if seccomp_filter is None:  # RLIMIT_NPROC counts threads too: only where seccomp cannot stop forks
+        _limit(resource.RLIMIT_NPROC, 0)
     _limit(resource.RLIMIT_CORE, 0)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-long write fails instead of killing
     drop_capabilities()
@@ -566,16 +567,22 @@ def serve_functions(job: dict) -> None:
     send({"ready": sorted(table)})
     for line in requests:
         try:
-            request = json.loads(line)
-            args, kwargs = from_plain(request["args"]), from_plain(request.get("kwargs", ["d", []]))
-            value = table[request["call"]](*args, **kwargs)
-            sys.stdout.flush()
-            reply = {"value": to_plain(value)}
-        except SystemExit as stop:
-            reply = {"error": _exit_reason(stop, "during a test"), "type": "SystemExit"}
+            request = json.loads(line)  # one call, or a batch: one reply per call, in order
+            calls = request.get("batch") or [[request["args"], request.get("kwargs", ["d", []])]]
+            calls = [(table[request["call"]], from_plain(a), from_plain(k)) for a, k in calls]
         except BaseException as err:
-            reply = {"error": str(err)[:MAX_ERROR_CHARS], "type": type(err).__name__}
-        send(reply)
+            send({"error": f"bad request: {_short(err)}"})
+            continue
+        for fn, args, kwargs in calls:
+            try:
+                value = fn(*args, **kwargs)
+                sys.stdout.flush()
+                reply = {"value": to_plain(value)}
+            except SystemExit as stop:
+                reply = {"error": _exit_reason(stop, "during a test"), "type": "SystemExit"}
+            except BaseException as err:
+                reply = {"error": str(err)[:MAX_ERROR_CHARS], "type": type(err).__name__}
+            send(reply)
     os._exit(0)
 
 
@@ -701,8 +708,6 @@ class Worker:
     def _run_once(self, job: dict, stdin: str) -> dict:
         workdir = tempfile.mkdtemp(prefix="prog-", dir=self.root)
         mounted = self.quota and mount_quota(workdir, job["disk_mb"], job["max_files"])
-        if not mounted:
-            os.chmod(workdir, 0o700)
         paths = [os.path.join(self.io_dir, name) for name in ("stdin", "stdout", "stderr")]
         with open(paths[0], "w", encoding="utf-8") as handle:
             handle.write(stdin)
@@ -722,7 +727,7 @@ class Worker:
                 os.close(fd)
             if mounted:
                 LIBC.umount2(workdir.encode(), MNT_DETACH)
-                os.rmdir(workdir)
+                remove_tree(workdir)
             else:
                 self.trash.append(workdir)  # deleted after the reply: the caller's clock stops first
         stdout, stdout_size = _read_bounded(paths[1], job["max_output_bytes"])
@@ -803,15 +808,17 @@ class _Run:
         message = lines.next(self.deadline)
         if not (isinstance(message, dict) and "ready" in message):
             return self._failed(program, message, outputs)
+        batch = []
         for text in self.job["inputs"]:
             try:
-                args = ast.literal_eval(text)
-                request = {"call": self.job["entry_point"], "args": to_plain(tuple(args))}
+                batch.append([to_plain(tuple(ast.literal_eval(text))), ["d", []]])
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as err:
                 return "error", outputs, f"bad test input {text[:80]!r}: {_short(err)}"
-            if not _write_before(to_program, (json.dumps(request) + "\n").encode(), self.deadline):
-                stalled = "timeout" if time.monotonic() >= self.deadline else "eof"
-                return self._failed(program, stalled, outputs)
+        request = {"call": self.job["entry_point"], "batch": batch}  # one write: no ping-pong per input
+        if batch and not _write_before(to_program, (json.dumps(request) + "\n").encode(), self.deadline):
+            stalled = "timeout" if time.monotonic() >= self.deadline else "eof"
+            return self._failed(program, stalled, outputs)
+        for _ in batch:
             message = lines.next(self.deadline)
             if not (isinstance(message, dict) and "value" in message):
                 return self._failed(program, message, outputs)
