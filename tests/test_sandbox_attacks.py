@@ -26,6 +26,7 @@ def check(candidate):
     assert candidate(2, 3) == 5
     assert math.isclose(candidate(0.5, 0.25), 0.75)
     assert abs(candidate(-1, 1)) < 1e-9
+    assert all(map(lambda pair: candidate(*pair) == sum(pair), [(1, 1), (4, 5)]))
 check(add)
 """
 PROBLEMS = {
@@ -185,6 +186,9 @@ ATTACKS = {
         "script", program("import math\nmath.isclose = lambda *a, **k: True", WRONG), "fail"),
     "script: a function named like a builtin the tests use": (
         "script", program(WRONG, "def abs(x):\n    return 0"), "fail"),
+    "script: StopIteration ends a map() in the tests early": (
+        "script", "def add(a, b):\n    if (a, b) == (1, 1):\n        raise StopIteration\n    return a + b\n",
+        "fail"),
     "script: builtins patched": ("script", program(
         "import builtins\nbuiltins.AssertionError = None\nbuiltins.isinstance = lambda *a: True", WRONG),
         "fail"),

@@ -607,7 +607,9 @@ def _proxy(name: str, send, replies):
         except (ValueError, TypeError, KeyError, RecursionError) as err:
             raise ProgramError(f"{name} returned something other than plain data") from err
         kind = getattr(builtins, str(reply.get("type")), None)
-        if not (isinstance(kind, type) and issubclass(kind, Exception)):
+        # StopIteration would end a test's map() or loop early, as if every case had been seen
+        builtin = isinstance(kind, type) and issubclass(kind, Exception)
+        if not builtin or kind in (StopIteration, StopAsyncIteration):
             kind = ProgramError
         raise kind(str(reply["error"]))
 
