@@ -10,7 +10,13 @@ simple grader does. Both compute the same canonical outputs (checked).
 Target: pool/loop >= 4x on 2 cores, from reusing warm interpreters (a fork instead of a Python
 start-up) and running across cores. ``overhead_ms_per_program`` is the pool's wall time per
 trivial program (``return None``, one input) times the number of workers, i.e. what one program
-costs a worker beyond its own work. Worker start-up (paid once per process) is reported apart.
+costs a worker beyond its own work; ``script_overhead_ms_per_program`` the same for a ``script``
+job (program plus a one-assertion test run in its own test process, as ``passes()`` grades
+HumanEval and MBPP). Worker start-up (paid once per process) is reported apart.
+
+Containment: programs that try to outlive the deadline (a busy loop, a sleep, SIGTERM ignored, a
+thread spinning after ``setsid`` was refused) run with a 1 s limit; ``wall_clock_over_limit_s`` is
+the largest wall time minus the limit, as the caller sees it (target: under 1 s).
 Wall time on a shared machine moves with its load, so the load average is written beside the figures.
 
     python benchmarks/code_sandbox.py [--quick]
@@ -32,6 +38,14 @@ from councilzoo.tasks import sandbox_worker, synthetic_problems
 from councilzoo.tasks.sandbox import Job, Limits, Sandbox
 
 TARGET_RATIO = 4.0
+CONTAINMENT_LIMIT_S = 1.0
+OUTLIVERS = (
+    "while True:\n    pass",
+    "import time\ntime.sleep(60)",
+    "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True:\n    pass",
+    "import os, threading\ntry:\n    os.setsid()\nexcept OSError:\n    pass\n"
+    "threading.Thread(target=lambda: [0 for _ in iter(int, 1)]).start()\nimport time\ntime.sleep(60)",
+)
 RESULT = Path(__file__).parent / "results" / "code_sandbox.json"
 HARNESS = """
 import ast, json, sys
@@ -94,10 +108,16 @@ def main() -> None:
         start = time.perf_counter()
         box.run(trivial)
         trivial_s = time.perf_counter() - start
+        scripts = [Job("def f():\n    return None\n", "script", test_script="assert f() is None\n")] * n
+        start = time.perf_counter()
+        script_results = box.run(scripts)
+        script_s = time.perf_counter() - start
+        outlived = box.run([Job(src, "script") for src in OUTLIVERS], Limits(timeout_s=CONTAINMENT_LIMIT_S))
         workers, isolation = box.workers, box.isolation
     loop_s, loop_outputs = plain_loop(jobs, limits)
 
-    assert all(r.ok for r in results), [r for r in results if not r.ok][:3]
+    assert all(r.ok for r in results + script_results), [r for r in results if not r.ok][:3]
+    assert all(r.status == "timeout" for r in outlived), outlived
     assert [r.outputs for r in results] == loop_outputs, "the pool and the loop disagree on outputs"
     pool_rate, loop_rate = n / pool_s, n / loop_s
     table = [
@@ -111,7 +131,9 @@ def main() -> None:
         "target": TARGET_RATIO,
         "target_met": pool_rate / loop_rate >= TARGET_RATIO,
         "overhead_ms_per_program": round(1e3 * trivial_s * workers / n, 2),
+        "script_overhead_ms_per_program": round(1e3 * script_s * workers / n, 2),
         "plain_ms_per_program": round(1e3 * loop_s / n, 2),
+        "wall_clock_over_limit_s": round(max(r.wall_s for r in outlived) - CONTAINMENT_LIMIT_S, 3),
         "worker_startup_s": round(startup_s, 3),
         "workers": workers,
         "cpu_count": os.cpu_count(),
@@ -131,6 +153,10 @@ def main() -> None:
     print(
         f"overhead {summary['overhead_ms_per_program']} ms/program per worker vs "
         f"{summary['plain_ms_per_program']} ms plain"
+    )
+    print(
+        f"script jobs {summary['script_overhead_ms_per_program']} ms/program per worker; "
+        f"wall clock past a {CONTAINMENT_LIMIT_S} s limit: {summary['wall_clock_over_limit_s']} s at most"
     )
     print(f"load average {summary['loadavg_before']} -> {summary['loadavg_after']}")
     RESULT.parent.mkdir(exist_ok=True)

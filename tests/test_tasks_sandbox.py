@@ -4,14 +4,21 @@ its temporary folder, no process outlives its run, and the pool goes on serving.
 from __future__ import annotations
 
 import ast
+import errno
+import json
 import os
+import signal
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from councilzoo.tasks.sandbox import Job, Limits, Sandbox
+from councilzoo.tasks.sandbox import Job, Limits, Sandbox, remove_abandoned_roots
+from councilzoo.tasks.sandbox_worker import from_plain, remove_tree, to_plain
 
 LIMITS = Limits(timeout_s=1.0, memory_mb=512, max_output_bytes=65_536)
 
@@ -35,9 +42,12 @@ def run_one(sandbox: Sandbox, job: Job):
 
 
 def descendants(sandbox: Sandbox) -> list[psutil.Process]:
+    """Processes below the workers (in a PID namespace, below the worker's init inside it)."""
     found = []
     for pid in sandbox.worker_pids():
-        found += psutil.Process(pid).children(recursive=True)
+        top = psutil.Process(pid).children() if sandbox.isolation["pid_namespace"] else [psutil.Process(pid)]
+        for process in top:
+            found += process.children(recursive=True)
     return found
 
 
@@ -150,3 +160,93 @@ def test_close_leaves_no_process_and_no_folder():
     box.close()
     assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie" for pid in pids)
     assert not os.path.exists(root)
+
+
+def test_disk_quota_bounds_bytes_and_files():
+    """A program's folder holds at most ``disk_mb`` and ``max_files``: on a tmpfs the writes past it
+    fail (ENOSPC); where the kernel gives no tmpfs the worker measures the folder and fails the run."""
+    limits = Limits(timeout_s=2.0, memory_mb=512, max_output_bytes=1 << 20, disk_mb=4, max_files=50)
+    fill = (
+        "written = files = 0\nchunk = b'x' * 65_536\n"
+        "try:\n    for i in range(40):\n        with open(f'f{i}', 'wb') as h:\n"
+        "            files += 1\n            for _ in range(8):\n                written += h.write(chunk)\n"
+        "except OSError as err:\n    return written, files, err.errno"
+    )
+    many = (
+        "n = 0\ntry:\n    while n < 2_000:\n        open(f'f{n}', 'w').close()\n        n += 1\n"
+        "except OSError:\n    return n"
+    )
+    with Sandbox(workers=1, limits=limits) as box:
+        by_size, by_count = box.run([call(fill), call(many)])
+        if box.isolation["disk_quota"]:
+            written, files, code = ast.literal_eval(by_size.outputs[0])
+            assert written <= 4 * 2**20 and code == errno.ENOSPC
+            assert int(by_count.outputs[0]) <= 50
+        else:
+            for result in (by_size, by_count):
+                assert result.status == "error" and "disk quota" in result.error
+
+
+def test_cleanup_never_raises_on_what_a_program_leaves(tmp_path):
+    root = tmp_path / "left"
+    root.mkdir()
+    folder = os.open(root, os.O_RDONLY)
+    for _ in range(1_500):  # deeper than shutil.rmtree's recursion in Python 3.11 goes
+        os.mkdir("d", dir_fd=folder)
+        folder, parent = os.open("d", os.O_RDONLY, dir_fd=folder), folder
+        os.close(parent)
+    os.close(folder)
+    os.mkfifo(root / "fifo")
+    (root / "locked").mkdir()
+    (root / "locked" / "secret").write_text("x")
+    os.chmod(root / "locked" / "secret", 0)
+    os.chmod(root / "locked", 0)
+    remove_tree(str(root))
+    assert not root.exists()
+    remove_tree(str(root))  # gone already: still no error
+
+
+GRADER = """
+from councilzoo.tasks.sandbox import Job, Limits, Sandbox
+box = Sandbox(workers=1, limits=Limits(timeout_s=60))
+box.run([Job("pass", "script")])
+print(box._root, *box.worker_pids(), flush=True)
+box.run([Job("import time\\nprint('started', flush=True)\\ntime.sleep(60)", "stdin", None, ("",))])
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+def test_a_killed_grader_leaves_nothing_the_next_start_does_not_remove(signum):
+    grader = subprocess.Popen([sys.executable, "-c", GRADER], stdout=subprocess.PIPE, text=True)
+    root, *pids = grader.stdout.readline().split()
+    workers = [psutil.Process(int(pid)) for pid in pids]
+    for _ in range(3_000):  # until the program runs (it prints to its stdout file under the root)
+        if any("started" in f.read_text() for f in Path(root).glob("w*/io-*/stdout")):
+            break
+        time.sleep(0.01)
+    processes = workers + [p for w in workers for p in w.children(recursive=True)]
+    assert len(processes) >= 2
+    grader.send_signal(signum)
+    grader.wait()
+    _, alive = psutil.wait_procs(processes, timeout=30)
+    assert alive == []  # the workers saw their caller go, and took every program with them
+    assert os.path.exists(root)
+    remove_abandoned_roots()  # what Sandbox() does when it starts
+    assert not os.path.exists(root)
+
+
+def test_plain_data_is_exact_builtin_types():
+    value = {"a": [1, 2.5, (True, None)], 3: {frozenset({b"x"})}, "c": complex(1, -2), "big": 7**3_000}
+    back = from_plain(json.loads(json.dumps(to_plain(value))))
+    assert back == value and type(back["a"][2]) is tuple
+
+    class Int(int):
+        def __eq__(self, other):
+            return True
+
+    for forged in (Int(3), [Int(3)], {"k": Int(3)}, object()):
+        with pytest.raises(TypeError):
+            to_plain(forged)
+    for junk in (["i", 3], ["x", "1"], [["i", "0x1"]], {"i": "0x1"}, ["d", [["i"]]]):
+        with pytest.raises(ValueError):
+            from_plain(junk)

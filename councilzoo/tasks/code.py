@@ -183,7 +183,9 @@ def passes(
     sandbox: Sandbox | None = None,
     limits: Limits | None = None,
 ) -> list[bool]:
-    """Whether each program (already extracted, e.g. by ``program_for``) passes the problem's tests."""
+    """Whether each program (already extracted, e.g. by ``program_for``) passes the problem's tests:
+    every assertion of ``test_script`` ran to its end (in a test process of its own, against the
+    program's functions), or its outputs, as plain builtin values, equal ``expected_outputs``."""
     _require_code(problem)
     script = problem.metadata.get("test_script")
     expected = problem.metadata.get("expected_outputs")
@@ -192,7 +194,7 @@ def passes(
     verdicts: list[bool] = [False] * len(programs)
     runnable = [(k, p) for k, p in enumerate(programs) if p]
     if script is not None:
-        jobs = [Job(f"{p}\n\n{script}", "script") for _, p in runnable]
+        jobs = [Job(p, "script", test_script=script) for _, p in runnable]
     else:
         jobs = [_job(problem, p) for _, p in runnable]
     results = (sandbox or default_sandbox()).run(jobs, limits)

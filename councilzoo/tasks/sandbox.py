@@ -6,10 +6,13 @@ is data: an infinite loop, a crash, a fork bomb or a memory hog comes back as a 
 ``status`` says what happened; ``run`` itself raises only on a caller's mistake (a bad ``Job``).
 
 Isolation (see ``sandbox_worker`` for the layers): each worker starts from a scrubbed environment
-in its own session, enters a user + network namespace where the kernel allows it, and forks one
-child per program that takes rlimits, a Landlock filesystem ruleset and a seccomp filter, runs in a
-fresh temporary directory that is deleted afterwards, and is killed with its process group at the
+in its own session, enters user + network + mount + PID namespaces where the kernel allows them,
+and forks one child per program that takes rlimits, a Landlock filesystem ruleset and a seccomp
+filter, runs in a fresh tmpfs of bounded size, and dies with everything it started at the
 wall-clock limit. ``Sandbox.isolation`` reports which layers the kernel granted.
+
+Every pool lives under ``$TMPDIR/councilzoo-sandbox-<pid>-*``; a pool whose process died without
+closing it (SIGKILL, SIGTERM) is deleted by the next pool that starts.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ import contextlib
 import os
 import queue
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -34,7 +36,9 @@ from councilzoo.tasks import sandbox_worker as wire
 
 MODES = ("call", "stdin", "script")
 STATUSES = ("ok", "error", "timeout", "output_limit", "crashed")
+LAYERS = ("network_namespace", "pid_namespace", "disk_quota", "seccomp", "landlock")
 WORKER_FILE = str(Path(wire.__file__).resolve())
+ROOT_PREFIX = "councilzoo-sandbox-"
 STARTUP_TIMEOUT_S = 30.0
 REPLY_SLACK_S = 30.0  # the worker enforces limits; this only catches a worker that hangs itself
 SCRUBBED_ENV = {
@@ -51,33 +55,51 @@ SCRUBBED_ENV = {
 
 @dataclass(frozen=True)
 class Limits:
-    """Per program (per input for ``stdin`` programs): wall-clock = CPU seconds, address space, output."""
+    """Per program (per input for ``stdin`` programs): wall-clock = CPU seconds, address space,
+    output (also the size of any one file), and the disk quota of its folder: ``disk_mb`` MiB in at
+    most ``max_files`` files and folders."""
 
     timeout_s: float = 5.0
     memory_mb: int = 1_024
     max_output_bytes: int = 1 << 20
+    disk_mb: int = 64
+    max_files: int = 1_000
 
     def __post_init__(self) -> None:
-        if self.timeout_s <= 0 or self.memory_mb < 64 or self.max_output_bytes < 1:
-            raise ValueError(f"bad sandbox limits {self}: need timeout_s > 0, memory_mb >= 64, output >= 1")
+        if (
+            self.timeout_s <= 0
+            or self.memory_mb < 64
+            or self.max_output_bytes < 1
+            or self.disk_mb < 1
+            or self.max_files < 1
+        ):
+            raise ValueError(
+                f"bad sandbox limits {self}: need timeout_s > 0, memory_mb >= 64, output >= 1, "
+                "disk_mb >= 1, max_files >= 1"
+            )
 
 
 @dataclass(frozen=True)
 class Job:
     """One program. ``call``: define ``entry_point`` and call it on each input (a Python literal tuple
-    of arguments); ``stdin``: run the program once per input, fed as standard input; ``script``: run
-    it once (e.g. a solution followed by its assertions)."""
+    of arguments); ``stdin``: run the program as ``__main__`` once per input, fed as standard input;
+    ``script``: load the program, then run ``test_script`` (assertions) in a separate test process
+    that calls the program's top-level functions through proxies. In ``call`` and ``script`` mode
+    the program loads as module ``solution``, so its ``if __name__ == '__main__':`` block stays off."""
 
     source: str
     mode: str = "call"
     entry_point: str | None = None
     inputs: tuple[str, ...] = ()
+    test_script: str = ""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"Job mode must be one of {MODES}, got {self.mode!r}")
         if self.mode == "call" and not self.entry_point:
             raise ValueError("a 'call' Job needs an entry_point")
+        if self.test_script and self.mode != "script":
+            raise ValueError(f"test_script is for 'script' Jobs, not {self.mode!r}")
         object.__setattr__(self, "inputs", tuple(self.inputs))
 
 
@@ -122,9 +144,13 @@ class _Worker:
             self.kill()
             raise RuntimeError(f"sandbox worker failed to start ({sys.executable} {WORKER_FILE})")
 
-    def call(self, job: dict, timeout_s: float) -> RunResult:
+    def call(self, job: dict, timeout_s: float, test_script: str | None = None) -> RunResult:
+        """Send a job (and, apart, a script job's tests: the worker forks the program before it
+        reads them, so they are never in the program's memory) and wait for its result."""
         try:
             wire.write_message(self.process.stdin.fileno(), job)
+            if test_script is not None:
+                wire.write_message(self.process.stdin.fileno(), {"test_script": test_script})
             reply = self._read(timeout_s)
         except OSError:
             reply = None
@@ -190,10 +216,10 @@ class Sandbox:
 
     @property
     def isolation(self) -> dict[str, bool]:
-        """Which layers the kernel granted the workers (network namespace, seccomp, landlock)."""
+        """Which layers the kernel granted the workers."""
         self._start()
         hello = self._pool[0].hello
-        return {key: bool(hello.get(key)) for key in ("network_namespace", "seccomp", "landlock")}
+        return {key: bool(hello.get(key)) for key in LAYERS}
 
     def worker_pids(self) -> list[int]:
         return [w.process.pid for w in self._pool if w.alive]
@@ -208,10 +234,11 @@ class Sandbox:
 
     def _run_one(self, job: Job, limits: Limits) -> RunResult:
         message = {**asdict(job), "inputs": list(job.inputs), **asdict(limits)}
+        tests = message.pop("test_script") if job.mode == "script" else None
         runs = max(1, len(job.inputs)) if job.mode == "stdin" else 1
         worker = self._idle.get()
         try:
-            return worker.call(message, limits.timeout_s * runs + REPLY_SLACK_S)
+            return worker.call(message, limits.timeout_s * runs + REPLY_SLACK_S, tests)
         finally:
             self._idle.put(worker if worker.alive else self._replace(worker))
 
@@ -226,7 +253,8 @@ class Sandbox:
         with self._lock:
             if self._pool:
                 return
-            self._root = tempfile.mkdtemp(prefix="councilzoo-sandbox-")
+            remove_abandoned_roots()
+            self._root = tempfile.mkdtemp(prefix=f"{ROOT_PREFIX}{os.getpid()}-")
             self._pool = [_Worker(os.path.join(self._root, f"w{i}")) for i in range(self.workers)]
             for worker in self._pool:
                 worker.handshake()
@@ -234,16 +262,35 @@ class Sandbox:
             self._threads = ThreadPoolExecutor(self.workers, thread_name_prefix="sandbox")
 
     def close(self) -> None:
-        """Stop the workers (killing their process groups) and delete every temporary directory."""
+        """Stop the workers (and with them every process a program started) and delete the pool's
+        folder, whatever the programs left in it; never raises."""
         with self._lock:
             if self._threads is not None:
                 self._threads.shutdown(wait=True)
             for worker in self._pool:
                 worker.close()
             if self._root is not None:
-                shutil.rmtree(self._root, ignore_errors=True)
+                wire.remove_tree(self._root)
             self._pool, self._root, self._threads = [], None, None
             self._idle = queue.Queue()
+
+
+def remove_abandoned_roots() -> None:
+    """Delete the pool folders of processes that are gone (killed before they could close)."""
+    for path in Path(tempfile.gettempdir()).glob(f"{ROOT_PREFIX}*-*"):
+        owner = path.name[len(ROOT_PREFIX) :].split("-", 1)[0]
+        if owner.isdigit() and not _alive(int(owner)):
+            wire.remove_tree(str(path))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 _DEFAULT: dict[int, Sandbox] = {}  # by process id: a forked process gets its own pool
