@@ -99,3 +99,30 @@ def test_the_final_table_names_the_members_that_ran(tmp_path, capsys):
     print_summary("corl", cfg, [{"reward": 0.75}], members=[1])
     table = capsys.readouterr().out
     assert "llama" in table and "qwen" not in table
+
+
+def test_two_builders_of_one_model_build_it_once(tmp_path):
+    """The second builder waits on the lock, then finds the model in place (no rename clash)."""
+    import threading
+    import time
+
+    builds = []
+
+    def build(out):
+        builds.append(out)
+        out.mkdir()
+        time.sleep(0.3)  # both builders are inside cached_build by now
+        (out / "model.safetensors").write_bytes(b"weights")
+
+    target = tmp_path / "qwen3-0123"
+    threads = [
+        threading.Thread(target=tiny_models.cached_build, args=(target, {"family": "qwen3"}, build))
+        for _ in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(builds) == 1
+    assert (target / "model.safetensors").read_bytes() == b"weights"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["qwen3-0123", "qwen3-0123.lock"]
