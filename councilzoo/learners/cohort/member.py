@@ -45,7 +45,7 @@ class HeldOutAccuracy(engine.MetricsFile):
     def bind(self, trainer: Any) -> None:
         self.trainer = trainer
 
-    def _evaluate(self, state, model, processing_class) -> None:
+    def _evaluate(self, state, model, processing_class) -> float:
         from transformers import ProcessorMixin
 
         from councilzoo.agents.base import Sampling
