@@ -185,6 +185,8 @@ def write_run_files(out_dir: str | Path, cfg: Any, seed: int | None = None, **ex
 
 def cache_home() -> Path:
     """Where councilzoo keeps what it builds offline (tiny models, trained tiny LMs):
-    ``$COUNCILZOO_CACHE``, else ``~/.cache/councilzoo``."""
+    ``$COUNCILZOO_CACHE``, else ``$XDG_CACHE_HOME/councilzoo``, else ``~/.cache/councilzoo``."""
     base = os.environ.get("COUNCILZOO_CACHE")
-    return Path(base) if base else Path.home() / ".cache" / "councilzoo"
+    if base:
+        return Path(base)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "councilzoo"

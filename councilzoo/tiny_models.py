@@ -1,27 +1,118 @@
 """Tiny random cohort members for CPU tests and demos (``tiny_family`` in a member config).
 
 A random ~1M-parameter model states no answers, so votes, labels and rewards would all be empty:
-``build_tiny_models`` builds each tiny member once (cached by its spec) and warms it up with a
-few SFT steps on one of each problem's answer forms (``warmup_answers``: a random letter, or for
-code one of the problem's programs). Test scaffolding, not a policy update.
+``build_tiny_models`` builds each tiny member and warms it up with a few SFT steps on one of each
+problem's answer forms (``warmup_answers``: a random letter, or for code one of the problem's
+programs). Test scaffolding, not a policy update.
+
+Each model is cached by its settings (``member_spec``: everything that determines its weights)
+in a folder named by their hash (``spec_dir``), by default under the cache folder
+(``councilzoo.config.cache_home``), so a second run with another output folder starts training
+at once. A build writes a temporary folder and renames it into place, under a file lock: two
+processes building the same model do not collide, and a killed build leaves no half model.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Sequence
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from importlib.metadata import version
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from councilzoo.agents.prompts import member_prompt
 from councilzoo.config import config_to_dict
+from councilzoo.progress import Progress, phase
 from councilzoo.tasks import Problem, format_answer
+
+WARMUP_LR = 3e-3
+WARMUP_BATCH = 16
+WARMUP_PROBLEMS = 64  # the first items of the training data the warm-up teaches on
+SPEC_FILE = "councilzoo_member.json"
+
+
+def member_spec(cfg: Any, index: int) -> dict[str, Any]:
+    """What determines the weights of member ``index``'s tiny model (``cfg``: a ``CohortConfig``):
+    family and seed, and with a warm-up its steps, the member's prompt view, the training data and
+    the SFT settings; the torch and transformers versions too (their initialisers draw the weights)."""
+    member = cfg.members[index]
+    spec: dict[str, Any] = {
+        "family": member.tiny_family,
+        "seed": cfg.seed + index,
+        "torch": version("torch"),
+        "transformers": version("transformers"),
+    }
+    if member.tiny_warmup_steps:
+        spec["warmup"] = {
+            "steps": member.tiny_warmup_steps,
+            "view": member.view,
+            "data": config_to_dict(cfg.data),
+            "problems": WARMUP_PROBLEMS,
+            "lr": WARMUP_LR,
+            "batch_size": WARMUP_BATCH,
+        }
+    return spec
+
+
+def spec_dir(root: str | Path, spec: dict[str, Any]) -> Path:
+    """The folder of the model built from ``spec`` under ``root``: ``<family>-<hash of spec>``."""
+    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+    return Path(root) / f"{spec['family']}-{digest}"
 
 
 def build_tiny_models(cfg: Any, problems: Sequence[Problem]) -> None:
-    """Build (or reuse) every tiny_family member's model of ``cfg`` (a ``CohortConfig``; each at
-    ``cfg.tiny_model_dir(index)``), warmed up to state answers."""
+    """Build (or load from the cache) every tiny_family member's model of ``cfg`` (a
+    ``CohortConfig``; each at ``cfg.tiny_model_dir(index)``), warmed up to state answers."""
+    for index, member in enumerate(cfg.members):
+        if not member.tiny_family:
+            continue
+        spec = member_spec(cfg, index)
+        target = cfg.tiny_model_dir(index)
+        if target.is_dir():
+            phase(f"tiny model {member.name}: cached at {target}")
+            continue
+        base_spec = {k: v for k, v in spec.items() if k != "warmup"}
+        base = spec_dir(target.parent, base_spec)
+        phase(f"building tiny model {member.name} ({member.tiny_family}) in {target}")
+        cached_build(base, base_spec, lambda out, s=base_spec: _build_base(out, s))
+        if "warmup" in spec:
+            cached_build(
+                target, spec, lambda out, s=spec, b=base, n=member.name: _warm_copy(
+                    out, b, s, problems[:WARMUP_PROBLEMS], n
+                )
+            )
+
+
+def cached_build(target: Path, spec: dict[str, Any], build: Callable[[Path], None]) -> Path:
+    """``target``, built by ``build(tmp)`` unless present: in a temporary folder renamed into place
+    once complete, under a lock on ``target`` (a second process waits, then finds it built)."""
+    from filelock import FileLock
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{target}.lock"):
+        if target.is_dir():
+            return target
+        tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        build(tmp)
+        (tmp / SPEC_FILE).write_text(json.dumps(spec, indent=1, sort_keys=True))
+        os.rename(tmp, target)
+    return target
+
+
+def _build_base(out: Path, spec: dict[str, Any]) -> None:
+    from councilzoo.agents.generators.common import tiny_builder
+
+    tiny_builder(spec["family"])(out, family=spec["family"], seed=spec["seed"])
+
+
+def _warm_copy(out: Path, base: Path, spec: dict[str, Any], problems: Sequence[Problem], name: str) -> None:
+    """The base model of ``spec``, warmed up on ``problems`` and saved to ``out``."""
     from transformers import (
         AutoModelForCausalLM,
         AutoModelForImageTextToText,
@@ -29,40 +120,18 @@ def build_tiny_models(cfg: Any, problems: Sequence[Problem]) -> None:
         AutoTokenizer,
     )
 
-    from councilzoo.agents.generators.common import tiny_builder
     from councilzoo.testing import FAMILIES
 
-    for index, member in enumerate(cfg.members):
-        if not member.tiny_family:
-            continue
-        root = cfg.tiny_model_dir(index).parent
-        vlm = member.tiny_family not in FAMILIES
-        build = tiny_builder(member.tiny_family)
-        base = build(root / f"{member.name}-base", family=member.tiny_family, seed=cfg.seed + index)
-        if not member.tiny_warmup_steps:
-            continue
-        spec = {
-            "steps": member.tiny_warmup_steps,
-            "seed": cfg.seed + index,
-            "view": member.view,
-            "data": config_to_dict(cfg.data),
-            "family": member.tiny_family,
-        }
-        warm = root / member.name
-        marker = warm / "councilzoo_warmup.json"
-        if marker.is_file() and json.loads(marker.read_text()) == spec:
-            continue
-        if vlm:
-            model = AutoModelForImageTextToText.from_pretrained(base)
-            processing = AutoProcessor.from_pretrained(base)
-        else:
-            model = AutoModelForCausalLM.from_pretrained(base)
-            processing = AutoTokenizer.from_pretrained(base)
-        seed, steps = cfg.seed + index, member.tiny_warmup_steps
-        warm_up(model, processing, problems[:64], steps, seed, view=member.view)
-        model.save_pretrained(warm)
-        processing.save_pretrained(warm)
-        marker.write_text(json.dumps(spec))  # written last: marks a complete build
+    text = spec["family"] in FAMILIES
+    model = (AutoModelForCausalLM if text else AutoModelForImageTextToText).from_pretrained(base)
+    processing = (AutoTokenizer if text else AutoProcessor).from_pretrained(base)
+    warmup, seed = spec["warmup"], spec["seed"]
+    phase(f"warming up tiny model {name}: {warmup['steps']} SFT steps (cached afterwards)")
+    progress = Progress(f"warm-up {name}", warmup["steps"])
+    warm_up(model, processing, problems, warmup["steps"], seed, view=warmup["view"], progress=progress)
+    progress.close()
+    model.save_pretrained(out)
+    processing.save_pretrained(out)
 
 
 def warm_up(
@@ -73,16 +142,17 @@ def warm_up(
     seed: int,
     *,
     view: int = 0,
-    lr: float = 3e-3,
+    lr: float = WARMUP_LR,
+    progress: Progress | None = None,
 ) -> None:
     """Teach a random tiny model to state one of each problem's answer forms (``warmup_answers``)
     after the member prompt of ``view``, so that votes, labels and rewards are non-trivial.
     ``processing`` is the tokenizer, or a vision-language model's processor (it then sees the
-    problems' images, as in training)."""
+    problems' images, as in training). ``progress`` shows each step's loss."""
     vlm = hasattr(processing, "image_processor")
     prompts = [member_prompt(p, view, with_images=vlm) for p in problems]
     targets = [warmup_answers(p) for p in problems]
-    teach_answer_format(model, processing, prompts, targets, steps, seed, lr=lr)
+    teach_answer_format(model, processing, prompts, targets, steps, seed, lr=lr, progress=progress)
 
 
 def warmup_answers(problem: Problem) -> list[str]:
@@ -105,8 +175,9 @@ def teach_answer_format(
     targets: Sequence[Sequence[str]],
     steps: int,
     seed: int,
-    lr: float = 3e-3,
-    batch_size: int = 16,
+    lr: float = WARMUP_LR,
+    batch_size: int = WARMUP_BATCH,
+    progress: Progress | None = None,
 ) -> None:
     """A few SFT steps on ``prompt -> target``, the target drawn uniformly from the prompt's own
     ``targets``: a random tiny model then states (random) answers, so labels, votes and rewards
@@ -122,7 +193,7 @@ def teach_answer_format(
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     device = next(model.parameters()).device
     model.train()
-    for _ in range(steps):
+    for step in range(1, steps + 1):
         chosen = rng.integers(0, len(prompts), size=batch_size)
         picks = [(i, targets[i][rng.integers(len(targets[i]))]) for i in chosen]
         texts = [
@@ -151,6 +222,8 @@ def teach_answer_format(
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+        if progress is not None:
+            progress.update(step, {"loss": loss.item()})
 
 
 def _right_padded(rows: list[list[int]], pad_id: int) -> dict[str, Any]:

@@ -136,6 +136,30 @@ def test_warm_started_worlds_make_the_same_updates(tmp_path, models):
         assert all(torch.equal(fresh[k], forked[k]) for k in fresh), name
 
 
+def test_a_batch_log_has_a_plain_line_per_step_and_held_out_accuracy_reaches_tensorboard(tmp_path, models):
+    """stdout a pipe (a batch job's log): a line per phase and per step, no escape codes; the
+    held-out accuracy is a metric like the others, in metrics.jsonl and the TensorBoard events."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    held_out = {"dataset": "synthetic:multiple_choice", "num_problems": 4, "eval_steps": 1}
+    config = _config(tmp_path, models, max_steps=2, report_to=["tensorboard"], eval=held_out)
+    done = _train(config)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "\x1b" not in done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("councilzoo: starting 2 member world(s): qwen, llama") for line in lines)
+    steps = [line for line in lines if line.startswith("llama step ")]
+    assert [s.split()[2] for s in steps] == ["0/2", "1/2", "2/2"]  # step 0: accuracy before training
+    assert all("reward=" in s and "label_accuracy=" in s for s in steps[1:])
+    assert all("eval_accuracy=" in s for s in steps)
+    rows = read_metrics(tmp_path / "run" / "members" / "llama" / "metrics.jsonl")
+    assert [r["step"] for r in rows if "eval_accuracy" in r] == [0, 1, 2]
+    tags = set()
+    for path in (tmp_path / "run" / "members" / "llama").rglob("events.out.tfevents*"):
+        tags |= set(EventAccumulator(str(path)).Reload().Tags()["scalars"])
+    assert "eval/accuracy" in tags
+
+
 @pytest.mark.parametrize("warm_start", [False, True])
 def test_a_failing_member_stops_the_cohort(tmp_path, models, warm_start):
     config = _config(tmp_path, models, max_steps=50, warm_start=warm_start)

@@ -57,15 +57,29 @@ def test_the_cli_learner_writes_metrics_summary_and_loadable_adapters(tiny_model
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    cfg = tiny_config(tiny_model_dir, tmp_path / "run", max_steps=1)
+    cfg = tiny_config(tiny_model_dir, tmp_path / "run", max_steps=1, report_to=["tensorboard"])
     rows = TracerLearner(cfg).train()
     out = tmp_path / "run"
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert metrics[0]["step"] == 1 and any(k.endswith("/avg_bound") for k in metrics[0])
+    assert [m["step"] for m in metrics] == [1]  # one row a step: controllers and GSPO update together
+    assert any(k.endswith("/avg_bound") for k in metrics[0])
+    assert {"gspo/loss", "gspo/reward", "gspo/grad_norm"} <= set(metrics[0])
+    speak = [k for k in metrics[0] if k.startswith("regret/") and k.endswith("/speak_avg")]
+    assert speak  # the controllers' speak probability per information state
+    tags = _tensorboard_tags(out / "tensorboard")
+    assert {"gspo/loss", "gspo/grad_norm", speak[0]} <= tags
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["eval"]["synthetic:numeric"]) == {"tracer", "never_review"}
     assert rows and "accuracy" in rows[0]
     PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir), out / "final")
+
+
+def _tensorboard_tags(folder) -> set[str]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(folder))
+    events.Reload()
+    return set(events.Tags()["scalars"])
 
 
 def question_only(ctx) -> list[dict[str, str]]:

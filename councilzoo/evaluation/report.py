@@ -70,7 +70,16 @@ def markdown(rows: Sequence[dict[str, Any]], title: str = "Protocol comparison")
 
 def frontier_plot(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
     """Accuracy (95% CI bars) against cost, one panel per cost unit, frontier drawn as a line."""
-    fig, axes = plt.subplots(1, len(COST_KEYS), figsize=(6 * len(COST_KEYS), 4.5))
+    fig = frontier_figure(rows)
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def frontier_figure(rows: Sequence[dict[str, Any]]) -> Any:
+    """The figure of ``frontier_plot``: protocol labels placed so that none overlaps another."""
+    fig, axes = plt.subplots(1, len(COST_KEYS), figsize=(6 * len(COST_KEYS), 4.5), dpi=120)
     for ax, (cost, label) in zip(axes, COST_KEYS.items(), strict=True):
         for r in rows:
             lo, hi = r["accuracy_ci"]
@@ -82,9 +91,6 @@ def frontier_plot(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
                 fmt="o",
                 capsize=3,
                 **style,
-            )
-            ax.annotate(
-                _label(r), (r[cost], r["accuracy"]), textcoords="offset points", xytext=(5, 5), fontsize=8
             )
         names = pareto_frontier(rows, cost)
         front = sorted((r for r in rows if r["protocol"] in names), key=lambda r: r[cost])
@@ -101,10 +107,58 @@ def frontier_plot(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
         ax.legend(loc="lower right", fontsize=8)
     fig.suptitle("Accuracy-cost frontier (hollow: oracles)")
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    for ax, cost in zip(axes, COST_KEYS, strict=True):
+        place_labels(ax, [(_label(r), (r[cost], r["accuracy"])) for r in rows])
+    return fig
+
+
+# Offsets (points) tried in turn for a label beside its point: up-right first, then further up or
+# down, then on the left; the first inside the axes that overlaps no label placed before wins.
+_NEAR = 5
+_STEPS = (0, -16, 10, -26, 20, -36, 30, -46, 40, -56, 50)
+
+
+def place_labels(ax: Any, labels: Sequence[tuple[str, tuple[float, float]]], fontsize: int = 8) -> list:
+    """Annotate each ``(text, (x, y))`` point of ``ax`` with its text where it overlaps no other
+    label, inside the axes where it can (greedy, highest point first); a label moved off its
+    corner gets a thin leader line."""
+    renderer = ax.figure.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    order = sorted(range(len(labels)), key=lambda i: -labels[i][1][1])
+    placed, out = [], [None] * len(labels)
+    for i in order:
+        text, xy = labels[i]
+        ann = ax.annotate(text, xy, textcoords="offset points", xytext=(_NEAR, _NEAR), fontsize=fontsize)
+        width = text_box(ann, renderer).width * 72 / ax.figure.dpi
+        offsets = [(dx, _NEAR + dy) for dx in (_NEAR, -_NEAR - width) for dy in _STEPS]
+
+        def fits(offset: tuple[float, float], inside: bool, ann=ann) -> bool:
+            ann.xyann = offset
+            box = text_box(ann, renderer)
+            within = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+            return (within or not inside) and not any(box.overlaps(other) for other in placed)
+
+        ann.xyann = next(
+            (o for o in offsets if fits(o, inside=True)),
+            next((o for o in offsets if fits(o, inside=False)), offsets[-1]),
+        )
+        if ann.xyann != (_NEAR, _NEAR):
+            ann.remove()
+            ann = ax.annotate(
+                text, xy, textcoords="offset points", xytext=ann.xyann, fontsize=fontsize,
+                arrowprops=dict(arrowstyle="-", lw=0.5, color="0.5"),
+            )
+        placed.append(text_box(ann, renderer))
+        out[i] = ann
+    return out
+
+
+def text_box(ann: Any, renderer: Any) -> Any:
+    """The display box of an annotation's text alone (``get_window_extent`` adds its leader line)."""
+    from matplotlib.text import Text
+
+    ann.update_positions(renderer)  # the text's place follows its offset only once updated
+    return Text.get_window_extent(ann, renderer)
 
 
 def rescue_harm_plot(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:

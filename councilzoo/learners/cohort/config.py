@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from councilzoo.config import config_to_dict
+from councilzoo.config import cache_home, config_to_dict
 from councilzoo.learners.cohort import engine
 from councilzoo.learners.cohort.distributed import DistributedConfig
 from councilzoo.learners.logging import check_report_to
 from councilzoo.tasks import Problem, load_problems
+from councilzoo.tiny_models import member_spec, spec_dir
 
 
 @dataclass
@@ -136,7 +137,11 @@ class CohortConfig:
     )
     tiny_models_dir: str | None = field(
         default=None,
-        metadata={"help": "Where tiny_family models are built (reused if present); default OUTPUT/models."},
+        metadata={
+            "help": "Where tiny_family models are cached, each in a folder named by the hash of its "
+            "settings; default: the cache folder's cohort_members/ ($COUNCILZOO_CACHE, else "
+            "$XDG_CACHE_HOME/councilzoo, else ~/.cache/councilzoo)."
+        },
     )
     save_steps: int = field(
         default=0, metadata={"help": "Checkpoint every k optimizer steps (0: only at the end)."}
@@ -205,10 +210,10 @@ class CohortConfig:
         return Path(self.output_dir) / "members" / self.members[index].name
 
     def tiny_model_dir(self, index: int) -> Path:
-        """Where member ``index``'s tiny model is built (``tiny_family``; ``councilzoo.tiny_models``)."""
-        root = Path(self.tiny_models_dir) if self.tiny_models_dir else Path(self.output_dir) / "models"
-        member = self.members[index]
-        return root / (member.name if member.tiny_warmup_steps else f"{member.name}-base")
+        """Where member ``index``'s tiny model is cached (``tiny_family``; ``councilzoo.tiny_models``):
+        a folder named by the hash of the settings that determine its weights."""
+        root = Path(self.tiny_models_dir) if self.tiny_models_dir else cache_home() / "cohort_members"
+        return spec_dir(root, member_spec(self, index))
 
     def fingerprint(self) -> str:
         """Hash of the resolved config: members of one cohort must agree on it to join."""

@@ -12,8 +12,9 @@ master weights, micro-batches and accumulation, gradient checkpointing, LoRA thr
   cohort member meets the same items in the same round;
 - **reward functions** (the learner's credit assignment; they get the dataset columns);
 - **callbacks** (``MetricsFile``: one JSON line per logged step; ``StepProgress``: a bar over
-  optimizer steps with reward and label accuracy; ``CheckpointManifest``, always last: the
-  manifest of every ``checkpoint-N`` folder, which a resume verifies).
+  optimizer steps with reward and label accuracy, or one plain line a step in a log file;
+  ``CheckpointManifest``, always last: the manifest of every ``checkpoint-N`` folder, which a
+  resume verifies).
 
 ``grpo_args`` turns a learner's settings into a ``GRPOConfig``: any ``GRPOConfig`` field may be
 set in a config's ``trainer:`` mapping (validated by name before any model loads). The defaults
@@ -37,6 +38,7 @@ import numpy as np
 from councilzoo.config import ConfigError
 from councilzoo.learners.checkpoint import verified, write_manifest
 from councilzoo.learners.logging import read_metrics
+from councilzoo.progress import Progress, phase
 from councilzoo.tasks import Problem
 
 # Keys a learner sets itself; a config's ``trainer:`` mapping may not override them.
@@ -255,7 +257,7 @@ def build_trainer(
     trainer.remove_callback(PrinterCallback)  # StepProgress shows the step's key numbers instead
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(CheckpointManifest())
-    for fn in reward_funcs:
+    for fn in [*reward_funcs, *callbacks]:  # what logs into the trainer's rows
         if hasattr(fn, "bind"):
             fn.bind(trainer)
     return trainer
@@ -345,36 +347,26 @@ class CheckpointManifest(_trainer_callback_base()):
 
 
 class StepProgress(_trainer_callback_base()):
-    """A tqdm bar over optimizer steps showing the latest reward and label accuracy."""
+    """Progress over optimizer steps with the latest reward and label accuracy (main process): a
+    bar on a terminal, one plain line per logged step in a log file (``councilzoo.progress``)."""
 
-    KEYS = ("reward", "label_accuracy", "accuracy")
+    KEYS = ("reward", "label_accuracy", "accuracy", "eval_accuracy")
 
     def __init__(self, name: str, position: int = 0) -> None:
-        self.name, self.position, self.bar = name, position, None
+        self.name, self.position, self.progress = name, position, None
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(
-                total=state.max_steps,
-                initial=state.global_step,
-                desc=self.name,
-                position=self.position,
-                dynamic_ncols=True,
-                leave=True,
+            if state.global_step == 0:
+                phase(f"{self.name}: first step (generation, rewards, update)")
+            self.progress = Progress(
+                self.name, state.max_steps, initial=state.global_step, position=self.position
             )
 
-    def on_step_end(self, args, state, control, **kwargs):
-        if self.bar is not None:
-            self.bar.update(state.global_step - self.bar.n)
-
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if self.bar is not None and logs:
-            shown = {k: f"{logs[k]:.3f}" for k in self.KEYS if isinstance(logs.get(k), (int, float))}
-            if shown:
-                self.bar.set_postfix(shown, refresh=True)
+        if self.progress is not None and logs and "train_runtime" not in logs:
+            self.progress.update(state.global_step, {k: logs[k] for k in self.KEYS if k in logs})
 
     def on_train_end(self, args, state, control, **kwargs):
-        if self.bar is not None:
-            self.bar.close()
+        if self.progress is not None:
+            self.progress.close()

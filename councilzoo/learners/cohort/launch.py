@@ -32,6 +32,7 @@ from councilzoo.learners.cohort import engine
 from councilzoo.learners.cohort.config import CohortConfig, MemberConfig, load_items
 from councilzoo.learners.cohort.member import member_args, member_model_path, quiet_loading
 from councilzoo.learners.logging import read_metrics
+from councilzoo.progress import phase
 from councilzoo.tiny_models import build_tiny_models
 
 
@@ -101,10 +102,11 @@ def prepare_run(cfg: CohortConfig, learner: str, resume: bool, overwrite: bool) 
     if overwrite and not resume:
         for i in range(len(cfg.members)):
             shutil.rmtree(cfg.member_dir(i), ignore_errors=True)
+    phase(f"loading training data ({cfg.data.dataset})")
     problems = load_items(cfg.data, cfg.seed)
     for i, member in enumerate(cfg.members):
         if not member.tiny_family:
-            member_model_path(cfg, i)  # ModelNotCachedError now, not in a member
+            phase(f"model of {member.name}: {member_model_path(cfg, i)}")  # ModelNotCachedError now
     build_tiny_models(cfg, problems)
     write_run_files(out, cfg, cfg.seed, learner=learner, fingerprint=cfg.fingerprint())
     return out / "config.yaml"
@@ -128,6 +130,8 @@ def launch_cohort(
     """
     config_path = prepare_run(cfg, learner, resume, overwrite)
     indices = list(range(len(cfg.members))) if members is None else list(members)
+    names = ", ".join(cfg.members[i].name for i in indices)
+    phase(f"starting {len(indices)} member world(s): {names} (each loads its model, then trains)")
     procs: dict[int, subprocess.Popen | ForkedWorld] = {}
     for i in indices:
         member = cfg.members[i]

@@ -31,13 +31,21 @@ from councilzoo.tasks import Problem, answers_equivalent, answers_for_batch
 
 class HeldOutAccuracy(engine.MetricsFile):
     """Greedy accuracy of the member on held-out items before training and every ``eval_steps``
-    optimizer steps (and at the end), one JSON line per evaluation in ``path`` (main process)."""
+    optimizer steps (and at the end), one JSON line per evaluation in ``path`` (main process).
+
+    The accuracy is also the ``eval_accuracy`` of the trainer's metrics row of that step (step 0:
+    a row of its own), so it reaches ``metrics.jsonl``, the progress line and every tracker of
+    ``report_to`` (TensorBoard's ``eval/accuracy``) like the trainer's own metrics."""
 
     def __init__(self, path: Path, problems: Sequence[Problem], every: int, max_new_tokens: int) -> None:
         super().__init__(path)
         self.problems, self.every, self.max_new_tokens = list(problems), every, max_new_tokens
+        self.trainer = None
 
-    def _evaluate(self, state, model, processing_class) -> None:
+    def bind(self, trainer: Any) -> None:
+        self.trainer = trainer
+
+    def _evaluate(self, state, model, processing_class) -> float:
         from transformers import ProcessorMixin
 
         from councilzoo.agents.base import Sampling
@@ -56,13 +64,15 @@ class HeldOutAccuracy(engine.MetricsFile):
         hits = [
             answers_equivalent(a, p.answer, p.kind) for [a], p in zip(answers, self.problems, strict=True)
         ]
+        accuracy = sum(hits) / len(hits)
         with self.path.open("a") as fh:
-            fh.write(json.dumps({"step": state.global_step, "accuracy": sum(hits) / len(hits)}) + "\n")
+            fh.write(json.dumps({"step": state.global_step, "accuracy": accuracy}) + "\n")
+        return accuracy
 
     def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
         super().on_train_begin(args, state, control, **kwargs)
         if state.is_world_process_zero and state.global_step == 0:
-            self._evaluate(state, model, processing_class)
+            self.trainer.log({"eval_accuracy": self._evaluate(state, model, processing_class)})
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         return None
@@ -70,7 +80,9 @@ class HeldOutAccuracy(engine.MetricsFile):
     def on_step_end(self, args, state, control, model=None, processing_class=None, **kwargs):
         due = state.global_step % self.every == 0 or state.global_step == state.max_steps
         if state.is_world_process_zero and due:
-            self._evaluate(state, model, processing_class)
+            accuracy = self._evaluate(state, model, processing_class)
+            # GRPOTrainer averages its ``_metrics`` into the row it logs right after this callback
+            self.trainer._metrics["train"]["eval_accuracy"].append(accuracy)
 
 
 def member_args(cfg: CohortConfig, index: int) -> Any:

@@ -43,11 +43,12 @@ from councilzoo.envs import review_v0
 from councilzoo.envs.core import Mode
 from councilzoo.learners.base import Learner, register_learner
 from councilzoo.learners.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from councilzoo.learners.cohort.engine import checkpoint_steps, latest_trainer_checkpoint
+from councilzoo.learners.cohort.engine import StepProgress, checkpoint_steps, latest_trainer_checkpoint
 from councilzoo.learners.logging import MetricsLogger, read_metrics
 from councilzoo.learners.tracer.config import ROLES, TracerConfig
 from councilzoo.learners.tracer.metrics import episode_metrics, flatten, regret_summary, speak_rates
 from councilzoo.learners.tracer.values import Player, action_values, branch, play_episodes
+from councilzoo.progress import Progress
 from councilzoo.rollout import RolloutEngine
 from councilzoo.tasks import Problem, answers_equivalent, load_problems, plurality
 
@@ -165,7 +166,8 @@ class Tracer:
         if cfg.agents.kind == "llm":
             from councilzoo.learners.tracer.gspo import UtteranceLayer
 
-            self.generation = UtteranceLayer(cfg, self.play_step, [ControllerCheckpoints(self)])
+            callbacks = [ControllerCheckpoints(self), UpdateMetrics(self), StepProgress("tracer")]
+            self.generation = UtteranceLayer(cfg, self.play_step, callbacks)
         if agents is None:
             agents = role_agents(cfg, self.generation.agents if self.generation else None)
         self._envs: list = []
@@ -176,6 +178,7 @@ class Tracer:
         self.out_dir = Path(cfg.output_dir)
         self.logger: MetricsLogger | None = None
         self.history: list[dict] = []
+        self._row: tuple[int, dict[str, float]] | None = None  # the step's metrics, until logged
 
     # ---- episodes ----------------------------------------------------------------------------
     def _new_env(self):
@@ -265,9 +268,20 @@ class Tracer:
         if cfg.eval_every and self.step_count % cfg.eval_every == 0:
             metrics["eval"] = {name: self.evaluate(ps) for name, ps in self.eval_sets.items()}
         if self.logger is not None:
-            self.logger.log(self.step_count, {k: v for k, v in flatten(metrics).items() if k != "step"})
+            self.log_row()  # a step played without an update of its own (it had nothing to train)
+            self._row = (self.step_count, {k: v for k, v in flatten(metrics).items() if k != "step"})
+            if not self.trains_utterances:
+                self.log_row()
         self.history.append(metrics)
         return problems, labels, metrics
+
+    def log_row(self, update: Mapping[str, float] | None = None) -> None:
+        """Log the played step's row; with the utterance layer, together with the metrics of the
+        GSPO update made on its turns (``gspo/loss``, ``gspo/reward``, ``gspo/grad_norm``, ...)."""
+        if self._row is not None:
+            step, row = self._row
+            self.logger.log(step, {**row, **{f"gspo/{k}": v for k, v in (update or {}).items()}})
+            self._row = None
 
     def _update_controller(self, decisions: Sequence, values: np.ndarray, valid: np.ndarray) -> None:
         for role in self.controller.roles:
@@ -366,14 +380,19 @@ class Tracer:
         cfg = self.cfg
         if not self.trains_utterances:
             ckpt_dir = self.out_dir / "checkpoints"
+            progress = Progress("tracer", cfg.max_steps, initial=self.step_count)
             while self.step_count < cfg.max_steps:
-                self.step()
+                train = self.step()["train"]
+                progress.update(self.step_count, {k: train.get(k) for k in ("accuracy", "objective")})
                 if cfg.save_steps and self.step_count % cfg.save_steps == 0:
                     self.save(ckpt_dir)
+            progress.close()
             self.save(ckpt_dir)
             return self.history
         trainer = self.generation.trainer
         trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+        if self.logger is not None:
+            self.log_row()
         trainer.save_model(str(self.out_dir / "final"))  # adapters: adapter_config.json + weights
         return self.history
 
@@ -387,6 +406,18 @@ class ControllerCheckpoints(_callback_base()):
     def on_save(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
             self.tracer.save(Path(args.output_dir) / f"checkpoint-{state.global_step}" / "tracer")
+
+
+class UpdateMetrics(_callback_base()):
+    """Puts the trainer's logged update metrics (loss, reward, grad norm, KL, ...) into the row of
+    the TRACER step whose turns it trained on, so they reach ``metrics.jsonl`` and the trackers."""
+
+    def __init__(self, tracer: Tracer) -> None:
+        self.tracer = tracer
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and logs and "train_runtime" not in logs and self.tracer.logger:
+            self.tracer.log_row({k: v for k, v in logs.items() if isinstance(v, (int, float))})
 
 
 @register_learner
