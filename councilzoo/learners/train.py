@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from councilzoo.config import ConfigError, load_config
+from councilzoo.config import ConfigError, check_output_dir, load_config
 
 
 def apply_overrides(data: dict[str, Any], assignments: Sequence[str]) -> dict[str, Any]:
@@ -101,6 +101,7 @@ def main(args: argparse.Namespace) -> int:
     if args.max_steps is not None:
         sets.append(f"max_steps={args.max_steps}")
     cfg = read_config(args.config, learner_class.config_class, sets)
+    check_output_dir(cfg.output_dir, "--out" if args.out else f"{args.config}: output_dir")
     learner = learner_class(cfg)
     members = _members(args.members)
     kwargs = {"members": members} if members is not None else {}
