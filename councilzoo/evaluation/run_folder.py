@@ -35,6 +35,8 @@ def file_digest(path: str | Path | None) -> str | None:
 def first_difference(old: Any, new: Any, key: str = "") -> str | None:
     """``"key.path: old -> new"`` for the first value that differs, or None when equal."""
     if isinstance(old, dict) and isinstance(new, dict):
+        if set(old) != set(new) and key:  # e.g. other models: name them, not their settings
+            return f"{key}: {_short(sorted(old))} -> {_short(sorted(new))}"
         for name in [*old, *(k for k in new if k not in old)]:
             found = first_difference(old.get(name), new.get(name), f"{key}.{name}" if key else name)
             if found:
