@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -75,18 +76,40 @@ def test_numeric_answers_grade_as_their_text(tmp_path, capsys):
 # ---- reruns into one --out ------------------------------------------------------------------------
 
 
-def _eval_argv(tmp_path: Path, *flags: str) -> list[str]:
-    return ["eval", "--protocol", "single,debate", "--agents", str(tmp_path / "agents.yaml"),
-            "--dataset", "jsonl", "--path", str(tmp_path / "data.jsonl"), "--out", str(tmp_path / "out"),
-            *flags]
+def _eval_argv(folder: Path, *flags: str) -> list[str]:
+    return ["eval", "--protocol", "single,debate", "--agents", str(folder / "agents.yaml"),
+            "--dataset", "jsonl", "--path", str(folder / "data.jsonl"), "--out", str(folder / "out"), *flags]
 
 
-def _episodes(tmp_path: Path) -> dict[str, str]:
-    return {p.name: p.read_text() for p in sorted((tmp_path / "out" / "episodes").glob("*.jsonl"))}
+def _episodes(folder: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted((folder / "out" / "episodes").glob("*.jsonl"))}
 
 
 def _edit(path: Path, old: str, new: str) -> None:
     path.write_text(path.read_text().replace(old, new, 1))
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory) -> Path:
+    """A folder with agents.yaml, data.jsonl and out/, the output of one eval run."""
+    folder = tmp_path_factory.mktemp("first_run")
+    (folder / "agents.yaml").write_text(Path(AGENTS).read_text())
+    _write_problems(folder / "data.jsonl", 8)
+    assert main(_eval_argv(folder)) == 0
+    return folder
+
+
+def test_the_same_command_resumes_exactly_and_overwrite_starts_afresh(first_run, tmp_path, capsys):
+    shutil.copytree(first_run, tmp_path, dirs_exist_ok=True)
+    first, report = _episodes(tmp_path), json.loads((tmp_path / "out" / "report.json").read_text())
+    assert main(_eval_argv(tmp_path)) == 0
+    assert _episodes(tmp_path) == first  # nothing played again
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["protocols"] == report["protocols"]
+
+    _edit(tmp_path / "agents.yaml", "skill: 0.62", "skill: 0.9")
+    assert main(_eval_argv(tmp_path, "--overwrite")) == 0
+    assert _episodes(tmp_path) != first  # the old episodes discarded, the new agents' played
+    assert main(_eval_argv(tmp_path)) == 0  # and the new settings resume
 
 
 CHANGES = {  # a change between two runs into one --out, and the difference the refusal names
@@ -94,6 +117,8 @@ CHANGES = {  # a change between two runs into one --out, and the difference the 
                     "agents.models.anchor.kwargs.skill: 0.62 -> 0.9"),
     "protocol setting": (lambda d: _edit(d / "agents.yaml", "debate_rounds: 2", "debate_rounds: 3"), [],
                          "agents.debate_rounds: 2 -> 3"),
+    "models": (lambda d: _edit(d / "agents.yaml", "models:\n", "models:\n  extra: {type: simulated}\n"), [],
+               'agents.models: ["anchor", "judge", "peer_a", "peer_b", "peer_c"] -> ["anchor", "extra"'),
     "data file": (lambda d: _edit(d / "data.jsonl", "numeric", "math"), [], "path_sha256"),
     "seed": (lambda d: None, ["--seed", "1"], "seed: 0 -> 1"),
     "limit": (lambda d: None, ["--limit", "5"], "limit: null -> 5"),
@@ -101,19 +126,10 @@ CHANGES = {  # a change between two runs into one --out, and the difference the 
 
 
 @pytest.mark.parametrize("change", CHANGES)
-def test_rerun_with_other_settings_is_refused_unless_overwrite(change, tmp_path, capsys):
+def test_a_rerun_with_other_settings_is_refused_before_any_model(change, first_run, tmp_path, capsys):
     edit, flags, difference = CHANGES[change]
-    (tmp_path / "agents.yaml").write_text(Path(AGENTS).read_text())
-    _write_problems(tmp_path / "data.jsonl", 8)
-    assert main(_eval_argv(tmp_path)) == 0
-    first, report = _episodes(tmp_path), (tmp_path / "out" / "report.json").read_text()
-    capsys.readouterr()
-
-    assert main(_eval_argv(tmp_path)) == 0  # the same command: resumes, nothing played again
-    assert _episodes(tmp_path) == first
-    rerun = json.loads((tmp_path / "out" / "report.json").read_text())["protocols"]
-    assert rerun == json.loads(report)["protocols"]
-
+    shutil.copytree(first_run, tmp_path, dirs_exist_ok=True)
+    first = _episodes(tmp_path)
     edit(tmp_path)
     capsys.readouterr()
     assert main(_eval_argv(tmp_path, *flags)) == 2
@@ -121,9 +137,6 @@ def test_rerun_with_other_settings_is_refused_unless_overwrite(change, tmp_path,
     assert len(lines) == 1 and "holds episodes played with other settings" in lines[0], lines
     assert difference in lines[0] and "--overwrite" in lines[0]
     assert _episodes(tmp_path) == first
-
-    assert main(_eval_argv(tmp_path, *flags, "--overwrite")) == 0  # the old episodes discarded
-    assert main(_eval_argv(tmp_path, *flags)) == 0  # and the new settings resume
 
 
 def test_episodes_without_a_settings_record_are_refused(tmp_path, capsys):

@@ -264,9 +264,7 @@ def main(args: argparse.Namespace) -> int:
         "agents": config_to_dict(council),
         "dataset": args.dataset,
         "split": args.split,
-        "path": args.path and str(Path(args.path).absolute()),
-        "path_sha256": file_digest(args.path),
-        "dev_path": args.dev_path and str(Path(args.dev_path).absolute()),
+        "path_sha256": file_digest(args.path),  # the files' contents, wherever they are read from
         "dev_path_sha256": file_digest(args.dev_path),
         "limit": args.limit,
         "seed": args.seed,

@@ -3,7 +3,7 @@
 A rerun into the same ``--out`` reuses the finished episodes under ``OUT/episodes/`` (so an
 interrupted run resumes where it stopped). That is right only when the rerun would play the same
 episodes, so the settings that decide them (the command, the resolved agents config with every
-protocol setting, the dataset, split, files, limit and seed) are recorded in
+protocol setting, the dataset, split, the data files' contents, limit and seed) are recorded in
 ``OUT/settings.json``, and a rerun compares its own against them before any model is built:
 
 - equal settings: the run resumes;
