@@ -188,6 +188,14 @@ CASES = {
                                     "--dev-path", "{dir}/p.jsonl"),
     "eval unknown split": ev("unknown split 'tset'; synthetic sets have ['test', 'dev', 'train']",
                              "--split", "tset"),
+    "--dev-path no protocol reads": data(
+        "--dev-path {dir}/data.jsonl: no protocol of ['single'] is fitted on dev problems", "jsonl", PROBLEMS,
+        "--dev-path", "{dir}/data.jsonl",
+    ),
+    "repro --jobs one claim": cmd("--jobs: only 'repro all' runs claims in parallel, not 'corl'",
+                                  "repro", "corl", "--jobs", "2"),
+    "train --members no cohort": tr("--members: learner 'tracer' trains no cohort", "--members", "1",
+                                    learner="tracer", config=TRACER),
     "train --resume --overwrite": tr("argument --overwrite: not allowed with argument --resume",
                                      "--resume", "--overwrite"),
     "eval huge --limit": ev("1,000,000,000 problems asked; a synthetic set is generated in memory before "

@@ -234,8 +234,9 @@ def run_and_report(ev: Evaluation, names: Sequence[str], out: str | Path, meta: 
     return rows
 
 
-def check_dataset_options(args: argparse.Namespace) -> None:
-    """Refuse options that the dataset would ignore: a synthetic set reads no file."""
+def check_options(args: argparse.Namespace, names: Sequence[str]) -> None:
+    """Refuse options that would be ignored: a synthetic set reads no file, and only the protocols
+    fitted on dev problems read ``--dev-path``."""
     if args.dataset.startswith("synthetic:"):
         for flag, value in (("--path", args.path), ("--dev-path", args.dev_path)):
             if value is not None:
@@ -243,6 +244,11 @@ def check_dataset_options(args: argparse.Namespace) -> None:
                     f"{flag} {value}: {args.dataset} is generated, it reads no file; drop {flag}, or pass "
                     f"--dataset jsonl (a file of problems) or a named dataset in that file's schema"
                 )
+    if args.dev_path is not None and not any(name in protocols.DEV_FITTED for name in names):
+        raise ValueError(
+            f"--dev-path {args.dev_path}: no protocol of {list(names)} is fitted on dev problems (only "
+            f"{list(protocols.DEV_FITTED)} are); drop --dev-path"
+        )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -252,7 +258,7 @@ def main(args: argparse.Namespace) -> int:
     every problem, the dev split of protocols fitted on it, a rerun's settings), then the models
     are built and the episodes played."""
     names = parse_protocols(args.protocol)
-    check_dataset_options(args)
+    check_options(args, names)
     check_output_dir(args.out)
     council = load_council(args.agents)
     test = problems_for(args.dataset, args.split, args.limit, args.seed, args.path)

@@ -11,6 +11,7 @@ Cohort learners start one world per member on this node; ``--members 1,2`` start
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -95,6 +96,8 @@ def main(args: argparse.Namespace) -> int:
     from councilzoo.learners.launch import CohortFailed
 
     learner_class = get_learner(args.learner)
+    if args.members is not None and "members" not in inspect.signature(learner_class.train).parameters:
+        raise ConfigError(f"--members: learner {args.learner!r} trains no cohort; drop --members")
     sets = list(args.set or [])
     if args.out:
         sets.append(f"output_dir={args.out}")
