@@ -4,7 +4,9 @@ Each subcommand lives with the code it drives; this module only parses arguments
 importing heavy modules lazily so ``councilzoo --help`` stays instant. Every user mistake (a flag,
 a config file, an agent spec, a dataset, a model, an endpoint, a missing extra) ends as ONE line
 on stderr, ``councilzoo <cmd>: error: <what and where, how to fix>``, with exit status 2;
-``COUNCILZOO_TRACEBACK=1`` re-raises it with its traceback instead.
+``COUNCILZOO_TRACEBACK=1`` re-raises it with its traceback instead. Ctrl-C ends as one line too
+(what rerunning does) with exit status 130. Each subcommand is one ``_add_<name>`` function listed
+in ``SUBCOMMANDS``; its help states every option's default.
 """
 
 from __future__ import annotations
@@ -52,7 +54,10 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 def _demo(args: argparse.Namespace) -> int:
     from councilzoo.evaluation.demo import run_demo
 
-    return run_demo(out=args.out, model=args.model, endpoint=args.endpoint, limit=args.limit, seed=args.seed)
+    return run_demo(
+        out=args.out, model=args.model, endpoint=args.endpoint, limit=args.limit, seed=args.seed,
+        overwrite=args.overwrite,
+    )
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -73,63 +78,161 @@ def _repro(args: argparse.Namespace) -> int:
     return repro_main(args)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="councilzoo",
-        description=__doc__.splitlines()[0],
-        epilog="A mistake in the input ends as one line on stderr and exit status 2; "
-        "COUNCILZOO_TRACEBACK=1 shows the traceback instead.",
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's default in its help; a default of None is said in words by the help itself."""
 
-    demo = sub.add_parser(
-        "demo", help="compare every collaboration protocol on the embedded default (offline, CPU)"
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.required or action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
+
+
+INTERRUPTED = "interrupted; rerun the same command to resume"
+OUT_HELP = (
+    "output folder; a rerun with the same settings resumes its episodes, one with other settings is "
+    "refused unless --overwrite"
+)
+OVERWRITE_HELP = "discard the episodes in --out (played with other settings) and start afresh"
+
+
+def _subcommand(sub, name: str, summary: str, description: str, func) -> argparse.ArgumentParser:
+    """One subcommand: ``summary`` in the top-level list, ``description`` atop its own --help."""
+    command = sub.add_parser(
+        name,
+        help=summary,
+        description=f"{summary[0].upper()}{summary[1:]}. {description}",
+        formatter_class=_HelpFormatter,
     )
-    demo.add_argument("--out", default="demo-out", help="output folder for report.json, report.md and plots")
+    command.set_defaults(func=func, on_interrupt=INTERRUPTED)
+    return command
+
+
+def _add_demo(sub) -> None:
+    demo = _subcommand(
+        sub, "demo", "compare every collaboration protocol on the embedded default (offline, CPU)",
+        "A simulated council (configs/demo_agents.yaml) on seeded synthetic numeric problems, or one "
+        "real model in every seat with --model or --endpoint. Prints the protocols' table and writes "
+        "report.json, report.md and plots into --out.",
+        _demo,
+    )
+    demo.add_argument("--out", default="demo-out", help=OUT_HELP)
+    demo.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     demo.add_argument("--model", default=None, help="a local model directory or hub name (uses real models)")
     demo.add_argument("--endpoint", default=None, help="an OpenAI-compatible base URL (uses real models)")
     demo.add_argument(
-        "--limit", type=at_least(1), default=None, help="number of problems (default: the demo's own)"
+        "--limit", type=at_least(1), default=None,
+        help="number of test problems (default: 300 simulated, 20 with a real model)",
     )
-    demo.add_argument("--seed", type=at_least(0), default=0)
-    demo.set_defaults(func=_demo)
+    demo.add_argument("--seed", type=at_least(0), default=0, help="seed of the problems and the agents")
 
-    ev = sub.add_parser("eval", help="evaluate a collaboration protocol on a dataset")
-    ev.add_argument(
-        "--protocol", required=True, help="comed | debate | single | self_consistency | routing | ..."
+
+def _add_eval(sub) -> None:
+    from councilzoo.evaluation.protocols import PROTOCOLS
+    from councilzoo.tasks import DATASETS
+    from councilzoo.tasks.source import MAX_SYNTHETIC_PROBLEMS, SPLIT_SEED_OFFSETS
+    from councilzoo.tasks.synthetic import TASKS
+
+    ev = _subcommand(
+        sub, "eval", "evaluate collaboration protocols on a dataset",
+        "Plays each protocol's episodes with the agents config, prints the protocols' table and writes "
+        "report.json, report.md, plots and OUT/episodes/*.jsonl. Routing and the COMED gates are fitted "
+        "on dev problems that never overlap the test problems.",
+        _eval,
     )
-    ev.add_argument("--agents", required=True, help="agents config (YAML)")
-    ev.add_argument("--dataset", required=True, help="dataset name (gsm8k, math500, ...) or synthetic:<kind>")
-    ev.add_argument("--split", default="test")
-    ev.add_argument("--path", default=None, help="local JSON/JSONL file for the dataset")
+    ev.add_argument(
+        "--protocol", required=True,
+        help=f"one protocol, a comma list (single,comed) or 'all'; protocols: {', '.join(PROTOCOLS)}",
+    )
+    ev.add_argument("--agents", required=True, help="agents config (YAML), e.g. configs/demo_agents.yaml")
+    ev.add_argument(
+        "--dataset", required=True,
+        help=f"a named dataset ({', '.join(DATASETS)}), jsonl/json (a local file of problems, with "
+        f"--path), or synthetic:KIND (KIND: {', '.join(TASKS)})",
+    )
+    ev.add_argument(
+        "--split", default="test",
+        help=f"split of the test problems; synthetic sets have {', '.join(SPLIT_SEED_OFFSETS)}",
+    )
+    ev.add_argument("--path", default=None, help="local JSON/JSONL/Parquet/CSV file of the dataset's rows")
     ev.add_argument("--dev-path", default=None,
                     help="local file of the dev problems (routing and COMED fit on them), same schema")
-    ev.add_argument("--limit", type=at_least(1), default=None)
-    ev.add_argument("--out", default="runs/eval")
-    ev.add_argument("--seed", type=at_least(0), default=0)
-    ev.set_defaults(func=_eval)
+    ev.add_argument(
+        "--limit", type=at_least(1), default=None,
+        help=f"number of test problems, a seeded sample (default: all; synthetic sets: 200, at most "
+        f"{MAX_SYNTHETIC_PROBLEMS:,})",
+    )
+    ev.add_argument("--out", default="runs/eval", help=OUT_HELP)
+    ev.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
+    ev.add_argument("--seed", type=at_least(0), default=0, help="seed of the problems, sample and agents")
 
-    tr = sub.add_parser("train", help="train with a learner: corl, tracer, grpo, ttrl, rent, intuitor, ...")
-    tr.add_argument("learner")
-    tr.add_argument("config", help="experiment config (YAML)")
+
+def _add_train(sub) -> None:
+    from councilzoo.learners import learner_names
+
+    tr = _subcommand(
+        sub, "train", "train with a learner",
+        "Reads the experiment config, applies --set overrides and checks it, and the output folder, "
+        "before any model loads. Writes checkpoints, metrics.jsonl and the resolved config into "
+        "the config's output_dir (or --out).",
+        _train,
+    )
+    tr.set_defaults(on_interrupt="interrupted; rerun the same command with --resume to continue")
+    tr.add_argument(
+        "learner", help=f"one of {', '.join(learner_names())}, or package.module:Class of your own"
+    )
+    tr.add_argument("config", help="experiment config (YAML), e.g. configs/corl_cpu.yaml")
     tr.add_argument("--set", action="append", metavar="KEY.SUB=VALUE",
                     help="override a config value (repeatable), e.g. --set trainer.learning_rate=1e-6")
-    tr.add_argument("--out", default=None, help="override the config's output_dir")
-    tr.add_argument("--max-steps", type=at_least(1), default=None, help="override the config's max_steps")
-    tr.add_argument("--resume", action="store_true", help="continue the run in the output folder")
-    tr.add_argument("--overwrite", action="store_true", help="discard the output folder's checkpoints first")
+    tr.add_argument("--out", default=None, help="output folder (default: the config's output_dir)")
+    tr.add_argument(
+        "--max-steps", type=at_least(1), default=None, help="training steps (default: the config's max_steps)"
+    )
+    again = tr.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true", help="continue the run in the output folder")
+    again.add_argument(
+        "--overwrite", action="store_true", help="discard the output folder's checkpoints first"
+    )
     tr.add_argument("--members", default=None,
                     help="cohorts: start only these member indices on this node (e.g. 1,2; multi-node)")
-    tr.set_defaults(func=_train)
 
-    rp = sub.add_parser("repro", help="reproduce a paper's central claim at toy scale")
-    rp.add_argument("claim", choices=["corl", "comed", "tracer", "all"])
-    rp.add_argument("--out", default="runs/repro")
-    rp.add_argument("--seeds", type=at_least(1), default=None)
-    rp.add_argument("--quick", action="store_true")
+
+def _add_repro(sub) -> None:
+    rp = _subcommand(
+        sub, "repro", "reproduce a paper's central claim at toy scale",
+        "Each claim writes OUT/CLAIM/report.md and report.json and prints HELD or NOT HELD with its "
+        "reason. Tiny models are built once and cached under $COUNCILZOO_CACHE (~/.cache/councilzoo).",
+        _repro,
+    )
+    rp.set_defaults(on_interrupt="interrupted; rerun the same command to start again (models stay cached)")
+    rp.add_argument(
+        "claim", choices=["corl", "comed", "tracer", "all"],
+        help="which paper's claim: corl (Co-RL), comed (COMED), tracer (TRACER) or all three",
+    )
+    rp.add_argument("--out", default="runs/repro", help="output folder (one subfolder per claim)")
+    rp.add_argument(
+        "--seeds", type=at_least(1), default=None, help="seeds per claim (default: each claim's own)"
+    )
+    rp.add_argument("--quick", action="store_true", help="a smaller, faster run (fewer steps and problems)")
     rp.add_argument("--jobs", type=at_least(1), default=None,
                     help="with 'all': claims run in this many processes (default: one per CPU core)")
-    rp.set_defaults(func=_repro)
+
+
+SUBCOMMANDS = (_add_demo, _add_eval, _add_train, _add_repro)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from councilzoo import __version__
+
+    parser = _Parser(
+        prog="councilzoo",
+        description=__doc__.splitlines()[0].replace("``", ""),
+        epilog="A mistake in the input ends as one line on stderr and exit status 2; "
+        "COUNCILZOO_TRACEBACK=1 shows the traceback instead. Ctrl-C ends with exit status 130.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in SUBCOMMANDS:
+        add(sub)
     parser.commands = sub.choices  # name -> subcommand parser, so errors carry the command's name
     return parser
 
@@ -144,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(done.code or 0)
     try:
         return int(args.func(args) or 0)
+    except KeyboardInterrupt:  # Ctrl-C: finished episodes and checkpoints are on disk
+        print(f"\ncouncilzoo {args.command}: {args.on_interrupt}", file=sys.stderr)
+        return 130
     except Exception as err:  # a user's mistake: one line, not a traceback
         if os.environ.get("COUNCILZOO_TRACEBACK") or not isinstance(err, _user_errors()):
             raise

@@ -2,8 +2,9 @@
 
 Every config in councilzoo is a dataclass whose fields carry ``metadata={"help": ...}`` (as TRL's
 configs do). ``load_config`` builds one from a YAML file or a mapping and rejects, with the
-dotted path of the offending key, unknown keys, missing required keys and values of the wrong
-type; a dataclass may add its own checks in ``__post_init__`` (raise ``ValueError``).
+dotted path of the offending key, unknown keys, missing required keys, values of the wrong
+type and numbers below a field's ``metadata["minimum"]``; a dataclass may add its own checks in
+``__post_init__`` (raise ``ValueError``).
 ``dump_config`` writes the resolved config back, and ``run_metadata`` records what produced a run
 (seed, package version, git revision), so results can always be traced to their inputs.
 """
@@ -98,6 +99,11 @@ def _build(data: Any, cls: type[T], where: str) -> T:
         key = f"{where}.{name}" if where else name
         if name in data:
             kwargs[name] = _convert(data[name], hints[name], key)
+            minimum = f.metadata.get("minimum")
+            if minimum is not None and kwargs[name] is not None and kwargs[name] < minimum:
+                raise ConfigError(
+                    f"{key}: must be >= {minimum} (leave it out for its default), got {kwargs[name]}"
+                )
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ConfigError(
                 f"{key}: missing required key ({f.metadata.get('help', _type_name(hints[name]))})"
@@ -181,6 +187,27 @@ def write_run_files(out_dir: str | Path, cfg: Any, seed: int | None = None, **ex
     out.mkdir(parents=True, exist_ok=True)
     dump_config(cfg, out / "config.yaml")
     (out / "run.json").write_text(json.dumps(run_metadata(seed, **extra), indent=2))
+
+
+def check_output_dir(path: str | Path, flag: str = "--out") -> Path:
+    """``path`` as an output folder that can be created and written, checked before any work: not
+    a file, not under a file, on a writable filesystem. A probe folder is made and removed in its
+    nearest existing ancestor, so nothing is left behind (and root's unchecked modes still count)."""
+    import tempfile
+
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{flag} {out}: a file is there, not a folder; choose another folder")
+    existing = out.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{flag} {out}: {existing} is a file, so no folder can be made under it")
+    try:
+        Path(tempfile.mkdtemp(prefix=".councilzoo-probe-", dir=existing)).rmdir()
+    except OSError as err:
+        raise ConfigError(f"{flag} {out}: {existing} is not writable ({err.strerror})") from None
+    return out
 
 
 def cache_home() -> Path:

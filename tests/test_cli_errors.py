@@ -105,8 +105,123 @@ def corl(old: str, new: str) -> str:
     return GOOD_CORL.replace(old, new, 1)
 
 
+def rows(*lines: str) -> str:
+    return "".join(f"{line}\n" for line in lines)
+
+
+PROBLEM = '{"id": "p%d", "question": "What is %d + 1?", "answer": "%d", "kind": "numeric"}'
+PROBLEMS = rows(*(PROBLEM % (i, i, i + 1) for i in range(12)))
+HUMANEVAL = (
+    '{"task_id": "t/0", "prompt": "def f(x):\\n", "entry_point": "f", "canonical_solution": "    return x\\n"'
+)
+MBPP = (
+    '{"task_id": 1, "prompt": "Return x.", "code": "def f(x):\\n    return x", '
+    '"test_list": ["assert f(1) == 1"]}'
+)
+
+
+def data(expected: str, dataset: str, text: str, *flags: str, dev: str | None = None) -> Case:
+    """``councilzoo eval`` of ``dataset`` read from ``text`` (written as data.jsonl; ``dev`` as
+    dev.jsonl) with ``flags``."""
+    case = ev(expected, "--dataset", dataset, "--path", "{dir}/data.jsonl", *flags)
+    case.files["data.jsonl"] = text
+    if dev is not None:
+        case.files["dev.jsonl"] = dev
+    return case
+
+
+def out(expected: str, argv: list[str], where: str, files: dict[str, str]) -> Case:
+    """``argv`` with its output folder at ``where`` (a file, a path under a file, a read-only place)
+    and ``files`` written."""
+    case = Case([*argv, "--out", where], expected, dict(files))
+    case.files["afile"] = "not a folder\n"
+    return case
+
+
+TRACER = "max_steps: 1\n"
+EVAL_AGENTS = [*EVAL, "--agents", "{dir}/agents.yaml"]
 OPENAI = agents("{type: simulated, kwargs: {skill: 0.6, seed: 1}}", OPENAI_SEAT)
 CASES = {
+    # ---- every row of a user's data file is read before work: file, row, field -----------------
+    "row null": data("data.jsonl, line 2: expected a JSON object (one problem), got null", "jsonl",
+                     rows(PROBLEM % (0, 0, 1), "null")),
+    "row a string": data('data.jsonl, line 2: expected a JSON object (one problem), got "What is 1 + 1?"',
+                         "jsonl", rows(PROBLEM % (0, 0, 1), '"What is 1 + 1?"')),
+    "array item a list": data("data.jsonl, item 2: expected a JSON object", "jsonl",
+                              f"[{PROBLEM % (0, 0, 1)}, [1, 2]]"),
+    "row not JSON": data("data.jsonl, line 3: not valid JSON", "jsonl",
+                         rows(PROBLEM % (0, 0, 1), "", "{'id': 1}")),
+    "row unknown field": data("data.jsonl, line 1: unknown field(s) ['anwser']", "jsonl",
+                              rows('{"id": "a", "question": "q", "anwser": "1"}')),
+    "row without question": data("data.jsonl, line 1: missing field 'question'", "jsonl",
+                                 rows('{"id": "a"}')),
+    "row answer a boolean": data("data.jsonl, line 1: Problem 'a': answer must be a string, a number or null",
+                                 "jsonl", rows('{"id": "a", "question": "q", "answer": true}')),
+    "row unknown kind": data("data.jsonl, line 1: Problem 'a': kind must be one of", "jsonl",
+                             rows('{"id": "a", "question": "q", "kind": "essay"}')),
+    "humaneval row without test": data("data.jsonl, line 1: missing field 'test' (a humaneval row)",
+                                       "humaneval", rows(HUMANEVAL + "}")),
+    "humaneval test not Python": data(
+        "data.jsonl, line 1: field 'test' is not valid Python", "humaneval",
+        rows(HUMANEVAL + ', "test": "def check(candidate):\\n    assert candidate(1 == 1"}'),
+    ),
+    "mbpp tests not Python": data("data.jsonl, line 2: field 'test_list' is not valid Python", "mbpp",
+                                  rows(MBPP, MBPP.replace("f(1) == 1", "f(1 == 1"))),
+    "mbpp tests not a list": data("data.jsonl, line 1: field 'test_list' must be a non-empty list", "mbpp",
+                                  rows(MBPP.replace('["assert f(1) == 1"]', '"assert f(1) == 1"'))),
+    "gsm8k row without answer": data("data.jsonl, line 1: missing field 'answer' (a gsm8k row)", "gsm8k",
+                                     rows('{"question": "q"}')),
+    "dev file row null": data("dev.jsonl, line 1: expected a JSON object", "jsonl", PROBLEMS,
+                              "--dev-path", "{dir}/dev.jsonl", "--protocol", "comed", dev="null\n"),
+    # ---- checks that need no model run before the first episode ---------------------------------
+    "dev overlaps test": data("dev and test problems overlap (3 ids", "jsonl", PROBLEMS,
+                              "--dev-path", "{dir}/data.jsonl", "--protocol", "single,comed"),
+    "too few dev problems": data("need >= 10 dev problems to fit the router and COMED, got 3", "jsonl",
+                                 PROBLEMS, "--protocol", "routing", "--dev-path", "{dir}/dev.jsonl",
+                                 dev=rows(*(PROBLEM % (i, i, i + 1) for i in range(20, 23)))),
+    "jsonl dev without --dev-path": data("reads a local file: pass path=", "jsonl", PROBLEMS,
+                                         "--protocol", "comed"),
+    # ---- options that would be ignored or that conflict; unknown names -------------------------
+    "--path with synthetic": ev("--path {dir}/p.jsonl: synthetic:numeric is generated, it reads no file",
+                                "--path", "{dir}/p.jsonl"),
+    "--dev-path with synthetic": ev("--dev-path {dir}/p.jsonl: synthetic:numeric is generated",
+                                    "--dev-path", "{dir}/p.jsonl"),
+    "eval unknown split": ev("unknown split 'tset'; synthetic sets have ['test', 'dev', 'train']",
+                             "--split", "tset"),
+    "--dev-path no protocol reads": data(
+        "--dev-path {dir}/data.jsonl: no protocol of ['single'] is fitted on dev problems", "jsonl", PROBLEMS,
+        "--dev-path", "{dir}/data.jsonl",
+    ),
+    "repro --jobs one claim": cmd("--jobs: only 'repro all' runs claims in parallel, not 'corl'",
+                                  "repro", "corl", "--jobs", "2"),
+    "train --members no cohort": tr("--members: learner 'tracer' trains no cohort", "--members", "1",
+                                    learner="tracer", config=TRACER),
+    "train --resume --overwrite": tr("argument --overwrite: not allowed with argument --resume",
+                                     "--resume", "--overwrite"),
+    "eval huge --limit": ev("1,000,000,000 problems asked; a synthetic set is generated in memory before "
+                            "the first episode and holds 1 to 100,000", "--limit", "1000000000"),
+    # ---- the output folder, checked before anything runs ---------------------------------------
+    "eval --out a file": out("--out {dir}/afile: a file is there, not a folder", EVAL_AGENTS, "{dir}/afile",
+                             {"agents.yaml": GOOD_AGENTS}),
+    "eval --out under a file": out("{dir}/afile is a file, so no folder can be made under it", EVAL_AGENTS,
+                                   "{dir}/afile/run", {"agents.yaml": GOOD_AGENTS}),
+    "eval --out read-only": out("--out /sys/councilzoo-out: /sys is not writable", EVAL_AGENTS,
+                                "/sys/councilzoo-out", {"agents.yaml": GOOD_AGENTS}),
+    "demo --out a file": out("--out {dir}/afile: a file is there", ["demo"], "{dir}/afile", {}),
+    "train --out a file": out("--out {dir}/afile: a file is there", ["train", "corl", "{dir}/corl.yaml"],
+                              "{dir}/afile", {"corl.yaml": GOOD_CORL}),
+    "train output_dir a file": Case(
+        ["train", "corl", "{dir}/corl.yaml"], "corl.yaml: output_dir {dir}/afile: a file is there",
+        {"corl.yaml": GOOD_CORL + "output_dir: {dir}/afile\n", "afile": "x\n"},
+    ),
+    # ---- every --set error names its key ---------------------------------------------------------
+    "train --set size negative": tr("data.synthetic_size: must be >= 1", "--set", "data.synthetic_size=-3",
+                                    learner="tracer", config=TRACER),
+    "train --set eval_limit 0": tr("data.eval_limit: must be >= 1", "--set", "data.eval_limit=0",
+                                   learner="tracer", config=TRACER),
+    "train --set num_problems 0": tr("data.num_problems: must be >= 1", "--set", "data.num_problems=0"),
+    "train --set eval.limit 0": tr("eval.limit: must be >= 1", "--set", "eval.limit=0"),
+
     # ---- eval: flags ---------------------------------------------------------------------------
     "eval unknown protocol": ev("--protocol 'nope': unknown ['nope']", "--protocol", "nope"),
     "eval --limit -5": ev("argument --limit: must be an integer >= 1, got -5", "--limit", "-5"),
@@ -261,8 +376,10 @@ def test_bad_input_is_one_line_exit_2_no_traceback_no_network_no_output(name, tm
     case = CASES[name]
     fill = {"dir": str(tmp_path), "out": str(tmp_path / "out"), "closed": str(closed_port())}
     for filename, text in case.files.items():
-        (tmp_path / filename).write_text(text.replace("{closed}", fill["closed"]))
+        text = text.replace("{closed}", fill["closed"]).replace("{dir}", fill["dir"])
+        (tmp_path / filename).write_text(text)
     argv = [arg.format(**fill) for arg in case.argv]
+    expected = case.expected.replace("{dir}", fill["dir"])
     env = {k: v for k, v in os.environ.items() if k != "COUNCILZOO_TRACEBACK"}
     env |= {
         "HF_HUB_OFFLINE": "1",
@@ -278,7 +395,7 @@ def test_bad_input_is_one_line_exit_2_no_traceback_no_network_no_output(name, tm
     command = argv[0]
     assert done.returncode == 2, done.stderr
     assert len(lines) == 1 and lines[0].startswith(f"councilzoo {command}: error: "), done.stderr
-    assert case.expected in lines[0] and "Traceback" not in done.stderr
+    assert expected in lines[0] and "Traceback" not in done.stderr
     assert not (tmp_path / "out").exists()
 
 

@@ -41,6 +41,17 @@ def test_readme_shows_the_table_the_demo_prints(demo_out):
     assert table == _table((demo_out / "report.md").read_text())
 
 
+@pytest.mark.slow
+def test_a_real_model_demo_into_the_simulated_demos_folder_is_refused(demo_out, capsys):
+    """README's order (`make demo`, then `councilzoo demo --model ...`) never prints the old numbers."""
+    report = (demo_out / "report.json").read_text()
+    capsys.readouterr()
+    assert cli_main(["demo", "--model", "councilzoo-tiny:qwen3", "--out", str(demo_out)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "holds episodes played with other settings (agents.models: " in lines[0]
+    assert (demo_out / "report.json").read_text() == report
+
+
 def test_config_file_mirrors_the_embedded_default():
     assert yaml.safe_load((ROOT / "configs" / "demo_agents.yaml").read_text()) == DEMO_COUNCIL
 

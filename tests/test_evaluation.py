@@ -137,6 +137,7 @@ def _args(out: Path, config: Path, protocol: str = "single,debate,comed") -> arg
         limit=40,
         out=str(out),
         seed=0,
+        overwrite=False,
     )
 
 

@@ -82,6 +82,7 @@ def test_eval_runs_against_the_vllm_endpoint(server_url, tmp_path):
         limit=6,
         out=str(tmp_path),
         seed=0,
+        overwrite=False,
     )
     assert main(args) == 0
     protocols = json.loads((tmp_path / "report.json").read_text())["protocols"]

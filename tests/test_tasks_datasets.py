@@ -100,7 +100,7 @@ def test_unknown_name_lists_known_names():
 def test_bad_local_rows_raise_clearly(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"q": "no schema"}) + "\n")
-    with pytest.raises(ValueError, match="row 0"):
+    with pytest.raises(ValueError, match="bad.jsonl, line 1: unknown field"):
         load_dataset("jsonl", path=bad)
     with pytest.raises(ValueError, match="path="):
         load_dataset("jsonl")

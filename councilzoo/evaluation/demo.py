@@ -14,9 +14,10 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from councilzoo.config import load_config, run_metadata
+from councilzoo.config import check_output_dir, config_to_dict, load_config, run_metadata
 from councilzoo.evaluation.council import CouncilConfig
 from councilzoo.evaluation.harness import PROTOCOL_ORDER, Evaluation, run_and_report
+from councilzoo.evaluation.run_folder import check_rerun, start_run
 from councilzoo.tasks import load_problems
 
 _PEER = {"correlation": 0.4, "swayed_prob": 0.45, "adopt_prob": 0.4}
@@ -64,14 +65,28 @@ def run_demo(
     endpoint: str | None = None,
     limit: int | None = None,
     seed: int = 0,
+    overwrite: bool = False,
 ) -> int:
-    """Run every protocol, print the comparison table, write ``report.json``/``report.md``/plots."""
+    """Run every protocol, print the comparison table, write ``report.json``/``report.md``/plots.
+
+    A rerun into ``out`` resumes its episodes when its settings are the same, and is refused when
+    they differ unless ``overwrite`` (``councilzoo.evaluation.run_folder``)."""
+    check_output_dir(out)
     real = bool(model or endpoint)
     council = load_config(real_model_council(model, endpoint) if real else DEMO_COUNCIL, CouncilConfig)
     n = limit or (REAL_MODEL_SIZE if real else DEMO_SIZE)
     test = load_problems("synthetic:numeric", "test", seed=seed, limit=n)
     dev = load_problems("synthetic:numeric", "dev", seed=seed, limit=council.comed.dev_size)
+    settings = {
+        "command": "demo",
+        "agents": config_to_dict(council),
+        "dataset": "synthetic:numeric",
+        "limit": n,
+        "seed": seed,
+    }
+    check_rerun(out, settings, overwrite)
     ev = Evaluation(council, test, dev, out, seed=seed, progress=real)
+    start_run(out, settings, overwrite)
     names = [p for p in PROTOCOL_ORDER if not (real and p in ("routing", "best_single_hindsight"))]
     meta = run_metadata(seed, demo=True, model=model, endpoint=endpoint, n=n)
     run_and_report(ev, names, out, meta, f"councilzoo demo: {n} synthetic numeric problems")

@@ -19,12 +19,13 @@ from typing import Any
 import numpy as np
 
 from councilzoo.agents.factory import build_models
-from councilzoo.config import load_config, run_metadata
+from councilzoo.config import check_output_dir, config_to_dict, load_config, run_metadata
 from councilzoo.envs.core import EpisodeRecord
 from councilzoo.evaluation import protocols, report
 from councilzoo.evaluation.context import Run
 from councilzoo.evaluation.council import CouncilConfig, agents_file, load_council
 from councilzoo.evaluation.metrics import ProtocolResult
+from councilzoo.evaluation.run_folder import check_rerun, file_digest, start_run
 from councilzoo.rollout import RolloutEngine
 from councilzoo.tasks import Problem, load_problems
 
@@ -60,15 +61,7 @@ class Evaluation:
     @cached_property
     def dev(self) -> list[Problem]:
         """Dev problems, loaded on first use and checked disjoint from the test problems."""
-        dev = list(self._dev() if callable(self._dev) else self._dev)
-        overlap = {p.id for p in dev} & {p.id for p in self.test}
-        if overlap:
-            raise ValueError(
-                f"dev and test problems overlap ({len(overlap)} ids, e.g. {sorted(overlap)[:3]})"
-            )
-        if len(dev) < 10:
-            raise ValueError(f"need >= 10 dev problems to fit the router and COMED, got {len(dev)}")
-        return dev
+        return checked_dev(self._dev() if callable(self._dev) else self._dev, self.test)
 
     def play(
         self, name: str, run: Run, problems: Sequence[Problem], label: str
@@ -183,6 +176,17 @@ def dev_for(
     return lambda: load_problems(dataset, split, seed=seed, limit=size, path=path)
 
 
+def checked_dev(dev: Sequence[Problem], test: Sequence[Problem]) -> list[Problem]:
+    """``dev`` when it is disjoint from ``test`` and large enough to fit the router and COMED."""
+    dev = list(dev)
+    overlap = {p.id for p in dev} & {p.id for p in test}
+    if overlap:
+        raise ValueError(f"dev and test problems overlap ({len(overlap)} ids, e.g. {sorted(overlap)[:3]})")
+    if len(dev) < 10:
+        raise ValueError(f"need >= 10 dev problems to fit the router and COMED, got {len(dev)}")
+    return dev
+
+
 def evaluate(
     protocol: str,
     agents_cfg: str | Path | dict | CouncilConfig,
@@ -231,14 +235,51 @@ def run_and_report(ev: Evaluation, names: Sequence[str], out: str | Path, meta: 
     return rows
 
 
+def check_options(args: argparse.Namespace, names: Sequence[str]) -> None:
+    """Refuse options that would be ignored: a synthetic set reads no file, and only the protocols
+    fitted on dev problems read ``--dev-path``."""
+    if args.dataset.startswith("synthetic:"):
+        for flag, value in (("--path", args.path), ("--dev-path", args.dev_path)):
+            if value is not None:
+                raise ValueError(
+                    f"{flag} {value}: {args.dataset} is generated, it reads no file; drop {flag}, or pass "
+                    f"--dataset jsonl (a file of problems) or a named dataset in that file's schema"
+                )
+    if args.dev_path is not None and not any(name in protocols.DEV_FITTED for name in names):
+        raise ValueError(
+            f"--dev-path {args.dev_path}: no protocol of {list(names)} is fitted on dev problems (only "
+            f"{list(protocols.DEV_FITTED)} are); drop --dev-path"
+        )
+
+
 def main(args: argparse.Namespace) -> int:
-    """``councilzoo eval --protocol P[,Q|all] --agents CONFIG --dataset NAME [--limit N]``."""
+    """``councilzoo eval --protocol P[,Q|all] --agents CONFIG --dataset NAME [--limit N]``.
+
+    Everything that needs no model is checked first (flags, the output folder, the agents file,
+    every problem, the dev split of protocols fitted on it, a rerun's settings), then the models
+    are built and the episodes played."""
     names = parse_protocols(args.protocol)
+    check_options(args, names)
+    check_output_dir(args.out)
     council = load_council(args.agents)
     test = problems_for(args.dataset, args.split, args.limit, args.seed, args.path)
+    dev = dev_for(args.dataset, council, args.seed, args.dev_path)
+    if any(name in protocols.DEV_FITTED for name in names):
+        dev = checked_dev(dev(), test)
+    settings = {
+        "command": "eval",
+        "agents": config_to_dict(council),
+        "dataset": args.dataset,
+        "split": args.split,
+        "path_sha256": file_digest(args.path),  # the files' contents, wherever they are read from
+        "dev_path_sha256": file_digest(args.dev_path),
+        "limit": args.limit,
+        "seed": args.seed,
+    }
+    check_rerun(args.out, settings, args.overwrite)
     with agents_file(args.agents):  # the models are built here: a bad value names the file and line
-        dev = dev_for(args.dataset, council, args.seed, args.dev_path)
         ev = Evaluation(council, test, dev, args.out, seed=args.seed)
+    start_run(args.out, settings, args.overwrite)
     meta = run_metadata(
         args.seed, agents=str(args.agents), dataset=args.dataset, split=args.split, n=len(test)
     )

@@ -315,6 +315,9 @@ def oracle_gate(ev: EvaluationContext) -> ProtocolResult:
     return metrics.oracle_gate(ev.result("comed"), ev.result("debate"))
 
 
+# Protocols fitted on the dev problems, directly or through COMED's fit: their dev set is loaded and
+# checked before the first episode.
+DEV_FITTED = ("routing", "comed", "comed_learned", "comed_regret", "oracle_gate")
 PROTOCOLS: dict[str, Callable[[EvaluationContext], ProtocolResult]] = {
     "single": single,
     "self_consistency": self_consistency,

@@ -11,6 +11,7 @@ Cohort learners start one world per member on this node; ``--members 1,2`` start
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from councilzoo.config import ConfigError, load_config
+from councilzoo.config import ConfigError, check_output_dir, load_config
 
 
 def apply_overrides(data: dict[str, Any], assignments: Sequence[str]) -> dict[str, Any]:
@@ -95,12 +96,15 @@ def main(args: argparse.Namespace) -> int:
     from councilzoo.learners.cohort.launch import CohortFailed
 
     learner_class = get_learner(args.learner)
+    if args.members is not None and "members" not in inspect.signature(learner_class.train).parameters:
+        raise ConfigError(f"--members: learner {args.learner!r} trains no cohort; drop --members")
     sets = list(args.set or [])
     if args.out:
         sets.append(f"output_dir={args.out}")
     if args.max_steps is not None:
         sets.append(f"max_steps={args.max_steps}")
     cfg = read_config(args.config, learner_class.config_class, sets)
+    check_output_dir(cfg.output_dir, "--out" if args.out else f"{args.config}: output_dir")
     learner = learner_class(cfg)
     members = _members(args.members)
     kwargs = {"members": members} if members is not None else {}

@@ -54,6 +54,8 @@ def _run_claim_args(run: tuple) -> dict:
 
 def main(args: argparse.Namespace) -> int:
     """Entry point of ``councilzoo repro``; exit status 0 when every claim ran (held or not)."""
+    if getattr(args, "jobs", None) is not None and args.claim != "all":
+        raise ValueError(f"--jobs: only 'repro all' runs claims in parallel, not {args.claim!r}; drop --jobs")
     claims = CLAIMS if args.claim == "all" else (args.claim,)
     jobs = getattr(args, "jobs", None) or os.cpu_count() or 1
     if jobs < 1:

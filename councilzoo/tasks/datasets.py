@@ -36,7 +36,7 @@ import numpy as np
 from councilzoo.tasks.code import CODE_REPLY, with_reference_answers
 from councilzoo.tasks.grading import LETTERS
 from councilzoo.tasks.images import HASH_PREFIX, ImageError, load_image
-from councilzoo.tasks.problem import Problem
+from councilzoo.tasks.problem import Problem, answer_text
 from councilzoo.tasks.sandbox_worker import canonical, canonical_stdout
 from councilzoo.tasks.visual_datasets import (
     mathverse_problem,
@@ -70,13 +70,6 @@ class DatasetSpec:
 def _stable_rng(seed: int, key: str) -> np.random.Generator:
     digest = hashlib.sha256(f"{seed}:{key}".encode()).digest()
     return np.random.default_rng(int.from_bytes(digest[:8], "little"))
-
-
-def _number_text(value: Any) -> str:
-    """27.0 -> "27" (AMC/AIME answers are stored as floats or ints in some releases)."""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value).strip()
 
 
 def _gsm8k(row: Row, i: int, split: str, seed: int) -> Problem:
@@ -135,7 +128,7 @@ def _amc23(row: Row, i: int, split: str, seed: int) -> Problem:
     return Problem(
         id=f"amc23-{row.get('id', i)}",
         question=row["question"],
-        answer=_number_text(row["answer"]),
+        answer=answer_text(row["answer"]).strip(),
         kind="math",
         source="amc23",
         metadata={"url": row.get("url")},
@@ -146,7 +139,7 @@ def _aime24(row: Row, i: int, split: str, seed: int) -> Problem:
     return Problem(
         id=f"aime24-{row.get('id', i)}",
         question=row["problem"],
-        answer=_number_text(row["answer"]),
+        answer=answer_text(row["answer"]).strip(),
         kind="math",
         source="aime24",
         metadata={"url": row.get("url"), "solution": row.get("solution")},
@@ -225,18 +218,21 @@ def _import_lines(code: str) -> str:
 
 
 def _humaneval(row: Row, i: int, split: str, seed: int) -> Problem:
-    entry, prompt = row["entry_point"], row["prompt"]
+    entry, prompt, test = _text(row, "entry_point"), _text(row, "prompt"), _text(row, "test")
+    _python(test, "test")
+    solution = prompt + _text(row, "canonical_solution")
+    _python(solution, "canonical_solution")
     return Problem(
-        id=row["task_id"],
+        id=_text(row, "task_id"),
         question=f"Complete this Python function.\n\n```python\n{prompt}```\n{CODE_REPLY}",
         answer=None,
         kind="code",
         source="humaneval",
         metadata={
             "entry_point": entry,
-            "test_inputs": _call_inputs(row["test"], "candidate"),
-            "test_script": f"{row['test']}\n\ncheck({entry})\n",
-            "solution": prompt + row["canonical_solution"],
+            "test_inputs": _call_inputs(test, "candidate"),
+            "test_script": f"{test}\n\ncheck({entry})\n",
+            "solution": solution,
             "prefix": prompt,
             "preamble": _import_lines(prompt),
         },
@@ -251,9 +247,14 @@ def _defined_names(code: str) -> list[str]:
 
 
 def _mbpp(row: Row, i: int, split: str, seed: int) -> Problem | None:
-    tests = "\n".join(row["test_list"])
-    defined = _defined_names(row["code"])
-    calls = [n for n in ast.walk(ast.parse(tests)) if isinstance(n, ast.Call)]
+    test_list = row.get("test_list")
+    if not isinstance(test_list, list) or not test_list or not all(isinstance(t, str) for t in test_list):
+        raise RowError(f"field 'test_list' must be a non-empty list of assert lines, got {test_list!r:.60}")
+    tests = "\n".join(test_list)
+    code = _text(row, "code")
+    _python(code, "code")
+    defined = _defined_names(code)
+    calls = [n for n in ast.walk(_python(tests, "test_list")) if isinstance(n, ast.Call)]
     called = [n.func.id for n in calls if isinstance(n.func, ast.Name)]
     entry = next((name for name in called if name in defined), None)
     if entry is None:
@@ -261,7 +262,7 @@ def _mbpp(row: Row, i: int, split: str, seed: int) -> Problem | None:
     imports = "\n".join(row.get("test_imports") or [])
     return Problem(
         id=f"mbpp-{row['task_id']}",
-        question=f"{row['prompt']}\nYour code should pass this test:\n{row['test_list'][0]}\n{CODE_REPLY}",
+        question=f"{_text(row, 'prompt')}\nYour code should pass this test:\n{test_list[0]}\n{CODE_REPLY}",
         answer=None,
         kind="code",
         source="mbpp",
@@ -269,7 +270,7 @@ def _mbpp(row: Row, i: int, split: str, seed: int) -> Problem | None:
             "entry_point": entry,
             "test_inputs": _call_inputs(tests, entry),
             "test_script": f"{imports}\n{tests}\n",
-            "solution": row["code"],
+            "solution": code,
             "preamble": imports,
         },
     )
@@ -408,25 +409,87 @@ def _read_hub(name: str, spec: DatasetSpec, split: str, release: str | None) -> 
         ) from err
 
 
-def _read_file(name: str, path: Path) -> list[Row]:
-    import datasets
+class RowError(ValueError):
+    """One row of a dataset that cannot become a Problem; the message names the field."""
 
-    builder = _BUILDERS.get(path.suffix.lower())
-    if builder is None:
-        raise ValueError(f"{name}: cannot read {path}: expected one of {sorted(_BUILDERS)}")
-    return list(datasets.load_dataset(builder, data_files=str(path), split="train"))
+
+def _text(row: Row, name: str) -> str:
+    """Field ``name`` of ``row``, which must be a string."""
+    if name not in row:
+        raise RowError(f"missing field {name!r}")
+    if not isinstance(row[name], str):
+        raise RowError(f"field {name!r} must be a string, got {type(row[name]).__name__}")
+    return row[name]
+
+
+def _python(code: str, name: str) -> ast.Module:
+    """``code`` (field ``name``) parsed as Python, or a ``RowError`` saying where it does not parse."""
+    try:
+        return ast.parse(code)
+    except SyntaxError as err:
+        raise RowError(f"field {name!r} is not valid Python (its line {err.lineno}: {err.msg})") from None
+
+
+def _file_rows(path: Path) -> list[tuple[str, Any]]:
+    """``(where, row)`` for every record of a local file, ``where`` naming the file and the line
+    (JSONL), the item (a JSON array) or the row (Parquet, CSV), so a bad record is found at once."""
+    suffix = path.suffix.lower()
+    if suffix not in _BUILDERS:
+        raise ValueError(f"cannot read {path}: expected one of {sorted(_BUILDERS)}")
+    if suffix in (".parquet", ".csv"):
+        import datasets
+
+        rows = datasets.load_dataset(_BUILDERS[suffix], data_files=str(path), split="train")
+        return [(f"{path}, row {i + 1}", row) for i, row in enumerate(rows)]
+    text = path.read_text(encoding="utf-8")
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except ValueError as err:
+            raise ValueError(f"{path}: not valid JSON ({err})") from None
+        return [(f"{path}, item {i + 1}", row) for i, row in enumerate(items)]
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                rows.append((f"{path}, line {number}", json.loads(line)))
+            except ValueError as err:
+                raise ValueError(f"{path}, line {number}: not valid JSON ({err})") from None
+    return rows
+
+
+def _checked_rows(rows: list[tuple[str, Any]]) -> list[tuple[str, Row]]:
+    for where, row in rows:
+        if not isinstance(row, dict):
+            raise ValueError(f"{where}: expected a JSON object (one problem), got {json.dumps(row)[:40]}")
+    return rows
+
+
+def _convert_rows(name: str, spec: DatasetSpec, rows: list[tuple[str, Row]], split: str, seed: int):
+    """Every row through ``spec.convert``; a row it cannot read is an error naming row and field."""
+    problems = []
+    for i, (where, row) in enumerate(_checked_rows(rows)):
+        try:
+            problem = spec.convert(row, i, split, seed)
+        except RowError as err:
+            raise ValueError(f"{where}: {err} (a {name} row)") from None
+        except KeyError as err:
+            raise ValueError(f"{where}: missing field {err} (a {name} row)") from None
+        except (TypeError, AttributeError, ValueError) as err:
+            raise ValueError(f"{where}: not a {name} row: {type(err).__name__}: {err}") from None
+        if problem is not None:
+            problems.append(problem)
+    return problems
+
+
+PROBLEM_FIELDS = ("id", "question", "answer", "kind", "choices", "source", "metadata", "images")
 
 
 def _read_local_problems(path: Path) -> list[Problem]:
     """A JSON array or JSONL file of Problem dicts (``images``: image file paths), or of MATH-500
-    release rows."""
-    text = path.read_text(encoding="utf-8")
-    if path.suffix.lower() == ".json" or text.lstrip().startswith("["):
-        rows = json.loads(text)
-    else:
-        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    release rows (``prompt``/``answer``/``source``/``id``)."""
     problems = []
-    for i, row in enumerate(rows):
+    for i, (where, row) in enumerate(_checked_rows(_file_rows(path))):
         if "prompt" in row and "question" not in row:  # MATH-500 release shape
             row = {
                 "id": row.get("id", f"{path.stem}-{i:05d}"),
@@ -435,13 +498,24 @@ def _read_local_problems(path: Path) -> list[Problem]:
                 "kind": "math",
                 "source": row.get("source", ""),
             }
-        try:
-            problems.append(Problem.from_dict(row))
-        except TypeError as err:
+        unknown = sorted(set(row) - set(PROBLEM_FIELDS))
+        missing = [k for k in ("id", "question") if k not in row]
+        if unknown or missing:
             raise ValueError(
-                f"{path}: row {i} is neither a Problem dict (id, question, answer, kind, choices, "
-                f"source, metadata, images) nor a MATH-500 row (prompt, answer, source, id): {err}"
-            ) from err
+                f"{where}: {f'unknown field(s) {unknown}' if unknown else f'missing field {missing[0]!r}'}; "
+                f"a problem has {list(PROBLEM_FIELDS)} (id and question required), or is a MATH-500 "
+                "row (prompt, answer, source, id)"
+            )
+        for key in ("question", "kind", "source"):
+            if key in row:
+                try:
+                    _text(row, key)
+                except RowError as err:
+                    raise ValueError(f"{where}: {err}") from None
+        try:
+            problems.append(Problem.from_dict({"answer": None, **row}))
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{where}: {err}") from None
     return problems
 
 
@@ -499,11 +573,14 @@ def load_dataset(
             raise ValueError(f"load_dataset({name!r}) reads a local file: pass path='problems.{name}'")
         problems = _read_local_problems(Path(path))
     elif name in DATASETS:
-        rows = _read_file(name, Path(path)) if path is not None else _read_hub(name, spec, split, release)
+        if path is not None:
+            rows = _checked_rows(_file_rows(Path(path)))
+        else:
+            hub_rows = _read_hub(name, spec, split, release)
+            rows = [(f"{name} ({spec.hub_id}) row {i + 1}", r) for i, r in enumerate(hub_rows)]
         if window is not None:
-            rows = [r for r in rows if _in_window(str(r.get(spec.date_field) or ""), window)]
-        converted = (spec.convert(row, i, split, seed) for i, row in enumerate(rows))
-        problems = [p for p in converted if p is not None]
+            rows = [(w, r) for w, r in rows if _in_window(str(r.get(spec.date_field) or ""), window)]
+        problems = _convert_rows(name, spec, rows, split, seed)
     else:
         raise ValueError(f"unknown dataset {name!r}; known: {sorted(DATASETS) + list(LOCAL_FORMATS)}")
     if path is not None:

@@ -40,6 +40,7 @@ class Problem:
     images: tuple[ImageInput, ...] = ()
 
     def __post_init__(self) -> None:
+        self.answer = answer_text(self.answer, self.id)
         if self.kind not in KINDS:
             raise ValueError(f"Problem {self.id!r}: kind must be one of {KINDS}, got {self.kind!r}")
         self.choices = tuple(self.choices)
@@ -63,3 +64,17 @@ class Problem:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Problem:
         return cls(**data)
+
+
+def answer_text(value: Any, problem_id: Any = None) -> str | None:
+    """A gold answer as the text graders compare: a JSON number ``2`` or ``27.0`` reads as "2" and
+    "27" (files and hub releases store numeric answers as numbers), so it grades like its text."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, float) and value.is_integer():
+            return str(int(value))
+        return str(value)
+    raise TypeError(
+        f"Problem {problem_id!r}: answer must be a string, a number or null, got {type(value).__name__}"
+    )

@@ -4,13 +4,14 @@
 ``visual`` for items with images) or any dataset ``load_dataset`` knows (by name, or a local file
 with ``path=``). Synthetic splits never overlap:
 each split draws from its own seed, ``split_seed(seed, split)`` (test: ``seed``, dev:
-``seed + 10_000``, train: ``seed + 20_000``, any other split a hash of its name), and problem ids
-carry that seed. Named datasets use their own splits.
+``seed + 10_000``, train: ``seed + 20_000``), and problem ids carry that seed; any other split
+name is refused, so a typo never draws another problem set. Named datasets use their own splits.
+A synthetic set is generated whole, in memory, before the first episode (about 1 ms and 1-3 KB
+per problem), so one set holds at most ``MAX_SYNTHETIC_PROBLEMS``.
 """
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from councilzoo.tasks.datasets import load_dataset
@@ -20,13 +21,14 @@ from councilzoo.tasks.synthetic import TASKS, synthetic_problems
 
 SPLIT_SEED_OFFSETS = {"test": 0, "dev": 10_000, "train": 20_000}
 DEFAULT_SYNTHETIC_SIZE = 200
+MAX_SYNTHETIC_PROBLEMS = 100_000
 
 
 def split_seed(seed: int, split: str) -> int:
     """The seed synthetic problems of ``split`` are drawn from (disjoint across splits)."""
-    if split in SPLIT_SEED_OFFSETS:
-        return seed + SPLIT_SEED_OFFSETS[split]
-    return seed + 30_000 + int.from_bytes(hashlib.sha256(split.encode()).digest()[:2], "little")
+    if split not in SPLIT_SEED_OFFSETS:
+        raise ValueError(f"unknown split {split!r}; synthetic sets have {list(SPLIT_SEED_OFFSETS)}")
+    return seed + SPLIT_SEED_OFFSETS[split]
 
 
 def load_problems(
@@ -41,16 +43,28 @@ def load_problems(
 ) -> list[Problem]:
     """Problems of ``split`` (at most ``limit``; synthetic sets have ``limit or size`` items).
 
-    Raises ``ValueError`` for an unknown synthetic kind, a missing local file or an empty set,
+    Raises ``ValueError`` for an unknown synthetic kind or split, a ``limit`` or ``size`` below 1 (or
+    a synthetic set above ``MAX_SYNTHETIC_PROBLEMS``), a missing local file or an empty set,
     ``DatasetUnavailableError`` for a dataset that cannot be read, and ``ImageError`` for a
     problem image that is missing, unreadable or too large, before any work starts.
     """
+    if limit is not None and limit < 1:
+        raise ValueError(f"dataset {name!r}: limit must be >= 1 (None for all), got {limit}")
     if name.startswith("synthetic:"):
         kind = name.split(":", 1)[1]
         if kind not in TASKS:
             raise ValueError(f"dataset {name!r}: kind must be one of {TASKS}")
-        seeded = split_seed(seed, split)
-        problems = synthetic_problems(kind, limit or size, seed=seeded, difficulty=difficulty)
+        try:
+            seeded = split_seed(seed, split)
+        except ValueError as err:
+            raise ValueError(f"dataset {name!r}: {err}") from None
+        n = limit if limit is not None else size
+        if not 1 <= n <= MAX_SYNTHETIC_PROBLEMS:
+            raise ValueError(
+                f"dataset {name!r}: {n:,} problems asked; a synthetic set is generated in memory before "
+                f"the first episode and holds 1 to {MAX_SYNTHETIC_PROBLEMS:,} (run more seeds for more)"
+            )
+        problems = synthetic_problems(kind, n, seed=seeded, difficulty=difficulty)
     else:
         if path is not None and not Path(path).is_file():
             raise ValueError(f"dataset file {str(path)!r} (--path) does not exist")

@@ -89,8 +89,8 @@ class DataConfig:
     )
     split: str = field(default="train", metadata={"help": "Dataset split (never an evaluation split)."})
     path: str | None = field(default=None, metadata={"help": "Local JSON/JSONL file for the dataset."})
-    limit: int | None = field(default=None, metadata={"help": "Use at most this many items."})
-    num_problems: int = field(default=256, metadata={"help": "Number of synthetic items."})
+    limit: int | None = field(default=None, metadata={"help": "Use at most this many items.", "minimum": 1})
+    num_problems: int = field(default=256, metadata={"help": "Number of synthetic items.", "minimum": 1})
     difficulty: float = field(default=0.3, metadata={"help": "Synthetic difficulty in [0, 1]."})
 
 
@@ -103,9 +103,11 @@ class EvalConfig:
     )
     split: str = field(default="test", metadata={"help": "Dataset split."})
     path: str | None = field(default=None, metadata={"help": "Local JSON/JSONL file for the dataset."})
-    limit: int | None = field(default=None, metadata={"help": "Use at most this many items."})
+    limit: int | None = field(default=None, metadata={"help": "Use at most this many items.", "minimum": 1})
     eval_steps: int = field(default=0, metadata={"help": "Evaluate every k optimizer steps (0: never)."})
-    num_problems: int = field(default=200, metadata={"help": "Number of synthetic items (own split seed)."})
+    num_problems: int = field(
+        default=200, metadata={"help": "Number of synthetic items (own split seed).", "minimum": 1}
+    )
     difficulty: float = field(default=0.3, metadata={"help": "Synthetic difficulty in [0, 1]."})
 
     def __post_init__(self) -> None:

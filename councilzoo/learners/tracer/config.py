@@ -19,8 +19,8 @@ BASELINES = ("always_speak", "never_review", "alternate", "random")
 ROLES = ("proposer", "reviewer")
 
 
-def _help(text: str, **kwargs):
-    return field(metadata={"help": text}, **kwargs)
+def _help(text: str, minimum: float | None = None, **kwargs):
+    return field(metadata={"help": text, "minimum": minimum}, **kwargs)
 
 
 @dataclass
@@ -141,13 +141,13 @@ class DataConfig:
     )
     train_split: str = _help("Split of the training set.", default="train")
     train_path: str | None = _help("Local file holding the training set.", default=None)
-    train_limit: int | None = _help("Training problems (None = all).", default=None)
+    train_limit: int | None = _help("Training problems (None = all).", minimum=1, default=None)
     eval: list[str] = _help(
         "Evaluation sets (names as for train).", default_factory=lambda: ["synthetic:numeric"]
     )
     eval_split: str = _help("Split of the evaluation sets.", default="test")
-    eval_limit: int | None = _help("Problems per evaluation set (None = all).", default=None)
-    synthetic_size: int = _help("Problems per synthetic set.", default=256)
+    eval_limit: int | None = _help("Problems per evaluation set (None = all).", minimum=1, default=None)
+    synthetic_size: int = _help("Problems per synthetic set.", minimum=1, default=256)
     synthetic_difficulty: float = _help("Difficulty level of synthetic sets, in [0, 1].", default=0.5)
 
 
