@@ -1,4 +1,4 @@
-"""The ``councilzoo`` command: demo, eval, train, repro.
+"""The ``councilzoo`` command: demo, eval, train, repro, view.
 
 Each subcommand lives with the code it drives; this module only parses arguments and dispatches,
 importing heavy modules lazily so ``councilzoo --help`` stays instant. Every user mistake (a flag,
@@ -73,6 +73,12 @@ def _repro(args: argparse.Namespace) -> int:
     return repro_main(args)
 
 
+def _view(args: argparse.Namespace) -> int:
+    from councilzoo.viewer import serve
+
+    return serve(args.out, args.port, args.open)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="councilzoo",
@@ -130,6 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--jobs", type=at_least(1), default=None,
                     help="with 'all': claims run in this many processes (default: one per CPU core)")
     rp.set_defaults(func=_repro)
+    vw = sub.add_parser("view", help="see an output folder in the browser: protocols, episodes, curves")
+    vw.add_argument("out", help="the --out folder of eval, demo, train or repro")
+    vw.add_argument("--port", type=at_least(0), default=8765,
+                    help="local port (default: 8765; 0: any free one)")
+    vw.add_argument("--open", action="store_true", help="also open the page in the default browser")
+    vw.set_defaults(func=_view)
     parser.commands = sub.choices  # name -> subcommand parser, so errors carry the command's name
     return parser
 
