@@ -86,15 +86,13 @@ function viewProtocols(view) {
     const meta = section.run;
     const where = section.path === "." ? "" : section.path + ": ";
     const about = [meta.dataset, meta.split, meta.n && `${meta.n} problems`, meta.seed != null && `seed ${meta.seed}`];
-    view.append(h("h2", {}, where + (about.filter(Boolean).join(" · ") || "protocols")));
-    view.append(protocolTable(section, runByName));
-    view.append(frontierChart(section, runByName));
-    const others = section.runs.filter((r) => !(INDEX.runs[r].split("/").pop() in Object.fromEntries(
-      section.protocols.map((p) => [p.protocol, 1]))));
-    if (others.length) {
-      view.append(h("p", {class: "others"}, "Auxiliary runs (the dev fits and single models): ",
-        others.map((r) => [h("a", {href: link("episodes", {run: r})}, INDEX.runs[r].split("/").pop()), " "])));
-    }
+    const protocols = new Set(section.protocols.map((p) => p.protocol));
+    const others = section.runs.filter((r) => !protocols.has(INDEX.runs[r].split("/").pop()));
+    view.append(h("section", {"data-section": section.path},
+      h("h2", {}, where + (about.filter(Boolean).join(" · ") || "protocols")),
+      protocolTable(section, runByName), frontierChart(section, runByName),
+      others.length ? h("p", {class: "others"}, "Auxiliary runs (the dev fits and single models): ",
+        others.map((r) => [h("a", {href: link("episodes", {run: r})}, INDEX.runs[r].split("/").pop()), " "])) : null));
   }
 }
 
@@ -210,10 +208,18 @@ function viewEpisodes(view, params) {
 // -- one conversation ------------------------------------------------------------------------
 
 function richText(text) {
-  // Fenced code blocks as code, everything else as wrapped text.
-  const parts = String(text).split(/```(?:[a-zA-Z0-9_+-]*)\n?/);
-  return parts.map((part, i) => (i % 2 ? h("pre", {class: "code"}, part.replace(/\n$/, "")) : part ? h("span", {}, part) : null));
+  // Fenced code blocks (``` and a language on their own line) as code, the rest as wrapped text.
+  const out = [];
+  let last = 0;
+  for (const m of String(text).matchAll(/```[\w+-]*\n([\s\S]*?)```/g)) {
+    out.push(h("span", {}, text.slice(last, m.index)), h("pre", {class: "code"}, m[1].replace(/\n$/, "")));
+    last = m.index + m[0].length;
+  }
+  out.push(h("span", {}, String(text).slice(last)));
+  return out;
 }
+
+const plural = (n, word) => `${count(n)} ${word}${n === 1 ? "" : "s"}`;
 
 function problemBox(ep) {
   const p = ep.problem;
@@ -255,10 +261,10 @@ function turnCard(turn) {
   }
   if (turn.verdict != null) chips.push(h("span", {class: "chip"}, `verdict: ${turn.verdict}`));
   if (turn.test) chips.push(h("span", {class: `chip test ${turn.test.startsWith("passed") ? "right" : "wrong"}`}, `tests: ${turn.test}`));
-  chips.push(h("span", {class: "chip cost"}, `${cost.calls ?? 0} call${cost.calls === 1 ? "" : "s"} · ${count(cost.completion_tokens ?? 0)} tokens`));
+  chips.push(h("span", {class: "chip cost"}, `${plural(cost.calls ?? 0, "call")} · ${plural(cost.completion_tokens ?? 0, "token")}`));
   if (turn.truncated) chips.push(h("span", {class: "chip wrong"}, "truncated"));
   const body = [h("div", {class: "text"}, richText(turn.text))];
-  if (turn.program) body.push(h("details", {}, h("summary", {}, "program as run"), h("pre", {class: "code"}, turn.program)));
+  if (turn.program && !turn.text.includes("```")) body.push(h("div", {class: "program"}, "program:", h("pre", {class: "code"}, turn.program)));
   if (turn.samples && turn.samples.length > 1) {
     body.push(h("details", {}, h("summary", {}, `${turn.samples.length} samples`), turn.samples.map((s) => h("div", {class: "sample"}, richText(s)))));
   }
@@ -267,10 +273,12 @@ function turnCard(turn) {
 
 function conversation(ep, compact) {
   const info = ep.info || {};
-  const header = h("div", {class: "episode-head"},
-    h("div", {}, h("b", {}, ep.run), " · ", h("a", {href: link("problem", {id: ep.problem_id}), title: "this problem in every run"}, ep.problem_id)),
+  const title = compact
+    ? h("a", {href: link("episodes", {run: INDEX.runs.indexOf(ep.run), open: ep.index}), title: "open in the episode list"}, ep.run)
+    : [h("b", {}, ep.run), " · ", h("a", {href: link("problem", {id: ep.problem_id}), title: "this problem in every run"}, ep.problem_id)];
+  const header = h("div", {class: "episode-head"}, h("div", {}, title),
     h("div", {}, outcomeBadges(ep.outcome), info.path ? h("span", {class: "badge path"}, info.path) : null,
-      ` final: ${ep.final_answer ?? "–"} · ${ep.cost.calls} calls · ${count(ep.cost.completion_tokens)} tokens`));
+      ` final: ${ep.final_answer ?? "–"} · ${plural(ep.cost.calls, "call")} · ${plural(ep.cost.completion_tokens, "token")}`));
   const turns = h("div", {class: "turns"}, ep.turns.map(turnCard));
   const details = h("details", {class: "info"}, h("summary", {}, "episode info"), h("pre", {}, JSON.stringify(info, null, 1)));
   return h("div", {class: "conversation", "data-episode": ep.index}, header, compact ? null : problemBox(ep), turns, details);
