@@ -38,7 +38,8 @@ RIGHT, WRONG, RESCUED, HARMED = 1, 2, 4, 8
 SKIPPED_FOLDERS = {"checkpoints", "final", "tensorboard", "wandb", "members", "episodes", "__pycache__"}
 MAX_DEPTH = 6
 POLICY_KEY = "speak_avg"  # regret/<role>/<state>/speak_avg: the average strategy TRACER evaluates
-TURNS_MARK, INFO_MARK, TURN_MARK = ', "turns": [', ', "info": ', '{"agent": '
+AGENT_COSTS_MARK, TURNS_MARK, INFO_MARK = ', "cost_by_agent": ', ', "turns": [', ', "info": '
+TURN_MARK = '{"agent": '
 _DECODER = json.JSONDecoder()
 HEAVY_TURN_FIELDS = ("prompt_token_ids", "token_ids", "logprobs")  # token lists the page never shows
 
@@ -284,20 +285,21 @@ class OutputFolder:
 
 
 def _summary(line: bytes) -> dict[str, Any] | None:
-    """A record's fields without its turns, and how many turns it has: the index needs none of
-    the turns' text, which is most of a record's bytes, so it decodes the fields around them
-    (``EpisodeRecord.to_dict`` writes ``turns`` before ``info``, and a quote inside a string is
-    escaped, so the two markers below cannot occur in the text). Any other layout is decoded
-    whole; None for a line that is not a record."""
+    """What the index needs of a record: the fields before ``cost_by_agent``, the ``info`` after
+    the turns, and how many turns there are. Decoding only these is 3-10x faster than decoding
+    the whole line (the turns' text is most of its bytes). ``EpisodeRecord.to_dict`` writes the
+    keys in this order, and a quote inside a string is escaped, so the markers cannot occur in
+    the text; any other layout is decoded whole. None for a line that is not a record."""
     text = line.decode("utf-8", errors="replace")
-    turns_at = text.find(TURNS_MARK)
+    head_end = text.find(AGENT_COSTS_MARK)
+    turns_at = text.find(TURNS_MARK, max(head_end, 0))
     info_at = text.find(INFO_MARK, max(turns_at, 0))
     try:
-        if turns_at < 0 or info_at < 0:
+        if min(head_end, turns_at, info_at) < 0:
             record = json.loads(text)
             record["turn_count"] = len(record.get("turns") or ())
             return record if isinstance(record.get("turns"), list) else None
-        record = json.loads(text[:turns_at] + "}")
+        record = json.loads(text[:head_end] + "}")
         record["info"], _ = _DECODER.raw_decode(text, info_at + len(INFO_MARK))
     except (ValueError, AttributeError):
         return None

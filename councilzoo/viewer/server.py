@@ -48,6 +48,7 @@ def to_json(data) -> bytes:
 
 class _Handler(BaseHTTPRequestHandler):
     server: ViewerServer
+    protocol_version = "HTTP/1.1"  # one kept-alive connection for the page's requests
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002  (the page's requests are not news)
         pass

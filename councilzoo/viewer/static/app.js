@@ -351,6 +351,16 @@ function viewTraining(view, params) {
 
 // -- reports ---------------------------------------------------------------------------------
 
+let markedLoaded = null;
+
+function markdownParser() {
+  // The markdown library is loaded with the first report, not with every page.
+  markedLoaded ??= new Promise((resolve, reject) => {
+    document.head.append(h("script", {src: "/static/vendor/marked.umd.js", onload: resolve, onerror: reject}));
+  });
+  return markedLoaded;
+}
+
 function viewReports(view, params) {
   if (!INDEX.reports.length) { view.append(h("p", {class: "empty"}, "No report.md in this folder.")); return; }
   const index = +(params.get("r") || 0);
@@ -360,7 +370,7 @@ function viewReports(view, params) {
   const body = h("article", {class: "markdown"});
   view.append(body);
   const base = folder === "." ? "/files/" : `/files/${folder}/`;
-  fetch(base + "report.md").then((r) => r.text()).then((text) => {
+  Promise.all([fetch(base + "report.md").then((r) => r.text()), markdownParser()]).then(([text]) => {
     body.innerHTML = marked.parse(text);
     for (const img of body.querySelectorAll("img")) {
       const src = img.getAttribute("src");
