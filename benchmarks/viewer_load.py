@@ -27,12 +27,10 @@ from playwright.sync_api import sync_playwright
 
 from councilzoo.cli import main as cli_main
 from councilzoo.viewer import OutputFolder, ViewerServer
+from councilzoo.viewer.browser import launch_chromium
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results" / "viewer_load.json"
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 GOAL_S = 2.0
 # eval --protocol all plays 11 runs on the test problems and 7 on 300 dev problems:
 # 11 * 730 + 7 * 300 = 10,130 episodes.
@@ -95,7 +93,7 @@ def main() -> None:
     if not (small / "report.json").exists():
         build(small, "single,debate", SMALL_LIMIT)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        browser = launch_chromium(playwright)
         time_to_list(browser, small)  # warm-up: the browser's first page and Python's first index
         large_runs = [time_to_list(browser, large) for _ in range(args.repeats)]
         small_runs = [time_to_list(browser, small) for _ in range(args.repeats)]

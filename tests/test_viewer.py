@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import urllib.error
@@ -16,13 +15,11 @@ import pytest
 
 from councilzoo.cli import main as cli_main
 from councilzoo.viewer import OutputFolder, ViewerServer
+from councilzoo.viewer.browser import CHROMIUM, launch_chromium
 from councilzoo.viewer.folder import HARMED, RESCUED, RIGHT
 
 REPO = Path(__file__).resolve().parents[1]
 AGENTS = str(REPO / "configs" / "demo_agents.yaml")
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +143,7 @@ def page():
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"no Chromium at {CHROMIUM} (make browser installs it)")
     with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        browser = launch_chromium(playwright)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         errors = []
         page.on("pageerror", lambda error: errors.append(error))
