@@ -124,8 +124,7 @@ class OutputFolder:
     def _add(self, folder: Path) -> None:
         if (folder / "report.md").is_file():
             self.reports.append(folder)
-        episode_files = sorted((folder / "episodes").glob("*.jsonl"))
-        if episode_files:
+        if any((folder / "episodes").glob("*.jsonl")):
             report = _read_json(folder / "report.json")
             self.evals.append(EvalSection(folder, report if "protocols" in report else {}))
         members = sorted(p.parent.name for p in (folder / "members").glob("*/metrics.jsonl"))
@@ -140,49 +139,48 @@ class OutputFolder:
     # -- episodes ----------------------------------------------------------------------------
 
     def _index_episodes(self) -> None:
-        """One compact row per episode line, and (file, byte offset) to read it back in full."""
+        """One compact row per episode line (columns of ``rows``; problems and escalation paths
+        as indices into ``problem_ids`` and ``paths``), and where to read it back in full."""
         self.run_names: list[str] = []  # "<section>/<run>" labels, the page's protocol filter
         self.run_section: list[int] = []
         self.run_files: list[Path] = []
         self.problem_ids: list[str] = []
-        problem_index: dict[str, int] = {}
         self.paths: list[str] = []
-        path_index: dict[str, int] = {}
+        self._problem_index: dict[str, int] = {}
+        self._path_index: dict[str, int] = {}
         columns = ("run", "problem", "outcome", "path", "calls", "tokens", "turns", "final")
         self.rows: dict[str, list[Any]] = {name: [] for name in columns}
-        self.locations: list[tuple[int, int]] = []
+        self.locations: list[tuple[int, int]] = []  # (run, byte offset of the line)
         for s, section in enumerate(self.evals):
-            prefix = "" if section.path == self.root else self.relative(section.path) + "/"
-            files = sorted((section.path / "episodes").glob("*.jsonl"))
-            records = {f.stem: list(self._lines(f)) for f in files}
-            protocol_order = list(section.report.get("protocols", {}))
-            order = sorted(records, key=lambda r: (protocol_order.index(r) if r in protocol_order else 99, r))
-            anchor = {rec["problem_id"]: bool(rec["correct"]) for _, rec in records.get("single", [])}
-            for name in order:
-                run = len(self.run_names)
-                self.run_names.append(prefix + name)
-                self.run_section.append(s)
-                self.run_files.append(section.path / "episodes" / f"{name}.jsonl")
-                section.runs.append(run)
-                for offset, record in records[name]:
-                    pid = str(record.get("problem_id"))
-                    if pid not in problem_index:
-                        problem_index[pid] = len(self.problem_ids)
-                        self.problem_ids.append(pid)
-                    path = (record.get("info") or {}).get("path")
-                    if path is not None and path not in path_index:
-                        path_index[path] = len(self.paths)
-                        self.paths.append(path)
-                    cost = record.get("cost") or {}
-                    self.rows["run"].append(run)
-                    self.rows["problem"].append(problem_index[pid])
-                    self.rows["outcome"].append(outcome(record, anchor))
-                    self.rows["path"].append(None if path is None else path_index[path])
-                    self.rows["calls"].append(cost.get("calls", 0))
-                    self.rows["tokens"].append(cost.get("completion_tokens", 0))
-                    self.rows["turns"].append(record["turn_count"])
-                    self.rows["final"].append(_short(record.get("final_answer")))
-                    self.locations.append((run, offset))
+            self._index_section(s, section)
+
+    def _index_section(self, s: int, section: EvalSection) -> None:
+        """The section's runs, the report's protocols first (in its order), then the others."""
+        prefix = "" if section.path == self.root else self.relative(section.path) + "/"
+        records = {f.stem: list(self._lines(f)) for f in sorted((section.path / "episodes").glob("*.jsonl"))}
+        protocols = list(section.report.get("protocols", {}))
+        order = sorted(records, key=lambda r: (protocols.index(r) if r in protocols else len(protocols), r))
+        anchor = {rec["problem_id"]: bool(rec["correct"]) for _, rec in records.get("single", [])}
+        for name in order:
+            run = len(self.run_names)
+            self.run_names.append(prefix + name)
+            self.run_section.append(s)
+            self.run_files.append(section.path / "episodes" / f"{name}.jsonl")
+            section.runs.append(run)
+            for offset, record in records[name]:
+                problem = _intern(str(record.get("problem_id")), self.problem_ids, self._problem_index)
+                path = (record.get("info") or {}).get("path")
+                path = None if path is None else _intern(path, self.paths, self._path_index)
+                cost = record.get("cost") or {}
+                self.rows["run"].append(run)
+                self.rows["problem"].append(problem)
+                self.rows["outcome"].append(outcome(record, anchor))
+                self.rows["path"].append(path)
+                self.rows["calls"].append(cost.get("calls", 0))
+                self.rows["tokens"].append(cost.get("completion_tokens", 0))
+                self.rows["turns"].append(record["turn_count"])
+                self.rows["final"].append(_short(record.get("final_answer")))
+                self.locations.append((run, offset))
 
     @staticmethod
     def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -359,6 +357,14 @@ def _policies(rows: list[dict[str, Any]]) -> dict[str, dict[str, list[list[float
         if len(parts) == 4 and parts[0] == "regret" and parts[3] == POLICY_KEY:
             policies.setdefault(parts[1], {})[parts[2]] = points
     return policies
+
+
+def _intern(key: str, keys: list[str], index: dict[str, int]) -> int:
+    """``key``'s position in ``keys``, appended on first sight."""
+    if key not in index:
+        index[key] = len(keys)
+        keys.append(key)
+    return index[key]
 
 
 def _short(answer: Any, limit: int = 40) -> str | None:
