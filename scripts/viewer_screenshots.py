@@ -29,25 +29,29 @@ from councilzoo.viewer.folder import RESCUED
 FIGURES = Path(__file__).resolve().parents[1] / "docs" / "figures"
 
 
-def first(folder: OutputFolder, run: str, bit: int) -> int:
-    """The first episode of ``run`` with outcome ``bit``."""
+def first(folder: OutputFolder, run: str, bit: int, also=lambda episode: True) -> int:
+    """The first episode of ``run`` with outcome ``bit`` (and ``also`` true of the full episode)."""
     index = folder.run_names.index(run)
-    rows = zip(folder.rows["run"], folder.rows["outcome"], strict=True)
-    return next(i for i, (r, outcome) in enumerate(rows) if r == index and outcome & bit)
+    rows = enumerate(zip(folder.rows["run"], folder.rows["outcome"], strict=True))
+    return next(i for i, (r, outcome) in rows if r == index and outcome & bit and also(folder.episode(i)))
 
 
 def views(folder: OutputFolder, name: str) -> list[tuple[str, str]]:
     """(figure, page address) pairs for the folder ``name``."""
+    def episode(run: str, i: int) -> str:
+        return f"#episodes?run={folder.run_names.index(run)}&open={i}"
+
     if name == "demo":
-        rescued = first(folder, "always_verify", RESCUED)
         problem = folder.problem_ids[folder.rows["problem"][first(folder, "debate", RESCUED)]]
-        run = folder.run_names.index("always_verify")
         return [("viewer_protocols", "#protocols"),
-                ("viewer_episode", f"#episodes?run={run}&outcome=rescued&open={rescued}"),
+                ("viewer_episode", episode("always_verify", first(folder, "always_verify", RESCUED))
+                 + "&outcome=rescued"),
                 ("viewer_problem", f"#problem?id={problem}")]
-    if name in ("code", "visual"):
-        debate = f"#episodes?run={folder.run_names.index('debate')}&open={first(folder, 'debate', RESCUED)}"
-        return [("viewer_code" if name == "code" else "viewer_images", debate)]
+    if name == "code":  # a rescue where the programs' test results differ
+        mixed = first(folder, "debate", RESCUED, lambda ep: len({t["test"] for t in ep["turns"]}) > 1)
+        return [("viewer_code", episode("debate", mixed))]
+    if name == "visual":
+        return [("viewer_images", episode("debate", first(folder, "debate", RESCUED)))]
     if name == "corl":
         return [("viewer_training", "#training")]
     if name == "tracer":

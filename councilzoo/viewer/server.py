@@ -135,10 +135,9 @@ def serve(out: str, port: int = DEFAULT_PORT, open_browser: bool = False) -> int
     """``councilzoo view OUT``: index the folder, then serve it until Ctrl-C."""
     folder = OutputFolder(out)
     server = ViewerServer(folder, port)
-    counts = (
-        f"{len(folder.locations):,} episodes in {len(folder.run_names)} runs, "
-        f"{len(folder.trainings)} training runs, {len(folder.reports)} reports"
-    )
+    found = [(len(folder.locations), "episode"), (len(folder.run_names), "episode log"),
+             (len(folder.trainings), "training run"), (len(folder.reports), "report")]
+    counts = ", ".join(f"{n:,} {noun}{'' if n == 1 else 's'}" for n, noun in found)
     print(f"councilzoo view: {folder.root}: {counts}\nopen {server.url}  (Ctrl-C stops)", flush=True)
     if open_browser:
         import webbrowser

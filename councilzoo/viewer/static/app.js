@@ -327,14 +327,9 @@ function viewTraining(view, params) {
   view.append(h("div", {class: "filters"}, select("f-training", "training run ",
     INDEX.trainings.map((t, i) => [i, `${t.path === "." ? INDEX.title : t.path} (${t.kind === "tracer" ? "TRACER" : t.members.length + " members"})`]),
     index, (v) => go("training", {run: v}))));
-  const charts = h("div", {class: "charts"});
-  view.append(charts);
   getJSON(`/api/training/${index}`).then((data) => {
     const keys = [...new Set(Object.values(data.members).flatMap((c) => Object.keys(c)))].sort();
-    const shown = run.kind === "tracer" ? TRACER_CHARTS : COHORT_CHARTS;
-    for (const [key, title] of shown) charts.append(lineChart(title, memberSeries(data, key), null, MISSING[key]));
-    if (run.kind === "tracer") {
-      for (const key of keys.filter((k) => /(^|\/)(reward|loss|kl)$/.test(k))) charts.append(lineChart(key, memberSeries(data, key)));
+    if (run.kind === "tracer") {  // the controllers' policies first: what TRACER learns
       view.append(h("h2", {}, "Controller policies: speak probability per information state (average strategy)"));
       const policies = h("div", {class: "charts"});
       view.append(policies);
@@ -342,6 +337,14 @@ function viewTraining(view, params) {
         const series = Object.entries(states).map(([state, points]) => ({name: state, points}));
         policies.append(lineChart(POLICY_TITLE[role] || role, series, [0, 1]));
       }
+      view.append(h("h2", {}, "Training metrics"));
+    }
+    const charts = h("div", {class: "charts"});
+    view.append(charts);
+    const shown = run.kind === "tracer" ? TRACER_CHARTS : COHORT_CHARTS;
+    for (const [key, title] of shown) charts.append(lineChart(title, memberSeries(data, key), null, MISSING[key]));
+    if (run.kind === "tracer") {  // GSPO's, when the utterance layer trains
+      for (const key of keys.filter((k) => /(^|\/)(reward|loss|kl)$/.test(k))) charts.append(lineChart(key, memberSeries(data, key)));
     }
     const more = h("div", {class: "charts"});
     view.append(h("div", {class: "filters"}, select("f-metric", "another metric ", [["", "choose…"], ...keys.map((k) => [k, k])], "",

@@ -118,6 +118,7 @@ const Plot = (() => {
     overlay.addEventListener("mouseleave", () => { rule.setAttribute("visibility", "hidden"); hideTip(); });
     const legend = document.createElement("div");
     legend.className = "legend";
+    legend.style.maxWidth = `${width || 560}px`;
     series.forEach((s, i) => {
       const item = document.createElement("span");
       item.innerHTML = `<i style="background:${COLORS[i % COLORS.length]}"></i>`;
