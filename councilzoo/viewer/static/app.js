@@ -310,7 +310,7 @@ function lineChart(title, series, yDomain, missing) {
   if (!series.length) {
     box.append(h("p", {class: "empty"}, missing || "not logged in this run"));
   } else {
-    Plot.lines(box, {series, xLabel: "step", yLabel: "", yDomain, width: 440, height: 230});
+    Plot.lines(box, {series, xLabel: "step", yLabel: "", yDomain, width: 420, height: 230});
   }
   return box;
 }
