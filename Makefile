@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 EXTRAS ?= dev,openai,vision
 
-.PHONY: setup demo test lint test-core test-vllm vllm-env vllm-env-logged clean
+.PHONY: setup demo test lint test-core test-vllm vllm-env vllm-env-logged browser clean
 
 setup: $(VENV)/.installed
 
@@ -42,9 +42,14 @@ vllm-env-logged:
 test-vllm: setup vllm-env
 	$(VENV)/bin/pytest -q -m vllm
 
+# Headless Chromium for the viewer's browser tests (Debian's package; as root, or through sudo).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+browser:
+	@test -x /usr/bin/chromium || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium; }
+
 # The vLLM environment (a ~2.5 GB install, mostly download) is built while the core tiers run;
 # their output streams as it happens. Either failing fails the target.
-test: lint
+test: lint browser
 	$(MAKE) -j2 test-core vllm-env-logged
 	$(MAKE) test-vllm
 

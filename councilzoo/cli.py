@@ -1,4 +1,4 @@
-"""The ``councilzoo`` command: demo, eval, train, repro.
+"""The ``councilzoo`` command: demo, eval, train, repro, view.
 
 Each subcommand lives with the code it drives; this module only parses arguments and dispatches,
 importing heavy modules lazily so ``councilzoo --help`` stays instant. Every user mistake (a flag,
@@ -105,6 +105,12 @@ def _subcommand(sub, name: str, summary: str, description: str, func) -> argpars
     )
     command.set_defaults(func=func, on_interrupt=INTERRUPTED)
     return command
+
+
+def _view(args: argparse.Namespace) -> int:
+    from councilzoo.viewer import serve
+
+    return serve(args.out, args.port, args.open)
 
 
 def _add_demo(sub) -> None:
@@ -217,7 +223,21 @@ def _add_repro(sub) -> None:
                     help="with 'all': claims run in this many processes (default: one per CPU core)")
 
 
-SUBCOMMANDS = (_add_demo, _add_eval, _add_train, _add_repro)
+def _add_view(sub) -> None:
+    vw = _subcommand(
+        sub, "view", "see an output folder in the browser: protocols, episodes, curves",
+        "Serves a local page (no network needed) for the --out folder of eval, demo, train or repro: the "
+        "protocols' table and frontier, every episode as a conversation with filters, training curves "
+        "and TRACER's controller policies.",
+        _view,
+    )
+    vw.set_defaults(on_interrupt="stopped")
+    vw.add_argument("out", help="the --out folder of eval, demo, train or repro")
+    vw.add_argument("--port", type=at_least(0), default=8765, help="local port (0: any free one)")
+    vw.add_argument("--open", action="store_true", help="also open the page in the default browser")
+
+
+SUBCOMMANDS = (_add_demo, _add_eval, _add_train, _add_repro, _add_view)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -2,8 +2,10 @@
 
 ``Evaluation`` holds one agents config, the test problems and the dev problems, plays each
 protocol's episodes with the ``RolloutEngine`` (one JSONL per run under ``OUT/episodes/``, so an
-interrupted evaluation resumes where it stopped) and caches every protocol's ``ProtocolResult``
-(protocols reuse each other's runs: dense debate's rescue/harm is measured against ``single``).
+interrupted evaluation resumes where it stopped; the problems they were played on go to
+``OUT/problems.jsonl``, since records name their problem by id only) and caches every
+protocol's ``ProtocolResult`` (protocols reuse each other's runs: dense debate's rescue/harm is
+measured against ``single``).
 Dev problems (router and COMED thresholds) never overlap the test problems: synthetic dev sets
 use another seed, named datasets another split, and ``Evaluation`` checks the ids.
 """
@@ -11,6 +13,7 @@ use another seed, named datasets another split, and ``Evaluation`` checks the id
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -26,6 +29,7 @@ from councilzoo.evaluation.context import Run
 from councilzoo.evaluation.council import CouncilConfig, agents_file, load_council
 from councilzoo.evaluation.metrics import ProtocolResult
 from councilzoo.evaluation.run_folder import check_rerun, file_digest, start_run
+from councilzoo.learners.logging import read_metrics
 from councilzoo.rollout import RolloutEngine
 from councilzoo.tasks import Problem, load_problems
 
@@ -57,6 +61,7 @@ class Evaluation:
         self.models = build_models(council.models)
         self._results: dict[str, ProtocolResult] = {}
         self._singles: dict[tuple[str, str], ProtocolResult] = {}
+        self._saved_problems: set[str] | None = None
 
     @cached_property
     def dev(self) -> list[Problem]:
@@ -71,6 +76,7 @@ class Evaluation:
         path = None if self.out is None else self.out / "episodes" / f"{name}.jsonl"
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
+            self._save_problems(problems)
         kwargs = {**run.env_kwargs, "problems": problems}  # the episodes pin their problem anyway
         engine = RolloutEngine(
             run.env_id,
@@ -83,6 +89,18 @@ class Evaluation:
             jsonl_path=path,
         )
         return engine.run(problems)
+
+    def _save_problems(self, problems: Sequence[Problem]) -> None:
+        """Append to ``OUT/problems.jsonl`` the problems it lacks (question, gold answer, metadata):
+        what ``councilzoo view`` shows beside an episode. Images stay in the episode records."""
+        path = self.out / "problems.jsonl"
+        if self._saved_problems is None:
+            self._saved_problems = {row["id"] for row in read_metrics(path)} if path.exists() else set()
+        new = [p for p in problems if p.id not in self._saved_problems]
+        with open(path, "a") as file:
+            for problem in new:
+                file.write(json.dumps({**problem.to_dict(), "images": []}) + "\n")
+        self._saved_problems.update(p.id for p in new)
 
     def say(self, line: str) -> None:
         """One line when a phase ends (what a person following the run reads; off with progress)."""

@@ -1,0 +1,252 @@
+"""``councilzoo view``: the folder index against the reports it came with, the server, and the page
+as a user sees it in headless Chromium (tests marked ``browser``; skipped when it is absent)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from councilzoo.cli import main as cli_main
+from councilzoo.viewer import OutputFolder, ViewerServer
+from councilzoo.viewer.browser import CHROMIUM, launch_chromium
+from councilzoo.viewer.folder import HARMED, RESCUED, RIGHT
+
+REPO = Path(__file__).resolve().parents[1]
+AGENTS = str(REPO / "configs" / "demo_agents.yaml")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    """One folder holding two evaluations (problems with images; code problems) and a TRACER run."""
+    root = tmp_path_factory.mktemp("viewer_runs")
+    evals = [("visual", "single,debate,always_verify", "16"), ("code", "single,debate", "6")]
+    for kind, protocols, limit in evals:
+        args = ["eval", "--protocol", protocols, "--agents", AGENTS, "--dataset", f"synthetic:{kind}",
+                "--limit", limit, "--out", str(root / kind)]
+        assert cli_main(args) == 0
+    settings = ["max_steps=4", "problems_per_step=16", "data.eval_limit=16", "baselines=[]"]
+    config = str(REPO / "configs" / "tracer_cpu_simulated.yaml")
+    tracer = ["train", "tracer", config, "--out", str(root / "tracer")]
+    tracer += [arg for setting in settings for arg in ("--set", setting)]
+    assert cli_main(tracer) == 0
+    return root
+
+
+@pytest.fixture(scope="module")
+def folder(runs) -> OutputFolder:
+    return OutputFolder(runs)
+
+
+@pytest.fixture(scope="module")
+def server(folder):
+    server = ViewerServer(folder, port=0).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _count(folder: OutputFolder, run_name: str, bit: int) -> int:
+    run = folder.run_names.index(run_name)
+    rows = zip(folder.rows["run"], folder.rows["outcome"], strict=True)
+    return sum(1 for r, outcome in rows if r == run and outcome & bit)
+
+
+# -- the index ---------------------------------------------------------------------------------
+
+
+def test_the_index_finds_every_run_and_agrees_with_the_reports(runs, folder):
+    assert [folder.relative(s.path) for s in folder.evals] == ["code", "visual"]
+    assert [(folder.relative(t.path), t.kind) for t in folder.trainings] == [("tracer", "tracer")]
+    lines = sum(len(p.read_text().splitlines()) for p in runs.glob("*/episodes/*.jsonl"))
+    assert len(folder.locations) == lines
+    report = json.loads((runs / "visual" / "report.json").read_text())["protocols"]
+    for protocol in ("single", "debate", "always_verify"):  # dense debate's from the single run
+        counts = report[protocol]["counts"]
+        assert _count(folder, f"visual/{protocol}", RIGHT) == counts["accuracy"]
+        assert _count(folder, f"visual/{protocol}", RESCUED) == counts["rescue"]
+        assert _count(folder, f"visual/{protocol}", HARMED) == counts["harm"]
+    assert _count(folder, "visual/debate", RESCUED) + _count(folder, "visual/debate", HARMED) > 0
+
+
+def test_an_episode_comes_back_whole_with_its_problem_and_graded_turns(runs, folder):
+    index = folder.run_names.index("visual/single")
+    i = folder.rows["run"].index(index)
+    episode = folder.episode(i)
+    record = _records(runs / "visual" / "episodes" / "single.jsonl")[0]
+    assert episode["problem_id"] == record["problem_id"] and len(episode["turns"]) == len(record["turns"])
+    assert episode["problem"]["question"] and episode["problem"]["answer"] is not None
+    anchor = episode["turns"][0]
+    assert anchor["correct"] == record["info"]["anchor_correct"]
+    image = folder.image_file(i, 0)
+    assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_code_turns_show_their_program_and_how_its_tests_went(runs, folder):
+    run = folder.run_names.index("code/single")
+    for i in [k for k, r in enumerate(folder.rows["run"]) if r == run]:
+        episode = folder.episode(i)
+        anchor = episode["turns"][0]
+        assert anchor["program"].startswith("def ")
+        assert anchor["test"].startswith("passed") == bool(episode["correct"])
+
+
+# -- the command and the server ----------------------------------------------------------------
+
+
+def test_view_refuses_a_missing_or_unrelated_folder_in_one_line(tmp_path, capsys):
+    assert cli_main(["view", str(tmp_path / "nope")]) == 2
+    assert cli_main(["view", str(tmp_path)]) == 2
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert len(errors) == 2 and "no such folder" in errors[0] and "no report.md, episodes/" in errors[1]
+
+
+def test_the_command_serves_the_folder(runs):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "councilzoo.cli", "view", str(runs), "--port", "0"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env) as process:
+        try:
+            process.stdout.readline()
+            url = process.stdout.readline().split()[1]
+            index = json.loads(urllib.request.urlopen(url + "api/index", timeout=30).read())
+        finally:
+            process.terminate()
+    assert sorted(e["path"] for e in index["evals"]) == ["code", "visual"]
+
+
+def test_the_server_sends_files_inside_the_folder_only(runs, server):
+    report = urllib.request.urlopen(server.url + "files/visual/report.md", timeout=10).read().decode()
+    assert report.startswith("#")
+    (runs.parent / "beside.md").write_text("# not in the folder")
+    for outside in ("files/../beside.md", "files/%2e%2e/beside.md", "files/visual/episodes/single.jsonl",
+                    "static/../folder.py"):
+        with pytest.raises(urllib.error.HTTPError, match="404"):
+            urllib.request.urlopen(server.url + outside, timeout=10)
+
+
+# -- the page in a real browser ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def page():
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the viewer's browser tests need playwright")
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"no Chromium at {CHROMIUM} (make browser installs it)")
+    with sync_api.sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        errors = []
+        page.on("pageerror", lambda error: errors.append(error))
+        yield page
+        browser.close()
+    assert not errors, errors
+
+
+def _open(page, server, view: str):
+    page.goto(server.url + view)
+    page.wait_for_selector("#view[data-view]")
+
+
+@pytest.mark.browser
+def test_the_protocols_table_and_frontier_show_the_report(page, server, runs):
+    _open(page, server, "")
+    report = json.loads((runs / "visual" / "report.json").read_text())["protocols"]
+    section = page.locator("section[data-section='visual']")
+    for protocol, row in report.items():
+        cells = section.locator(f"tr[data-protocol='{protocol}'] td").all_inner_texts()
+        assert cells[0] == protocol and float(cells[1]) == pytest.approx(row["accuracy"], abs=5e-4)
+        assert cells[-1] == str(row["n"])  # its episodes
+    debate = section.locator("tr[data-protocol='debate'] td").all_inner_texts()
+    section.locator("circle.point[data-label='debate']").hover()
+    assert page.inner_text("#tooltip").splitlines()[:2] == ["debate", f"accuracy {debate[1]} {debate[2]}"]
+    section.locator("circle.point[data-label='debate']").click()
+    page.wait_for_selector("table.episodes tbody tr")
+    assert set(page.locator("table.episodes tbody td:first-child").all_inner_texts()) == {"visual/debate"}
+
+
+@pytest.mark.browser
+def test_an_episode_reads_as_a_conversation_turn_by_turn(page, server, runs, folder):
+    i = folder.rows["run"].index(folder.run_names.index("visual/debate"))
+    _open(page, server, f"#episodes?open={i}")
+    page.wait_for_selector(".conversation .turn")
+    record = _records(runs / "visual" / "episodes" / "debate.jsonl")[0]
+    heads = page.locator(".conversation .turn-head b").all_inner_texts()
+    assert heads == [t["agent"] for t in record["turns"]]
+    assert page.locator(".conversation .turn .chip.right, .conversation .turn .chip.wrong").count() >= 1
+    assert page.evaluate("document.querySelector('.problem img').naturalWidth") > 0
+
+
+@pytest.mark.browser
+def test_filters_narrow_the_list(page, server, folder):
+    _open(page, server, "#episodes")
+    total = len(folder.locations)
+    assert page.inner_text("#match-count") == f"{total:,} of {total:,} episodes"
+    page.select_option("#f-run", label="visual/debate")
+    page.select_option("#f-outcome", "harmed")
+    harmed = _count(folder, "visual/debate", HARMED)
+    page.wait_for_function(f"document.querySelector('#match-count').textContent.startsWith('{harmed} of')")
+    badges = page.locator("table.episodes tbody tr").evaluate_all("rows => rows.map(r => r.innerText)")
+    assert len(badges) == harmed and all("harmed" in row for row in badges)
+    page.fill("#f-problem", "visual-s0-0000")
+    page.press("#f-problem", "Enter")
+    page.wait_for_function("location.hash.includes('problem=')")
+    problems = page.locator("table.episodes tbody td:nth-child(2)").all_inner_texts()
+    assert problems and all(p.startswith("visual-s0-0000") for p in problems)
+
+
+@pytest.mark.browser
+def test_one_problem_side_by_side_across_protocols(page, server, folder):
+    _open(page, server, "#problem?id=visual-s0-00003")
+    page.wait_for_selector(".side-by-side .column")
+    problem = folder.problem_ids.index("visual-s0-00003")
+    rows = zip(folder.rows["run"], folder.rows["problem"], strict=True)
+    played = {folder.run_names[r] for r, p in rows if p == problem}
+    page.wait_for_function(f"document.querySelectorAll('.side-by-side .column').length === {len(played)}")
+    titles = page.locator(".side-by-side .episode-head a").all_inner_texts()
+    assert set(titles) == played
+
+
+@pytest.mark.browser
+def test_tracer_training_curves_and_controller_policies(page, server, folder):
+    _open(page, server, "#training")
+    page.wait_for_selector(".chart-box svg path.line")
+    policies = folder.training(0)["policies"]
+    for role, states in policies.items():
+        chart = page.locator(".chart-box", has=page.locator("h3", has_text=f"{role}:"))
+        assert chart.locator("path.line").count() == len(states)
+        assert set(chart.locator(".legend span").all_inner_texts()) == set(states)
+    box = page.locator(".chart-box[data-metric='accuracy (training problems)'] rect.overlay").bounding_box()
+    page.mouse.move(box["x"] + box["width"] - 2, box["y"] + box["height"] / 2)
+    assert page.inner_text("#tooltip").startswith("step 4")
+
+
+@pytest.mark.browser
+def test_cohort_curves_and_reports_of_a_repro_folder(page, quick_repro):
+    server = ViewerServer(OutputFolder(quick_repro), port=0).start()
+    try:
+        page.goto(server.url + "#training")
+        page.wait_for_selector(".chart-box[data-metric='reward'] path.line")
+        first_run = sorted((quick_repro / "corl" / "runs").iterdir())[0]
+        members = {p.name for p in (first_run / "members").iterdir()}
+        reward = page.locator(".chart-box[data-metric='reward']")
+        assert set(reward.locator(".legend span").all_inner_texts()) == members
+        for metric in ("label accuracy (label vs gold)", "held-out accuracy", "loss"):
+            assert page.locator(f".chart-box[data-metric='{metric}'] path.line").count() >= 1
+        page.goto(server.url + "#reports")
+        page.wait_for_selector(".markdown h1")
+        assert page.inner_text(".markdown h1").startswith("Claim")
+        page.wait_for_function("[...document.querySelectorAll('.markdown img')].every(i => i.complete)")
+        assert page.evaluate("[...document.querySelectorAll('.markdown img')].every(i => i.naturalWidth > 0)")
+    finally:
+        server.shutdown()
+        server.server_close()
