@@ -28,7 +28,7 @@ from councilzoo.evaluation import protocols, report
 from councilzoo.evaluation.context import Run
 from councilzoo.evaluation.council import CouncilConfig, agents_file, load_council
 from councilzoo.evaluation.metrics import ProtocolResult
-from councilzoo.evaluation.run_folder import check_rerun, file_digest, start_run
+from councilzoo.evaluation.run_folder import PROBLEMS, check_rerun, file_digest, start_run
 from councilzoo.learners.logging import read_metrics
 from councilzoo.rollout import RolloutEngine
 from councilzoo.tasks import Problem, load_problems
@@ -93,7 +93,7 @@ class Evaluation:
     def _save_problems(self, problems: Sequence[Problem]) -> None:
         """Append to ``OUT/problems.jsonl`` the problems it lacks (question, gold answer, metadata):
         what ``councilzoo view`` shows beside an episode. Images stay in the episode records."""
-        path = self.out / "problems.jsonl"
+        path = self.out / PROBLEMS
         if self._saved_problems is None:
             self._saved_problems = {row["id"] for row in read_metrics(path)} if path.exists() else set()
         new = [p for p in problems if p.id not in self._saved_problems]

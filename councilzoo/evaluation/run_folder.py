@@ -8,7 +8,8 @@ protocol setting, the dataset, split, the data files' contents, limit and seed) 
 
 - equal settings: the run resumes;
 - other settings: refused, one line naming the first difference, unless ``overwrite``;
-- ``overwrite``: the old episodes and settings are deleted (nothing else in the folder) first;
+- ``overwrite``: the old episodes, their problems and settings are deleted (nothing else in the
+  folder) first;
 - episodes without a settings record (a folder written by hand or by an older councilzoo):
   refused unless ``overwrite``.
 """
@@ -25,6 +26,7 @@ from councilzoo.config import ConfigError
 
 SETTINGS_FILE = "settings.json"
 EPISODES = "episodes"
+PROBLEMS = "problems.jsonl"  # the problems the episodes were played on (harness), read by the viewer
 
 
 def file_digest(path: str | Path | None) -> str | None:
@@ -77,9 +79,11 @@ def check_rerun(out: str | Path, settings: dict[str, Any], overwrite: bool) -> N
 
 
 def start_run(out: str | Path, settings: dict[str, Any], overwrite: bool) -> None:
-    """Just before the first episode: with ``overwrite``, delete the old episodes; record ``settings``."""
+    """Just before the first episode: with ``overwrite``, delete the old episodes and the problems
+    they were played on; record ``settings``."""
     out = Path(out)
     if overwrite:
         shutil.rmtree(out / EPISODES, ignore_errors=True)
+        (out / PROBLEMS).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     (out / SETTINGS_FILE).write_text(json.dumps(settings, indent=2))
