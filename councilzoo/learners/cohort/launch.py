@@ -194,7 +194,7 @@ def sigterm_interrupts():
 
 
 def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def start_world(
