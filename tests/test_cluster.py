@@ -77,8 +77,9 @@ def cpu_config(folder: Path, models: Path, **changes) -> None:
     trainer.update(bf16=False)
     data.update(
         max_steps=1, max_completion_length=8, tiny_models_dir=str(models), seeded_sampling=True,
-        report_to=["none"], data={"dataset": "synthetic:multiple_choice", "num_problems": 32}, **changes,
+        report_to=["none"], data={"dataset": "synthetic:multiple_choice", "num_problems": 32},
     )  # fmt: skip
+    data.update(changes)
     data["distributed"].update(port=_free_port(), heartbeat_timeout_s=30.0)
     (folder / "configs" / "accelerate").mkdir(parents=True, exist_ok=True)
     (folder / GPU_CONFIG).write_text(yaml.safe_dump(data))
@@ -263,8 +264,8 @@ def test_stopping_the_launcher_ends_every_member_world(tmp_path, models, sig):
         entry = "councilzoo.learners.cohort.member"
         workers = [p for p in _cohort(launcher) if entry in " ".join(p.cmdline())]
         if sig == signal.SIGKILL:  # both worlds are training: every process is past its start
-            files = [run / "members" / n / "metrics.jsonl" for n in FAMILIES]
-            return all(f.is_file() and trained_rows(run, n) for f, n in zip(files, FAMILIES))
+            logs = {n: run / "members" / n / "metrics.jsonl" for n in FAMILIES}
+            return all(log.is_file() and trained_rows(run, n) for n, log in logs.items())
         return len(workers) >= 3  # torchrun's agent and its 2 workers; the forked world is started first
 
     deadline = time.monotonic() + 600
