@@ -5,7 +5,8 @@ A CPU machine changes only what it must, by these rules (``cpu_config``, ``cpu_c
 
 - ``configs/corl_gpu_qwen_llama.yaml`` becomes a CPU copy: tiny models of the members' families (qwen3,
   llama; built once) instead of the hub models, fp32, no vLLM colocate and no ZeRO-3 (neither runs on
-  a CPU: docs/learners.md), synthetic items, one optimizer step of 8-token completions,
+  a CPU: docs/learners.md), synthetic items, one optimizer step of 8-token completions at learning
+  rate 1e-3 without warm-up (so that one step moves the weights),
   ``seeded_sampling`` on (updates that do not depend on the world size), a free store port. The batch
   settings (prompts_per_step, num_generations, per_device_train_batch_size,
   gradient_accumulation_steps) stay as shipped: they are what the recipes must get right;
@@ -74,7 +75,7 @@ def cpu_config(folder: Path, models: Path, **changes) -> None:
     for key in ("use_vllm", "vllm_mode", "vllm_gpu_memory_utilization"):
         trainer.pop(key)
     trainer.pop("vllm_importance_sampling_correction")
-    trainer.update(bf16=False)
+    trainer.update(bf16=False, learning_rate=1e-3, warmup_steps=0)  # one step moves the weights
     data.update(
         max_steps=1, max_completion_length=8, tiny_models_dir=str(models), seeded_sampling=True,
         report_to=["none"], data={"dataset": "synthetic:multiple_choice", "num_problems": 32},
