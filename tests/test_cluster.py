@@ -13,8 +13,9 @@ A CPU machine changes only what it must, by these rules (``cpu_config``, ``cpu_c
 - ``devices=...`` settings are dropped (gloo on CPU);
 - a world of more than 3 processes per node runs 2 when it is on one node, 1 per node when it spans
   nodes (2 cores);
-- node addresses (NODE_A_IP, 10.0.0.1) become 127.0.0.1 and accelerate's ``main_process_port`` a free
-  port; each node is one launcher in a folder of its own (its own disk).
+- node addresses become 127.0.0.1 (10.0.0.1 everywhere, NODE_A_IP in ``councilzoo`` lines: a ``sed``
+  line puts it into a file) and accelerate's ``main_process_port`` a free port; each node is one
+  launcher in a folder of its own (its own disk).
 """
 
 from __future__ import annotations
@@ -93,10 +94,10 @@ def cpu_config(folder: Path, models: Path, **changes) -> None:
 def cpu_command(command: str) -> list[str]:
     """A recipe's command line as this machine runs it (the module docstring's rules); a shell
     command (not ``councilzoo``) as ``bash -c``."""
-    command = re.sub(r"NODE_A_IP|10\.0\.0\.1", "127.0.0.1", command)
-    words = shlex.split(command)
-    if words[0] != "councilzoo":
+    command = command.replace("10.0.0.1", "127.0.0.1")
+    if not command.startswith("councilzoo"):
         return ["bash", "-c", command]
+    words = shlex.split(command.replace("NODE_A_IP", "127.0.0.1"))
     spans = any("accelerate_config=" in w for w in words)
     out = [sys.executable, "-m", "councilzoo.cli"]
     rest = iter(words[1:])
@@ -165,17 +166,19 @@ def one_process_run(root: Path, models: Path, accumulation: int) -> Path:
 
 
 def assert_same_training(runs: dict[str, Path], alone: Path, models: Path) -> None:
-    """Each member's step rewards and final weights equal those of its one-process run."""
+    """Each member trained a step whose samples, votes and rewards equal those of its one-process run,
+    and its weights moved. (The weights themselves differ: the recipes' rounds make several optimizer
+    steps, and which completions form each one depends on how TRL shards the round over processes;
+    tests/test_corl_distributed.py shows equal weights where a round is one step.)"""
     for name, run in runs.items():
         rows, one = trained_rows(run, name), trained_rows(alone, name)
         assert [r["step"] for r in rows] == [1], name
         assert rows[0]["votes_per_item"] == 8  # every rank's completions of an item reached the vote
-        assert rows[0]["reward"] == pytest.approx(one[0]["reward"], abs=1e-6), name
+        for key in ("reward", "label_accuracy", "agreement", "completions/mean_length"):
+            assert rows[0][key] == pytest.approx(one[0][key], abs=1e-6), (name, key)
         start = load_file(next(models.glob(f"{name}*/model.safetensors")))
-        spread, single = final_weights(run, name), final_weights(alone, name)
-        assert max((single[k] - start[k]).abs().max().item() for k in single) > 1e-4, name  # a real update
-        for k in single:
-            torch.testing.assert_close(spread[k], single[k], rtol=1e-4, atol=1e-5, msg=f"{name} {k}")
+        weights = final_weights(run, name)
+        assert max((weights[k] - start[k]).abs().max().item() for k in weights) > 1e-4, name  # an update
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +198,8 @@ def models(tmp_path_factory) -> Path:
 
 def test_two_nodes_one_member_each(tmp_path, models):
     """Two launchers (--members 0 and --members 1) with different --set lines join one cohort; each
-    member's world of 2 makes the update of a one-process member with the same global batch."""
+    member's world of 2 samples, votes and is rewarded as a one-process member with the same global
+    batch, and trains."""
     commands = recipe("Two nodes, one member each")
     assert [node for node, _ in commands] == ["A", "B"]
     nodes = run_nodes(commands, tmp_path, models)
@@ -209,7 +213,7 @@ def test_two_nodes_one_member_each(tmp_path, models):
 def test_a_member_spanning_two_nodes(tmp_path, models):
     """Member 0 is one accelerate world over nodes A and B (machine ranks 0 and 1 on 127.0.0.1, the
     config's port, no override), member 1 runs on node C: the cohort trains, and the spanning
-    member makes the update of a one-process member with the same global batch."""
+    member samples, votes and is rewarded as a one-process member with the same global batch."""
     commands = recipe("A member spanning two nodes")
     assert [node for node, _ in commands] == ["A", "B", "A", "B", "C"]
     nodes = run_nodes(commands, tmp_path, models)
