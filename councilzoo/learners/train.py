@@ -109,12 +109,12 @@ def main(args: argparse.Namespace) -> int:
     except (CohortFailed, PeerFailure) as exc:
         print(f"councilzoo train: cohort stopped: {exc}", file=sys.stderr)
         return 3
-    print_summary(args.learner, cfg, rows)
+    print_summary(args.learner, cfg, rows, members)
     return 0
 
 
-def print_summary(learner: str, cfg: Any, rows: Sequence[dict]) -> None:
-    """The final table: one line per trained model."""
+def print_summary(learner: str, cfg: Any, rows: Sequence[dict], members: Sequence[int] | None = None) -> None:
+    """The final table: one line per trained model (``members``: the ones this node trained)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -125,6 +125,8 @@ def print_summary(learner: str, cfg: Any, rows: Sequence[dict]) -> None:
         if any(k in r for r in rows)
     ]
     names = [m.name for m in getattr(cfg, "members", [])] or [learner]
+    if members is not None:
+        names = [names[i] for i in members]
     table.add_column("model")
     for key in keys:
         table.add_column(key, justify="right")
