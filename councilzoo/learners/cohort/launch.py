@@ -1,10 +1,12 @@
 """The one command that starts a whole cohort on one node: each member's world on its own devices.
 
 ``launch_cohort`` checks everything that can fail fast (output folder, data, models, trainer
-settings) before any member starts, writes the resolved config the members read, starts one
-world per member (``python``, ``torchrun`` or ``accelerate launch``, each in its own process
-group with its own ``CUDA_VISIBLE_DEVICES``), waits, and stops every world as soon as one fails.
-Multi-node runs start a subset of members per node (``members=``).
+settings at each world's real size) before any member starts, writes the resolved config the
+members read, starts one world per member (``python``, ``torchrun`` or ``accelerate launch``, each
+in its own process group with its own ``CUDA_VISIBLE_DEVICES``), waits, and stops every world as
+soon as one fails or the launcher gets SIGTERM/SIGINT. Every process of a world dies with its
+parent (``PR_SET_PDEATHSIG``), so no world outlives even a SIGKILLed launcher. Multi-node runs
+start a subset of members per node (``members=``).
 
 With ``warm_start`` a single-process world is forked from a server (multiprocessing's
 forkserver) that imported torch, transformers, peft and TRL once, instead of a fresh ``python``
