@@ -228,6 +228,7 @@ def quiet_loading() -> None:
 
 # Set by the launcher in every member world's environment: its own pid.
 LAUNCHER_ENV = "COUNCILZOO_COHORT_LAUNCHER"
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def die_with_launcher() -> None:
@@ -246,9 +247,6 @@ def set_parent_death_signal(sig: int = signal.SIGKILL) -> None:
     """Have the kernel send ``sig`` to this process when its parent dies (Linux; a no-op elsewhere)."""
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-
-
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def _alive(pid: int) -> bool:
