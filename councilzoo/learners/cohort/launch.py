@@ -172,7 +172,7 @@ def _run_worlds(
                 break
             time.sleep(0.2)
     except KeyboardInterrupt as exc:
-        failed.append(f"the launcher was interrupted ({exc or 'SIGINT'})")
+        failed.append(f"the launcher was interrupted ({str(exc) or 'SIGINT'})")
     finally:
         for proc in procs.values():
             _stop(proc)
