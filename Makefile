@@ -1,6 +1,6 @@
 # One entry point for setup, the demo and the tests (see README.md).
 #   make demo   set up .venv and run `councilzoo demo` offline on CPU
-#   make test   set up .venv (+ .venv-vllm for the vLLM tier), lint, run every test tier
+#   make test   set up .venv (+ .venv-vllm for the vLLM tier), lint, run every test tier (core, vllm, cluster)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 EXTRAS ?= dev,openai,vision
 
-.PHONY: setup demo test lint test-core test-vllm vllm-env vllm-env-logged browser clean
+.PHONY: setup demo test lint test-core test-vllm test-cluster vllm-env vllm-env-logged browser clean
 
 setup: $(VENV)/.installed
 
@@ -27,7 +27,11 @@ lint: setup
 	$(VENV)/bin/ruff check .
 
 test-core: setup
-	$(VENV)/bin/pytest -q -m "not vllm"
+	$(VENV)/bin/pytest -q -m "not vllm and not cluster"
+
+# docs/learners.md's multi-GPU/multi-node recipes on CPU (gloo, launchers on 127.0.0.1)
+test-cluster: setup
+	$(VENV)/bin/pytest -q -m cluster
 
 vllm-env:
 	bash scripts/setup_vllm_env.sh
@@ -51,7 +55,7 @@ browser:
 # their output streams as it happens. Either failing fails the target.
 test: lint browser
 	$(MAKE) -j2 test-core vllm-env-logged
-	$(MAKE) test-vllm
+	$(MAKE) test-vllm test-cluster
 
 clean:
 	rm -rf $(VENV) .venv-vllm $(VLLM_LOG) demo-out .pytest_cache .ruff_cache

@@ -79,6 +79,18 @@ class MemberConfig:
                 f"member {self.name!r}: accelerate_config {self.accelerate_config!r} does not exist"
             )
 
+    def machines(self) -> int:
+        """Machines the member's world spans: its accelerate config's ``num_machines`` (else 1)."""
+        if not self.accelerate_config:
+            return 1
+        import yaml
+
+        return int((yaml.safe_load(Path(self.accelerate_config).read_text()) or {}).get("num_machines", 1))
+
+    def world_size(self) -> int:
+        """Processes of the member's world: ``num_processes`` on each of its machines."""
+        return self.num_processes * self.machines()
+
 
 @dataclass
 class DataConfig:
@@ -218,8 +230,30 @@ class CohortConfig:
         return spec_dir(root, member_spec(self, index))
 
     def fingerprint(self) -> str:
-        """Hash of the resolved config: members of one cohort must agree on it to join."""
-        return hashlib.sha256(json.dumps(config_to_dict(self), sort_keys=True).encode()).hexdigest()[:16]
+        """Hash of what the members learn from: members of one cohort must agree on it to join.
+
+        Where and how a member runs (``PLACEMENT``: devices, hosts, ports, process counts, server
+        URLs, output folders) is left out, so that each node of a multi-node run may set its own."""
+        resolved = config_to_dict(self)
+        for key in PLACEMENT["run"]:
+            resolved.pop(key, None)
+        for scope in (resolved, *resolved["members"]):
+            scope["trainer"] = {k: v for k, v in scope["trainer"].items() if k not in PLACEMENT["trainer"]}
+        for member in resolved["members"]:
+            for key in PLACEMENT["member"]:
+                member.pop(key, None)
+        return hashlib.sha256(json.dumps(resolved, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# Settings that place a run (machines, ports, folders, trackers) and change no update.
+PLACEMENT = {
+    "run": ("output_dir", "tiny_models_dir", "report_to", "project", "distributed", "warm_start"),
+    "member": ("num_processes", "devices", "accelerate_config"),
+    "trainer": (
+        "vllm_server_base_url", "vllm_server_host", "vllm_server_port", "vllm_server_timeout",
+        "vllm_group_port", "vllm_gpu_memory_utilization", "logging_dir", "dataloader_num_workers",
+    ),
+}
 
 
 # GRPOConfig sampling settings that SeededSampling does not apply, with their defaults.

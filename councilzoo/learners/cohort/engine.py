@@ -100,12 +100,16 @@ def grpo_args(
     max_completion_length: int,
     run_name: str,
     overrides: Mapping[str, Any] = (),
+    world_size: int | None = None,
+    where: str | None = None,
 ) -> Any:
     """A ``GRPOConfig`` for one model: our defaults, then ``overrides`` (any GRPOConfig field).
 
     One generation round covers ``prompts_per_round`` items x ``num_generations`` completions
     (TRL's ``generation_batch_size``). Unless overridden, the micro-batch is the whole round on
-    each process and accumulation is 1, so a round is one optimizer step.
+    each process and accumulation is 1, so a round is one optimizer step. The batch settings are
+    checked for ``world_size`` processes (default: this process's world), so that a launcher can
+    check a world before starting it; errors name ``where`` (default: ``run_name``).
     """
     import torch
     from trl import GRPOConfig
@@ -113,9 +117,10 @@ def grpo_args(
     settings = {**DEFAULTS, **dict(overrides)}
     if not torch.cuda.is_available() and not settings.get("use_cpu"):
         settings.update(use_cpu=True, bf16=settings.get("bf16", False), fp16=False)
-    world = _world_size()
+    world = _world_size() if world_size is None else world_size
     generation_batch = prompts_per_round * num_generations
     settings.setdefault("per_device_train_batch_size", max(1, generation_batch // world))
+    check_round_fits(settings, prompts_per_round, num_generations, world, where or repr(run_name))
     try:
         args = GRPOConfig(
             output_dir=str(output_dir),
@@ -134,14 +139,61 @@ def grpo_args(
         )
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"trainer settings of {run_name!r}: {exc}") from exc
-    per_round = optimizer_steps_per_round(args)
-    if per_round != int(per_round) or per_round < 1:
-        raise ConfigError(
-            f"trainer settings of {run_name!r}: a generation round of {generation_batch} completions makes "
-            f"{args.steps_per_generation} micro-steps, which gradient_accumulation_steps="
-            f"{args.gradient_accumulation_steps} does not divide"
-        )
     return args
+
+
+def check_round_fits(
+    settings: Mapping[str, Any], prompts_per_round: int, num_generations: int, world: int, where: str
+) -> None:
+    """A generation round must split into whole micro-batches over the ``world`` processes (TRL's
+    ``generation_batch_size`` rule) and whole optimizer steps (``gradient_accumulation_steps``).
+    A wrong setting is one ``ConfigError`` line naming the key and values that work."""
+    per_device = settings["per_device_train_batch_size"]
+    accumulation = settings.get("gradient_accumulation_steps", 1)
+    iterations = settings.get("num_iterations", 1)
+
+    def fits(prompts: int, per_device: int, world: int, accumulation: int) -> bool:
+        batch, global_batch = prompts * num_generations, per_device * world
+        return batch % global_batch == 0 and batch // global_batch * iterations % accumulation == 0
+
+    if fits(prompts_per_round, per_device, world, accumulation):
+        return
+    batch = prompts_per_round * num_generations
+    fixes = [
+        f"per_device_train_batch_size {p}" for p in _nearest(per_device, batch)
+        if fits(prompts_per_round, p, world, accumulation)
+    ][:1]
+    fixes += [
+        f"num_processes {n}" for n in _nearest(world, 2 * world + 8)
+        if fits(prompts_per_round, per_device, n, accumulation)
+    ][:1]
+    fixes += [
+        f"gradient_accumulation_steps {a}" for a in _nearest(accumulation, batch)
+        if fits(prompts_per_round, per_device, world, a)
+    ][:1]
+    fixes += [
+        f"prompts_per_step {q}" for q in _nearest(prompts_per_round, 4 * prompts_per_round)
+        if fits(q, per_device, world, accumulation)
+    ][:1]
+    use = f"; use {' or '.join(fixes)}" if fixes else ""
+    processes = f"{per_device} x {world} process{'es' if world > 1 else ''}"
+    if batch % (per_device * world):
+        raise ConfigError(
+            f"{where}: generation_batch_size {batch} (prompts_per_step {prompts_per_round} x num_generations "
+            f"{num_generations}) is not divisible by the global batch {per_device * world} "
+            f"(per_device_train_batch_size {processes}){use}"
+        )
+    micro_steps = batch // (per_device * world) * iterations
+    raise ConfigError(
+        f"{where}: a generation round of {batch} completions makes {micro_steps} "
+        f"micro-steps (per_device_train_batch_size {processes}), which gradient_accumulation_steps="
+        f"{accumulation} does not divide{use}"
+    )
+
+
+def _nearest(value: int, limit: int) -> list[int]:
+    """1 .. ``limit`` ordered by distance from ``value`` (the smallest change first)."""
+    return sorted(range(1, max(limit, value) + 1), key=lambda v: (abs(v - value), v))
 
 
 def optimizer_steps_per_round(args: Any) -> float:

@@ -1,10 +1,12 @@
 """The one command that starts a whole cohort on one node: each member's world on its own devices.
 
 ``launch_cohort`` checks everything that can fail fast (output folder, data, models, trainer
-settings) before any member starts, writes the resolved config the members read, starts one
-world per member (``python``, ``torchrun`` or ``accelerate launch``, each in its own process
-group with its own ``CUDA_VISIBLE_DEVICES``), waits, and stops every world as soon as one fails.
-Multi-node runs start a subset of members per node (``members=``).
+settings at each world's real size) before any member starts, writes the resolved config the
+members read, starts one world per member (``python``, ``torchrun`` or ``accelerate launch``, each
+in its own process group with its own ``CUDA_VISIBLE_DEVICES``), waits, and stops every world as
+soon as one fails or the launcher gets SIGTERM/SIGINT. Every process of a world dies with its
+parent (``PR_SET_PDEATHSIG``), so no world outlives even a SIGKILLed launcher. Multi-node runs
+start a subset of members per node (``members=``).
 
 With ``warm_start`` a single-process world is forked from a server (multiprocessing's
 forkserver) that imported torch, transformers, peft and TRL once, instead of a fresh ``python``
@@ -23,14 +25,22 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from councilzoo.config import ConfigError, write_run_files
 from councilzoo.learners.cohort import engine
 from councilzoo.learners.cohort.config import CohortConfig, MemberConfig, load_items
-from councilzoo.learners.cohort.member import member_args, member_model_path, quiet_loading
+from councilzoo.learners.cohort.member import (
+    LAUNCHER_ENV,
+    member_args,
+    member_model_path,
+    quiet_loading,
+    set_parent_death_signal,
+)
 from councilzoo.learners.logging import read_metrics
 from councilzoo.progress import phase
 from councilzoo.tiny_models import build_tiny_models
@@ -55,10 +65,14 @@ def member_argv(config_path: Path, learner: str, index: int, resume: bool) -> li
 def member_command(
     config_path: Path, learner: str, index: int, member: MemberConfig, resume: bool
 ) -> list[str]:
-    """How member ``index``'s world starts: python (one process), torchrun, or accelerate launch."""
+    """How member ``index``'s world starts: python (one process), torchrun, or accelerate launch.
+
+    A world on one machine gets a free local port; one spanning machines keeps its accelerate
+    config's ``main_process_port``, which every machine must share."""
     entry = ["-m", "councilzoo.learners.cohort.member", *member_argv(config_path, learner, index, resume)]
     port = str(_free_port())
     if member.accelerate_config:
+        local_port = ["--main_process_port", port] if member.machines() == 1 else []
         return [
             sys.executable,
             "-m",
@@ -66,9 +80,8 @@ def member_command(
             "--config_file",
             member.accelerate_config,
             "--num_processes",
-            str(member.num_processes),
-            "--main_process_port",
-            port,
+            str(member.world_size()),
+            *local_port,
             *entry,
         ]
     if member.num_processes > 1:
@@ -85,14 +98,16 @@ def member_command(
     return [sys.executable, *entry]
 
 
-def prepare_run(cfg: CohortConfig, learner: str, resume: bool, overwrite: bool) -> Path:
+def prepare_run(
+    cfg: CohortConfig, learner: str, resume: bool, overwrite: bool, indices: Sequence[int] | None = None
+) -> Path:
     """Everything that can fail fast, before any member starts and before anything is written:
-    trainer settings, the output folder, data, models. Returns the resolved config file the
-    members read."""
+    the trainer settings of each member started here (``indices``, default all) at its world's real
+    size, the output folder, data, models. Returns the resolved config file the members read."""
     quiet_loading()
     out = Path(cfg.output_dir)
-    for i in range(len(cfg.members)):
-        member_args(cfg, i)  # GRPOConfig errors now
+    for i in range(len(cfg.members)) if indices is None else indices:
+        member_args(cfg, i, world_size=cfg.members[i].world_size())  # GRPOConfig errors now
     existing = any(engine.checkpoint_steps(cfg.member_dir(i), verify=False) for i in range(len(cfg.members)))
     if existing and not (resume or overwrite):
         raise ConfigError(
@@ -128,24 +143,24 @@ def launch_cohort(
     each member's ``devices``. If any world exits with an error, every other world is stopped
     (its whole process group) and ``CohortFailed`` names the member and its exit status.
     """
-    config_path = prepare_run(cfg, learner, resume, overwrite)
     indices = list(range(len(cfg.members))) if members is None else list(members)
+    config_path = prepare_run(cfg, learner, resume, overwrite, indices)
     names = ", ".join(cfg.members[i].name for i in indices)
     phase(f"starting {len(indices)} member world(s): {names} (each loads its model, then trains)")
+    with sigterm_interrupts():
+        return _run_worlds(cfg, config_path, learner, indices, resume, timeout_s)
+
+
+def _run_worlds(
+    cfg: CohortConfig, config_path: Path, learner: str, indices: list[int], resume: bool,
+    timeout_s: float | None,
+) -> list[dict]:
     procs: dict[int, subprocess.Popen | ForkedWorld] = {}
-    for i in indices:
-        member = cfg.members[i]
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        if member.devices is not None:
-            env["CUDA_VISIBLE_DEVICES"] = member.devices
-        if cfg.warm_start and member.num_processes == 1 and not member.accelerate_config:
-            procs[i] = ForkedWorld(member_argv(config_path, learner, i, resume), env)
-        else:
-            cmd = member_command(config_path, learner, i, member, resume)
-            procs[i] = subprocess.Popen(cmd, env=env, start_new_session=True)
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     failed: list[str] = []
     try:
+        for i in indices:
+            procs[i] = start_world(cfg, config_path, learner, i, resume)
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while procs:
             for i, proc in list(procs.items()):
                 code = proc.poll()
@@ -160,12 +175,47 @@ def launch_cohort(
                 failed.append(f"the cohort did not finish within {timeout_s} s")
                 break
             time.sleep(0.2)
+    except KeyboardInterrupt as exc:
+        failed.append(f"the launcher was interrupted ({str(exc) or 'SIGINT'})")
     finally:
         for proc in procs.values():
             _stop(proc)
     if failed:
         raise CohortFailed("; ".join(failed))
     return [last_row(cfg, i) for i in indices]
+
+
+@contextmanager
+def sigterm_interrupts():
+    """Within: SIGTERM ends the launcher as Ctrl-C does, through ``launch_cohort``'s cleanup that
+    stops every world (main thread only, where Python delivers signals)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def start_world(
+    cfg: CohortConfig, config_path: Path, learner: str, index: int, resume: bool
+) -> subprocess.Popen | ForkedWorld:
+    """Start member ``index``'s world in its own session, marked with the launcher's pid and
+    dying with it (``member.die_with_launcher``)."""
+    member = cfg.members[index]
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **{LAUNCHER_ENV: str(os.getpid())})
+    if member.devices is not None:
+        env["CUDA_VISIBLE_DEVICES"] = member.devices
+    if cfg.warm_start and member.num_processes == 1 and not member.accelerate_config:
+        return ForkedWorld(member_argv(config_path, learner, index, resume), env)
+    cmd = member_command(config_path, learner, index, member, resume)
+    return subprocess.Popen(cmd, env=env, start_new_session=True, preexec_fn=set_parent_death_signal)
 
 
 class CohortFailed(RuntimeError):

@@ -10,9 +10,11 @@ only), agrees with the peers on the checkpoint to resume from, trains and saves 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import hashlib
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
@@ -85,8 +87,14 @@ class HeldOutAccuracy(engine.MetricsFile):
             self.trainer._metrics["train"]["eval_accuracy"].append(accuracy)
 
 
-def member_args(cfg: CohortConfig, index: int) -> Any:
-    """The member's ``GRPOConfig`` (cohort trainer settings, then the member's own)."""
+# TRL's default port of the vLLM weight-sync group; member i binds VLLM_GROUP_PORT + i unless the config
+# sets one, so that members sharing a node do not collide.
+VLLM_GROUP_PORT = 51216
+
+
+def member_args(cfg: CohortConfig, index: int, world_size: int | None = None) -> Any:
+    """The member's ``GRPOConfig`` (cohort trainer settings, then the member's own), its batch
+    settings checked for ``world_size`` processes (default: this process's world)."""
     member = cfg.members[index]
     return engine.grpo_args(
         output_dir=cfg.member_dir(index),
@@ -98,7 +106,9 @@ def member_args(cfg: CohortConfig, index: int) -> Any:
         prompts_per_round=cfg.prompts_per_step,
         max_completion_length=cfg.max_completion_length,
         run_name=f"{Path(cfg.output_dir).name}-{member.name}",
-        overrides={**cfg.trainer, **member.trainer},
+        overrides={"vllm_group_port": VLLM_GROUP_PORT + index, **cfg.trainer, **member.trainer},
+        world_size=world_size,
+        where=f"members.{index} ({member.name})",
     )
 
 
@@ -183,6 +193,8 @@ def run_member(
         )
         trainer.train(resume_from_checkpoint=checkpoint)
         final = cfg.member_dir(index) / "final"
+        if trainer.is_fsdp_enabled:  # whole weights in final/, whatever the checkpoints' state-dict type
+            trainer.accelerator.state.fsdp_plugin.set_state_dict_type("FULL_STATE_DICT")
         trainer.save_model(str(final))
         if trainer.accelerator.is_main_process:
             trainer.processing_class.save_pretrained(str(final))
@@ -226,6 +238,39 @@ def quiet_loading() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
+# Set by the launcher in every member world's environment: its own pid.
+LAUNCHER_ENV = "COUNCILZOO_COHORT_LAUNCHER"
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_launcher() -> None:
+    """Die with the parent process (``PR_SET_PDEATHSIG``), and exit now if the launcher is already
+    gone. A world's processes (torchrun's or accelerate's workers under their agent, the agent under
+    the launcher) each die with their parent, so killing the launcher, even with SIGKILL, ends them all."""
+    launcher = os.environ.get(LAUNCHER_ENV)
+    if launcher is None:
+        return
+    set_parent_death_signal()
+    if not _alive(int(launcher)):
+        sys.exit(f"the cohort launcher (pid {launcher}) is gone")
+
+
+def set_parent_death_signal(sig: int = signal.SIGKILL) -> None:
+    """Have the kernel send ``sig`` to this process when its parent dies (Linux; a no-op elsewhere)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m councilzoo.learners.cohort.member CONFIG --learner NAME --member I``."""
     from councilzoo.learners.base import get_learner
@@ -236,6 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--member", type=int, required=True)
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args(argv)
+    die_with_launcher()
     learner = get_learner(args.learner)
     cfg = load_config(args.config, learner.config_class)
     run_member(cfg, args.member, learner.reward_functions, resume=args.resume)

@@ -1,0 +1,291 @@
+"""The cluster tier (``pytest -m cluster``): docs/learners.md's multi-GPU and multi-node recipes, started
+from the doc's own code blocks on this machine, so a test fails when the docs and the tests drift apart.
+
+A CPU machine changes only what it must, by these rules (``cpu_config``, ``cpu_command``):
+
+- ``configs/corl_gpu_qwen_llama.yaml`` becomes a CPU copy: tiny models of the members' families (qwen3,
+  llama; built once) instead of the hub models, fp32, no vLLM colocate and no ZeRO-3 (neither runs on
+  a CPU: docs/learners.md), synthetic items, one optimizer step of 8-token completions at learning
+  rate 1e-3 without warm-up (so that one step moves the weights),
+  ``seeded_sampling`` on (updates that do not depend on the world size), a free store port. The batch
+  settings (prompts_per_step, num_generations, per_device_train_batch_size,
+  gradient_accumulation_steps) stay as shipped: they are what the recipes must get right;
+- ``devices=...`` settings are dropped (gloo on CPU);
+- a world of more than 3 processes per node runs 2 when it is on one node, 1 per node when it spans
+  nodes (2 cores);
+- node addresses become 127.0.0.1 (10.0.0.1 everywhere, NODE_A_IP in ``councilzoo`` lines: a ``sed``
+  line puts it into a file) and accelerate's ``main_process_port`` a free port; each node is one
+  launcher in a folder of its own (its own disk).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from councilzoo.learners.logging import read_metrics
+
+pytestmark = pytest.mark.cluster
+ROOT = Path(__file__).resolve().parents[1]
+GPU_CONFIG = "configs/corl_gpu_qwen_llama.yaml"
+RUN = Path("runs/corl_qwen_llama")  # the GPU config's output_dir, relative to each node's folder
+FAMILIES = {"qwen": "qwen3", "llama": "llama"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def recipe(opening: str) -> list[tuple[str, str]]:
+    """The commands of the first code block after the docs paragraph that starts with ``opening``:
+    (node, command) pairs, continuation lines joined; node is "" where the line names none."""
+    text = (ROOT / "docs" / "learners.md").read_text()
+    assert opening in text, f"docs/learners.md has no recipe starting {opening!r}"
+    block = re.search(r"\n\n((?:    .*\n)+)", text[text.index(opening):]).group(1)
+    commands = re.sub(r"\\\n\s*", "", block).splitlines()
+    pairs = []
+    for line in commands:
+        node = re.match(r"\s*node (\w+):\s*", line)
+        pairs.append((node.group(1), line[node.end():]) if node else ("", line.strip()))
+    return pairs
+
+
+def cpu_config(folder: Path, models: Path, **changes) -> None:
+    """The CPU copy of the GPU config (and of the accelerate configs) under ``folder/configs``."""
+    data = yaml.safe_load((ROOT / GPU_CONFIG).read_text())
+    for member in data["members"]:
+        del member["model"], member["devices"], member["accelerate_config"]
+        member.update(tiny_family=FAMILIES[member["name"]], num_processes=2)
+    trainer = data["trainer"]
+    for key in ("use_vllm", "vllm_mode", "vllm_gpu_memory_utilization"):
+        trainer.pop(key)
+    trainer.pop("vllm_importance_sampling_correction")
+    trainer.update(bf16=False, learning_rate=1e-3, warmup_steps=0)  # one step moves the weights
+    data.update(
+        max_steps=1, max_completion_length=8, tiny_models_dir=str(models), seeded_sampling=True,
+        report_to=["none"], data={"dataset": "synthetic:multiple_choice", "num_problems": 32},
+    )  # fmt: skip
+    data.update(changes)
+    data["distributed"].update(port=_free_port(), heartbeat_timeout_s=30.0)
+    (folder / "configs" / "accelerate").mkdir(parents=True, exist_ok=True)
+    (folder / GPU_CONFIG).write_text(yaml.safe_dump(data))
+    port = str(_free_port())
+    for path in (ROOT / "configs" / "accelerate").glob("*.yaml"):
+        text = path.read_text().replace("mixed_precision: bf16", "mixed_precision: 'no'")
+        (folder / "configs" / "accelerate" / path.name).write_text(text.replace("29500", port))
+
+
+def cpu_command(command: str) -> list[str]:
+    """A recipe's command line as this machine runs it (the module docstring's rules); a shell
+    command (not ``councilzoo``) as ``bash -c``."""
+    command = command.replace("10.0.0.1", "127.0.0.1")
+    if not command.startswith("councilzoo"):
+        return ["bash", "-c", command]
+    words = shlex.split(command.replace("NODE_A_IP", "127.0.0.1"))
+    spans = any("accelerate_config=" in w for w in words)
+    out = [sys.executable, "-m", "councilzoo.cli"]
+    rest = iter(words[1:])
+    for word in rest:
+        if word == "--set":
+            key, value = next(rest).split("=", 1)
+            if key.endswith(".devices"):
+                continue
+            if key.endswith(".num_processes") and int(value) > 3:
+                value = "1" if spans else "2"
+            out += ["--set", f"{key}={value}"]
+        else:
+            out.append(word)
+    return out
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+
+
+def run_nodes(commands: list[tuple[str, str]], root: Path, models: Path) -> dict[str, Path]:
+    """Run each node's commands in its own folder (shell commands first, launchers together);
+    returns each node's folder."""
+    nodes = {node or "A": root / f"node{node or 'A'}" for node, _ in commands}
+    for folder in nodes.values():
+        if not folder.is_dir():
+            folder.mkdir(parents=True)
+    cpu_config(root / "shared", models)
+    for folder in nodes.values():
+        shutil.copytree(root / "shared" / "configs", folder / "configs", dirs_exist_ok=True)
+    launchers = []
+    for node, command in commands:
+        cmd, cwd = cpu_command(command), nodes[node or "A"]
+        if cmd[0] == "bash":
+            subprocess.run(cmd, cwd=cwd, check=True)
+            continue
+        log = open(cwd / "launcher.log", "w")  # noqa: SIM115 - closed with the process below
+        launchers.append((subprocess.Popen(cmd, cwd=cwd, env=_env(), stdout=log, stderr=log), log, cwd))
+    for proc, log, cwd in launchers:
+        code = proc.wait(timeout=900)
+        log.close()
+        assert code == 0, (cwd / "launcher.log").read_text()[-4000:]
+    return nodes
+
+
+def trained_rows(run: Path, name: str) -> list[dict]:
+    return [r for r in read_metrics(run / "members" / name / "metrics.jsonl") if "reward" in r]
+
+
+def final_weights(run: Path, name: str) -> dict[str, torch.Tensor]:
+    return load_file(run / "members" / name / "final" / "model.safetensors")
+
+
+def one_process_run(root: Path, models: Path, accumulation: int) -> Path:
+    """Both members on one process each, with the global batch per optimizer step of the recipe."""
+    root.mkdir()
+    cpu_config(root, models)
+    sets = ["members.0.num_processes=1", "members.1.num_processes=1",
+            f"trainer.gradient_accumulation_steps={accumulation}"]  # fmt: skip
+    cmd = [sys.executable, "-m", "councilzoo.cli", "train", "corl", GPU_CONFIG]
+    out = subprocess.run(
+        [*cmd, *(a for s in sets for a in ("--set", s))], cwd=root, env=_env(), capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-4000:]
+    return root / RUN
+
+
+def assert_same_training(runs: dict[str, Path], alone: Path, models: Path) -> None:
+    """Each member trained a step whose samples, votes and rewards equal those of its one-process run,
+    and its weights moved. (The weights themselves differ: the recipes' rounds make several optimizer
+    steps, and which completions form each one depends on how TRL shards the round over processes;
+    tests/test_corl_distributed.py shows equal weights where a round is one step.)"""
+    for name, run in runs.items():
+        rows, one = trained_rows(run, name), trained_rows(alone, name)
+        assert [r["step"] for r in rows] == [1], name
+        assert rows[0]["votes_per_item"] == 8  # every rank's completions of an item reached the vote
+        for key in ("reward", "label_accuracy", "agreement", "completions/mean_length"):
+            assert rows[0][key] == pytest.approx(one[0][key], abs=1e-6), (name, key)
+        start = load_file(next(models.glob(f"{name}*/model.safetensors")))
+        weights = final_weights(run, name)
+        assert max((weights[k] - start[k]).abs().max().item() for k in weights) > 1e-4, name  # an update
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> Path:
+    """The members' tiny models, built and warmed once (every launcher reuses them)."""
+    from councilzoo.config import load_config
+    from councilzoo.learners.cohort.config import load_items
+    from councilzoo.learners.corl import CoRLConfig
+    from councilzoo.tiny_models import build_tiny_models
+
+    tmp = tmp_path_factory.mktemp("cluster")
+    cpu_config(tmp, tmp / "models")
+    cfg = load_config(yaml.safe_load((tmp / GPU_CONFIG).read_text()), CoRLConfig)
+    build_tiny_models(cfg, load_items(cfg.data, cfg.seed))
+    return tmp / "models"
+
+
+def test_two_nodes_one_member_each(tmp_path, models):
+    """Two launchers (--members 0 and --members 1) with different --set lines join one cohort; each
+    member's world of 2 samples, votes and is rewarded as a one-process member with the same global
+    batch, and trains."""
+    commands = recipe("Two nodes, one member each")
+    assert [node for node, _ in commands] == ["A", "B"]
+    nodes = run_nodes(commands, tmp_path, models)
+    alone = one_process_run(tmp_path / "alone", models, accumulation=4 * 2)
+    runs = {"qwen": nodes["A"] / RUN, "llama": nodes["B"] / RUN}
+    assert_same_training(runs, alone, models)
+    agreement = [trained_rows(run, name)[0]["agreement"] for name, run in runs.items()]
+    assert agreement[0] == agreement[1]  # both computed it from the same exchanged labels
+
+
+def test_a_member_spanning_two_nodes(tmp_path, models):
+    """Member 0 is one accelerate world over nodes A and B (machine ranks 0 and 1 on 127.0.0.1, the
+    config's port, no override), member 1 runs on node C: the cohort trains, and the spanning
+    member samples, votes and is rewarded as a one-process member with the same global batch."""
+    commands = recipe("A member spanning two nodes")
+    assert [node for node, _ in commands] == ["A", "B", "A", "B", "C"]
+    nodes = run_nodes(commands, tmp_path, models)
+    assert yaml.safe_load((nodes["B"] / "node.yaml").read_text())["machine_rank"] == 1
+    alone = one_process_run(tmp_path / "alone", models, accumulation=2 * 2)
+    assert_same_training({"qwen": nodes["A"] / RUN, "llama": nodes["C"] / RUN}, alone, models)
+    assert not (nodes["B"] / RUN / "members" / "qwen" / "final").exists()  # machine 0's rank 0 saves
+
+
+def test_a_wrong_batch_setting_is_one_line_before_anything_starts(tmp_path, models):
+    """The vLLM server recipe without its prompts_per_step: three processes cannot split the round."""
+    [*_, (_, command)] = recipe("vLLM server mode instead of colocate")
+    cpu_config(tmp_path, models)
+    cmd = [w for w in cpu_command(command) if w != "prompts_per_step=12"]
+    cmd.remove("--set")  # the --set that preceded prompts_per_step=12
+    out = subprocess.run(cmd, cwd=tmp_path, env=_env(), capture_output=True, text=True)
+    assert out.returncode == 2
+    [line] = out.stderr.strip().splitlines()
+    assert line.startswith("councilzoo train: error: members.0 (qwen): generation_batch_size 128 ")
+    assert "use num_processes 2 or prompts_per_step 12" in line
+    assert not (tmp_path / RUN / "members").exists()  # nothing started
+
+
+def _cohort(launcher: psutil.Process) -> list[psutil.Process]:
+    return launcher.children(recursive=True)
+
+
+def _alive(processes: list[psutil.Process]) -> list[str]:
+    alive = []
+    for p in processes:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(f"{p.pid} {' '.join(p.cmdline())[:120]}")
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_stopping_the_launcher_ends_every_member_world(tmp_path, models, sig):
+    """``councilzoo train corl`` with a torchrun world of 2 and a warm-started (forked) world: after
+    SIGKILL of the launcher no process of the cohort is left; SIGTERM and SIGINT stop it cleanly."""
+    cpu_config(tmp_path, models, max_steps=50, warm_start=True)
+    cmd = [sys.executable, "-m", "councilzoo.cli", "train", "corl", GPU_CONFIG]
+    cmd += ["--set", "members.1.num_processes=1"]
+    log = tmp_path / "launcher.log"
+    with log.open("w") as sink:
+        proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(), stdout=sink, stderr=sink)
+    launcher = psutil.Process(proc.pid)
+    run = tmp_path / RUN
+
+    def ready() -> bool:
+        entry = "councilzoo.learners.cohort.member"
+        workers = [p for p in _cohort(launcher) if entry in " ".join(p.cmdline())]
+        if sig == signal.SIGKILL:  # both worlds are training: every process is past its start
+            logs = {n: run / "members" / n / "metrics.jsonl" for n in FAMILIES}
+            return all(log.is_file() and trained_rows(run, n) for n, log in logs.items())
+        return len(workers) >= 3  # torchrun's agent and its 2 workers; the forked world is started first
+
+    deadline = time.monotonic() + 600
+    while not ready():
+        assert proc.poll() is None, log.read_text()[-4000:]
+        assert time.monotonic() < deadline, log.read_text()[-4000:]
+        time.sleep(0.5)
+    cohort = _cohort(launcher)
+    assert len(cohort) >= 5, [p.cmdline() for p in cohort]  # forkserver, forked world, agent, 2 workers
+    proc.send_signal(sig)
+    code = proc.wait(timeout=120)
+    deadline = time.monotonic() + 30
+    while _alive(cohort) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _alive(cohort) == []
+    if sig != signal.SIGKILL:
+        assert code == 3, log.read_text()[-4000:]
+        assert f"cohort stopped: the launcher was interrupted ({sig.name})" in log.read_text()
