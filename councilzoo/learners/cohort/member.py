@@ -192,12 +192,28 @@ def run_member(
         if held_out is not None:
             held_out.bind(trainer)
         trainer.train(resume_from_checkpoint=checkpoint)
+        record_gpu_peak(trainer, cfg.member_dir(index) / "gpu_memory.json", member.name)
         final = cfg.member_dir(index) / "final"
         trainer.save_model(str(final))
         if trainer.accelerator.is_main_process:
             trainer.processing_class.save_pretrained(str(final))
     history = [r for r in trainer.state.log_history if "reward" in r]
     return history[-1] if history else {}
+
+
+def record_gpu_peak(trainer: Any, path: Path, name: str) -> None:
+    """On a GPU: each rank's peak allocated memory (``torch.cuda.max_memory_allocated``, MiB; a
+    colocated vLLM engine's weights and KV cache included) to ``path`` and stdout, from rank 0."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return
+    from accelerate.utils import gather_object
+
+    peaks = gather_object([round(torch.cuda.max_memory_allocated() / 2**20, 1)])
+    if trainer.accelerator.is_main_process:
+        path.write_text(json.dumps({"gpu_peak_memory_mib_per_rank": peaks}) + "\n")
+        print(f"{name}: peak GPU memory (torch.cuda.max_memory_allocated) per rank: {peaks} MiB", flush=True)
 
 
 def _broadcast_from_main(value: Any) -> Any:
