@@ -390,14 +390,16 @@ learner_step() {
 export -f check_environment build_models write_config train report tracer vlm_cohort zero3 learner_step
 # GPU limits add up to about 22 minutes (1,295 s; the first seven phases took 4 min 13 s on an H200);
 # the CPU dry run may take longer on a busy machine.
-phase environment 30 check_environment
-phase models 90 build_models
-phase config 15 write_config
-phase train "$([[ $CPU == 1 ]] && echo 600 || echo 240)" train INT
-phase report 20 report
-phase tracer "$([[ $CPU == 1 ]] && echo 600 || echo 90)" tracer
-phase vlm "$([[ $CPU == 1 ]] && echo 600 || echo 90)" vlm_cohort
-phase zero3 "$([[ $CPU == 1 ]] && echo 30 || echo 240)" zero3 INT
-phase learner_step "$([[ $CPU == 1 ]] && echo 900 || echo 480)" learner_step
+# limit GPU_SECONDS CPU_SECONDS: a phase's timeout (the CPU dry run shares a busy machine).
+limit() { if [[ $CPU == 1 ]]; then echo "$2"; else echo "$1"; fi; }
+phase environment "$(limit 30 300)" check_environment
+phase models "$(limit 90 900)" build_models
+phase config "$(limit 15 300)" write_config
+phase train "$(limit 240 1200)" train INT
+phase report "$(limit 20 300)" report
+phase tracer "$(limit 90 1200)" tracer
+phase vlm "$(limit 90 1200)" vlm_cohort
+phase zero3 "$(limit 240 30)" zero3 INT
+phase learner_step "$(limit 480 1800)" learner_step
 printf '%s\n' "--- summary ---" "${SUMMARY[@]}"
 echo "outputs in $OUT"

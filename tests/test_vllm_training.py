@@ -49,7 +49,7 @@ def tracer_config(root: Path, model: str):
         "max_steps": STEPS, "problems_per_step": 3, "output_dir": str(root / "tracer"), "save_steps": 0,
         "env": {"rounds": 3, "lam": 0.01}, "baselines": ["never_review"],
         "agents": {"kind": "llm", "model": model, "max_new_tokens": 12},
-        "generation": {"enabled": True, "num_candidates": 4, "turns_per_step": 3,
+        "generation": {"enabled": True, "num_candidates": 4, "turns_per_step": 3, "cost_penalty": 0.5,
                        "trainer": dict(VLLM_TRAINER),
                        "peft": {"r": 8, "lora_alpha": 16, "target_modules": ["q_proj", "v_proj"]}},
         "data": {"synthetic_size": 16, "eval_limit": 4},
@@ -186,7 +186,8 @@ def test_held_out_accuracy_on_vllm_equals_transformers_on_the_same_weights(cohor
     root, (run, _) = cohort_runs
     cfg = cohort_config(root)
     assert [(e["step"], e["items"]) for e in run["evals"]] == [(0, 12), (1, 12), (2, 12)]
-    assert run["pushes"] == len(run["evals"])  # one push per evaluation, TRL's rollouts then reuse it
+    # one push of ours per evaluation; TRL's rounds then find the engine current and push nothing
+    assert run["pushes"] == len(run["evals"]) and run["trl_pushes"] == 0
     problems = load_items(cfg.eval, cfg.seed)
     prompts = [member_prompt(p, 0, False) for p in problems]
     greedy = Sampling(max_new_tokens=cfg.max_completion_length, temperature=0.0)
@@ -207,7 +208,8 @@ def test_tracer_trains_with_vllm_rollouts(tmp_path):
     assert result["generator"] == "VLLMGenerator"
     assert result["global_step"] == STEPS and result["steps"] == [1, 2]
     assert result["lora_b_max"] > 0  # the adapters trained (they start at zero)
-    assert result["pushes"] >= 1  # the final evaluation pushed the last update into the engine
+    assert result["trl_pushes"] == STEPS  # TRL pushed before each step's rollout
+    assert result["pushes"] == 1  # and the final evaluation pushed the last update
     assert 0.0 <= result["eval_accuracy"] <= 1.0
 
 
@@ -216,6 +218,6 @@ if __name__ == "__main__":  # the worker: python tests/test_vllm_training.py coh
     from test_trl_vllm import _patch_colocate
 
     kind, out_path, work = sys.argv[1:]
-    _patch_colocate()
-    run = run_cohort if kind == "cohort" else run_tracer
-    Path(out_path).write_text(json.dumps(run(Path(work))))
+    trl_pushes = _patch_colocate()
+    result = (run_cohort if kind == "cohort" else run_tracer)(Path(work))
+    Path(out_path).write_text(json.dumps({**result, "trl_pushes": len(trl_pushes)}))
