@@ -15,12 +15,20 @@ exactly ``max_completion_length`` tokens (``generation_kwargs={"min_new_tokens":
 update does the same work; the
 step time is the wall clock between successive optimizer steps (generation, reward, loss,
 backward, optimizer, logging), the first step excluded as warm-up. Every configuration runs in
-its own subprocess; its peak RSS comes from ``os.wait4``. Also measured: our learner's peak RSS at
-1x, 2x and 4x the global batch with a fixed micro-batch (accumulation scaled, one optimizer step
-per round; target: flat), and the fraction of non-embedding weights a few bf16 steps at lr 1e-6
-change (on CPU bf16 is autocast over fp32 master weights, so it should be ~1).
+its own subprocess; its peak host RSS (resident memory of the process, not GPU memory) comes
+from ``os.wait4``, and on a GPU its peak GPU memory from ``torch.cuda.max_memory_allocated``
+(``gpu_peak_memory_ratio``). Also measured: our learner's peak host RSS at 1x, 2x and 4x the
+global batch with a fixed micro-batch (accumulation scaled, one optimizer step per round; target:
+flat), and the fraction of non-embedding weights a few bf16 steps at lr 1e-6 change (on CPU bf16
+is autocast over fp32 master weights, so it should be ~1).
 
-    python benchmarks/learner_step.py [--quick]
+``--model-size 0.5b`` trains a ~0.48B-parameter random Qwen3 (hidden 1280, 24 layers, 32k
+vocabulary) instead of the toy, so the ratio is measured at a real step size (a GPU's job).
+``--profile DIR`` records one timed step of each trainer with ``torch.profiler`` (a Chrome trace
+per trainer in DIR) and lists the operators whose self time differs most between the two
+(CUDA self time on a GPU, CPU self time otherwise): where an extra cost comes from.
+
+    python benchmarks/learner_step.py [--quick] [--model-size toy|0.5b] [--profile DIR] [--ratio-only]
 """
 
 from __future__ import annotations
@@ -44,6 +52,11 @@ SHAPES = {  # prompts, completions per prompt, completion tokens, micro-batch of
     "quick": (2, 4, 32, 4),
 }
 BF16_SHAPE, BF16_STEPS = (2, 4, 32), 3
+MODEL_SIZES = {  # build_tiny_model arguments
+    "toy": dict(vocab_size=VOCAB),
+    "0.5b": dict(hidden_size=1280, num_layers=24, num_heads=20, head_dim=64, vocab_size=VOCAB),
+}
+TOP_OPS = 12
 
 
 # --- one measured configuration (the child process) --------------------------------------------
@@ -75,17 +88,37 @@ def _cohort_config(spec: dict):
     )
 
 
-def _step_clock():
+def _step_clock(profile_to: str | None):
+    """Wall clock and CPU time at the end of every optimizer step; with ``profile_to``, a
+    ``torch.profiler`` record of step 2 (the first timed one) written there as a Chrome trace."""
+    import torch
     from transformers import TrainerCallback
 
     class StepClock(TrainerCallback):
-        """Wall clock and process CPU time at the end of every optimizer step."""
-
         def __init__(self) -> None:
             self.ends: list[tuple[float, float]] = []
+            self.profiler = None
+            self.self_times: dict[str, float] = {}
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            if profile_to and state.global_step == 1:
+                activities = [torch.profiler.ProfilerActivity.CPU]
+                if torch.cuda.is_available():
+                    activities.append(torch.profiler.ProfilerActivity.CUDA)
+                self.profiler = torch.profiler.profile(activities=activities)
+                self.profiler.__enter__()
 
         def on_step_end(self, args, state, control, **kwargs):
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
             self.ends.append((time.perf_counter(), time.process_time()))
+            if self.profiler is not None:
+                self.profiler.__exit__(None, None, None)
+                self.profiler.export_chrome_trace(profile_to)
+                device = "cuda" if torch.cuda.is_available() else "cpu"
+                events = self.profiler.key_averages()  # microseconds of self time per operator
+                self.self_times = {e.key: float(getattr(e, f"self_{device}_time_total")) for e in events}
+                self.profiler = None
 
     return StepClock()
 
@@ -135,19 +168,24 @@ def _changed_fraction(before: Path, after: Path) -> dict:
 
 def child(spec: dict) -> dict:
     """Train one configuration; per-step wall times, TRL's logged rows, optionally weight change."""
+    import torch
+
     from councilzoo.learners.baselines import GRPO
     from councilzoo.learners.cohort.member import run_member
     from councilzoo.learners.logging import read_metrics
 
     cfg = _cohort_config(spec)
-    clock = _step_clock()
+    clock = _step_clock(spec.get("profile_to"))
     start = time.perf_counter()
     if spec["kind"] == "ours":
         run_member(cfg, 0, GRPO.reward_functions, callbacks=[clock])
         logged = [r for r in read_metrics(cfg.member_dir(0) / "metrics.jsonl") if "step_time" in r]
     else:
         logged = _plain_trl(cfg, clock)
-    out = {"seconds_total": time.perf_counter() - start, "step_ends": clock.ends, "logged": logged}
+    out = {"seconds_total": time.perf_counter() - start, "step_ends": clock.ends, "logged": logged,
+           "profile_self_us": clock.self_times}
+    if torch.cuda.is_available():
+        out["gpu_peak_mib"] = torch.cuda.max_memory_allocated() / 2**20
     if spec.get("weights_changed"):
         final = cfg.member_dir(0) / "final" / "model.safetensors"
         out.update(_changed_fraction(Path(spec["model"]) / "model.safetensors", final))
@@ -157,18 +195,22 @@ def child(spec: dict) -> dict:
 # --- the parent: model, subprocesses, table ------------------------------------------------------
 
 
-def build_model(folder: Path) -> Path:
-    """The ~32k-vocabulary tiny model, taught the answer format (as cohort tiny members are)."""
+def build_model(folder: Path, size: str) -> Path:
+    """The ~32k-vocabulary random model of ``size``, taught the answer format (as cohort tiny
+    members are; on the GPU when there is one)."""
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from councilzoo.tasks import synthetic_problems
     from councilzoo.testing import build_tiny_model
     from councilzoo.tiny_models import warm_up
 
-    base = build_tiny_model(folder / "base", vocab_size=VOCAB)
+    base = build_tiny_model(folder / "base", **MODEL_SIZES[size])
     model, tokenizer = AutoModelForCausalLM.from_pretrained(base), AutoTokenizer.from_pretrained(base)
+    if torch.cuda.is_available():
+        model.cuda()
     warm_up(model, tokenizer, synthetic_problems("multiple_choice", 64, 0, 0.2), steps=40, seed=0)
-    model.save_pretrained(folder / "warm")
+    model.cpu().save_pretrained(folder / "warm")
     tokenizer.save_pretrained(folder / "warm")
     return folder / "warm"
 
@@ -218,6 +260,7 @@ def summarise(name: str, spec: dict, runs: list[dict]) -> dict:
         "tokens_per_s": statistics.median(rates) if rates else None,
         "completion_length": [res["logged"][-1].get(f"completions/{k}_length") for k in ("min", "max")],
         "peak_rss_mib": round(max(r["peak_rss_mib"] for r in runs), 1),
+        "gpu_peak_mib": round(max(r["gpu_peak_mib"] for r in runs), 1) if "gpu_peak_mib" in res else None,
     }
     if "changed_fraction" in res:
         row["changed_fraction"] = res["changed_fraction"]
@@ -241,6 +284,12 @@ def main() -> int:
         "--threads", type=int, default=1,
         help="torch threads per run (default 1: on a shared machine more threads spin against other load)",
     )
+    parser.add_argument("--model-size", choices=sorted(MODEL_SIZES), default="toy",
+                        help="toy (default) or 0.5b: a ~0.48B-parameter random Qwen3, for a GPU")
+    parser.add_argument("--profile", metavar="DIR", help="torch.profiler traces of one step of each trainer")
+    parser.add_argument("--ratio-only", action="store_true",
+                        help="time ours against plain TRL only (no memory sweep, no bf16 weight check)")
+    parser.add_argument("--output", default=str(RESULT), help="result file (default: the results folder)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -254,48 +303,89 @@ def main() -> int:
     load_before = os.getloadavg()
     prompts, generations, tokens, micro = SHAPES["quick" if args.quick else "default"]
     tokens = args.tokens or tokens
+    profile = Path(args.profile) if args.profile else None
+    if profile:
+        profile.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        model = str(build_model(tmp / "model"))
+        model = str(build_model(tmp / "model", args.model_size))
         base = dict(model=model, prompts=prompts, generations=generations, tokens=tokens, lr=1e-6, bf16=False)
         configs = {"ours": dict(base, kind="ours", steps=args.steps),
                    "plain TRL": dict(base, kind="trl", steps=args.steps)}
         plan = [name for i in range(args.repeats) for name in (list(configs)[:: 1 if i % 2 == 0 else -1])]
-        for k in (1, 2, 4):
-            configs[f"ours, {k}x batch"] = dict(
-                base, kind="ours", steps=1, prompts=prompts * k, micro_batch=micro
-            )
-        bp, bg, bt = BF16_SHAPE
-        configs["ours, bf16"] = dict(base, kind="ours", steps=BF16_STEPS, prompts=bp, generations=bg,
-                                     tokens=bt, bf16=True, weights_changed=True)
-        plan += list(configs)[2:]
+        if not args.ratio_only:
+            for k in (1, 2, 4):
+                configs[f"ours, {k}x batch"] = dict(
+                    base, kind="ours", steps=1, prompts=prompts * k, micro_batch=micro
+                )
+            bp, bg, bt = BF16_SHAPE
+            configs["ours, bf16"] = dict(base, kind="ours", steps=BF16_STEPS, prompts=bp, generations=bg,
+                                         tokens=bt, bf16=True, weights_changed=True)
+            plan += list(configs)[2:]
         results: dict[str, list[dict]] = {}
         for i, name in enumerate(plan):
             started = time.perf_counter()
             spec = dict(configs[name], name=name, out=str(tmp / f"run{i}"))
+            if profile and name in ("ours", "plain TRL") and name not in results:
+                spec["profile_to"] = str(profile / f"{name.replace(' ', '_')}.trace.json")
             results.setdefault(name, []).append(run_child(spec, tmp / f"run{i}.log", args.threads))
             print(f"  {name}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
     rows = [summarise(name, configs[name], runs) for name, runs in results.items()]
     by = {r["run"]: r for r in rows}
     ours, plain = by["ours"], by["plain TRL"]
-    sweep = [by[f"ours, {k}x batch"]["peak_rss_mib"] for k in (1, 2, 4)]
     summary = {
         "time_ratio": round(ours["s_per_step"] / plain["s_per_step"], 4),
         "time_ratio_cpu_seconds": round(ours["cpu_s_per_step"] / plain["cpu_s_per_step"], 4),
-        "peak_memory_ratio": round(ours["peak_rss_mib"] / plain["peak_rss_mib"], 4),
+        "peak_host_rss_ratio": round(ours["peak_rss_mib"] / plain["peak_rss_mib"], 4),
         "target_ratio": TARGET,
-        "peak_rss_mib_1x_2x_4x_fixed_micro_batch": sweep,
-        "peak_rss_growth_4x_over_1x": round(sweep[2] / sweep[0], 4),
-        "bf16_changed_fraction": by["ours, bf16"]["changed_fraction"],
+        "model_size": args.model_size,
         "seconds_per_step": {"ours": ours["s_per_step"], "plain_trl": plain["s_per_step"]},
         "cpu_seconds_per_step": {"ours": ours["cpu_s_per_step"], "plain_trl": plain["cpu_s_per_step"]},
         "load_average_1_5_15": {"before": [round(x, 2) for x in load_before],
                                 "after": [round(x, 2) for x in os.getloadavg()]},
         "cpus": os.cpu_count(),
     }
+    if ours["gpu_peak_mib"] is not None:
+        summary["gpu_peak_memory_ratio"] = round(ours["gpu_peak_mib"] / plain["gpu_peak_mib"], 4)
+        summary["gpu_peak_mib"] = {"ours": ours["gpu_peak_mib"], "plain_trl": plain["gpu_peak_mib"]}
+    if not args.ratio_only:
+        sweep = [by[f"ours, {k}x batch"]["peak_rss_mib"] for k in (1, 2, 4)]
+        summary["peak_host_rss_mib_1x_2x_4x_fixed_micro_batch"] = sweep
+        summary["peak_host_rss_growth_4x_over_1x"] = round(sweep[2] / sweep[0], 4)
+        summary["bf16_changed_fraction"] = by["ours, bf16"]["changed_fraction"]
+    if profile:
+        summary["profile"] = profile_difference(results["ours"][0], results["plain TRL"][0], profile)
+    print_table(rows, summary)
+    config = {"quick": args.quick, "model_size": args.model_size, "model": MODEL_SIZES[args.model_size],
+              "steps": args.steps, "repeats": args.repeats, "torch_threads": args.threads,
+              "reward_rule": "ground_truth", "data": "synthetic:multiple_choice", "bf16_shape": BF16_SHAPE,
+              "bf16_steps": BF16_STEPS, "device": "cuda" if torch.cuda.is_available() else "cpu"}
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps({"config": config, "table": rows, "summary": summary}, indent=2) + "\n")
+    return 0
+
+
+def profile_difference(ours: dict, plain: dict, folder: Path) -> dict:
+    """The operators whose self time in the profiled step differs most (ours minus plain TRL)."""
+    a, b = ours["profile_self_us"], plain["profile_self_us"]
+    diff = {op: a.get(op, 0.0) - b.get(op, 0.0) for op in set(a) | set(b)}
+    top = sorted(diff, key=lambda op: -abs(diff[op]))[:TOP_OPS]
+    return {
+        "self_time_total_ms": {"ours": sum(a.values()) / 1e3, "plain_trl": sum(b.values()) / 1e3},
+        "top_ops_by_self_time_difference_ms": [
+            {"op": op, "ours": a.get(op, 0.0) / 1e3, "plain_trl": b.get(op, 0.0) / 1e3,
+             "difference": diff[op] / 1e3}
+            for op in top
+        ],
+        "traces": sorted(str(p) for p in folder.glob("*.trace.json")),
+    }
+
+
+def print_table(rows: list[dict], summary: dict) -> None:
     header = (f"{'run':<16} {'shape PxGxT':>11} {'micro x acc':>11} {'runs':>4} {'steps':>5} "
               f"{'s/step':>7} {'CPU s/step':>10} {'TRL step_time':>13} {'tokens/s':>8} {'comp len':>8} "
-              f"{'peak RSS MiB':>12}")
+              f"{'host RSS MiB':>12} {'GPU peak MiB':>12}")
     print(header)
     print("-" * len(header))
     for r in rows:
@@ -303,22 +393,30 @@ def main() -> int:
         print(f"{r['run']:<16} {r['shape']:>11} {r['micro_batch_x_accum']:>11} {r['runs']:>4} "
               f"{r['timed_steps']:>5} {_fmt(r['s_per_step'], '7.2f')} {_fmt(r['cpu_s_per_step'], '10.2f')} "
               f"{_fmt(r['trl_step_time_s'], '13.2f')} {_fmt(r['tokens_per_s'], '8.0f')} {length:>8} "
-              f"{r['peak_rss_mib']:12.0f}")
-    print(f"time ratio (ours / plain TRL) = {summary['time_ratio']:.3f} wall clock, "
-          f"{summary['time_ratio_cpu_seconds']:.3f} CPU seconds; peak memory ratio = "
-          f"{summary['peak_memory_ratio']:.3f} (targets <= {TARGET}); peak RSS at 1x/2x/4x batch, fixed "
-          f"micro-batch: {' / '.join(f'{m:.0f}' for m in sweep)} MiB; bf16 changed fraction of "
-          f"non-embedding weights after {BF16_STEPS} steps at lr 1e-6 = "
-          f"{summary['bf16_changed_fraction']:.4f}")
-    print(f"load average (1, 5, 15 min) before {summary['load_average_1_5_15']['before']}, after "
-          f"{summary['load_average_1_5_15']['after']} on {os.cpu_count()} CPUs")
-    config = {"quick": args.quick, "vocab_size": VOCAB, "steps": args.steps, "repeats": args.repeats,
-              "torch_threads": args.threads,
-              "reward_rule": "ground_truth",
-              "data": "synthetic:multiple_choice", "bf16_shape": BF16_SHAPE, "bf16_steps": BF16_STEPS}
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps({"config": config, "table": rows, "summary": summary}, indent=2) + "\n")
-    return 0
+              f"{r['peak_rss_mib']:12.0f} {_fmt(r['gpu_peak_mib'], '12.0f')}")
+    line = (f"time ratio (ours / plain TRL) = {summary['time_ratio']:.3f} wall clock, "
+            f"{summary['time_ratio_cpu_seconds']:.3f} CPU seconds (target <= {TARGET}); "
+            f"peak host RSS ratio = {summary['peak_host_rss_ratio']:.3f}")
+    if "gpu_peak_memory_ratio" in summary:
+        ratio = summary["gpu_peak_memory_ratio"]
+        line += f"; GPU peak memory ratio (torch.cuda.max_memory_allocated) = {ratio:.3f}"
+    print(line)
+    if "bf16_changed_fraction" in summary:
+        sweep = summary["peak_host_rss_mib_1x_2x_4x_fixed_micro_batch"]
+        sizes = " / ".join(f"{m:.0f}" for m in sweep)
+        print(f"peak host RSS at 1x/2x/4x batch, fixed micro-batch: {sizes} MiB; "
+              f"bf16 changed fraction of non-embedding weights after {BF16_STEPS} steps at lr 1e-6 = "
+              f"{summary['bf16_changed_fraction']:.4f}")
+    if "profile" in summary:
+        prof = summary["profile"]
+        total = prof["self_time_total_ms"]
+        print(f"profiled step, self time in all operators: ours {total['ours']:.1f} ms, plain TRL "
+              f"{total['plain_trl']:.1f} ms; largest differences (ms, ours - plain TRL):")
+        for row in prof["top_ops_by_self_time_difference_ms"]:
+            print(f"  {row['difference']:+9.2f}  {row['op']}  ({row['ours']:.2f} vs {row['plain_trl']:.2f})")
+    load = summary["load_average_1_5_15"]
+    print(f"load average (1, 5, 15 min) before {load['before']}, after {load['after']} "
+          f"on {summary['cpus']} CPUs")
 
 
 if __name__ == "__main__":

@@ -10,11 +10,20 @@
 # problems (bf16 on the GPU; models written by the trainer must load again).
 # Each member gets its own GPU when there are 2+, else both share GPU 0 at lower vLLM memory.
 # Where vLLM is not installed (an image that cannot install it offline), TRL generates with
-# transformers instead, and the environment phase says so.
+# transformers instead, and the environment phase says so. Each member's peak GPU memory
+# (torch.cuda.max_memory_allocated per rank, members/NAME/gpu_memory.json) is printed by the report.
+# Then: a one-member world under DeepSpeed ZeRO-3 at world size 1 (configs/accelerate/zero3.yaml,
+# held-out evaluation on, 2 steps; final/ must load with from_pretrained), DeepSpeed installed from
+# a wheel folder when one is given; then benchmarks/learner_step.py twice, the toy step and a
+# ~0.48B-parameter Qwen3 step, each with a torch.profiler trace of one step of ours and of plain
+# TRL and the operators whose self time differs most.
 #
 # Usage: scripts/gpu_check.sh [OUT_DIR]        (default: a fresh temporary folder)
 # Env:   PYTHON (default python3; councilzoo is imported through the caller's PYTHONPATH)
-#        GPU_CHECK_CPU=1: dry run on CPU (tiny models, no vLLM, use_cpu, 2 steps)
+#        GPU_CHECK_CPU=1: dry run on CPU (tiny models, no vLLM, use_cpu, 2 steps; no ZeRO-3, which
+#        needs CUDA; the learner_step runs at the toy size only)
+#        GPU_CHECK_WHEELS=DIR: a folder of wheels (deepspeed and what it needs) installed offline
+#        with `pip install --no-index --find-links DIR deepspeed` before the ZeRO-3 phase
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -32,7 +41,8 @@ export VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 PYTHONUNBUFFERED=1
 if [[ $CPU == 1 ]]; then
     export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"  # two members share the cores; more threads spin
 fi
-export PYTHON OUT CPU GPU_CHECK_OUT="$OUT" GPU_CHECK_CPU="$CPU"
+WHEELS="${GPU_CHECK_WHEELS:-}"
+export PYTHON OUT CPU WHEELS GPU_CHECK_OUT="$OUT" GPU_CHECK_CPU="$CPU"
 SUMMARY=()
 
 # phase NAME SECONDS FUNCTION [SIGNAL]: run FUNCTION (exported) under `timeout`, print and record
@@ -188,6 +198,7 @@ train() {
 report() {
     "$PYTHON" - <<'PY'
 import csv
+import json
 import os
 from pathlib import Path
 
@@ -233,6 +244,13 @@ for member in config["members"]:
     # bf16 keeps fp32 master weights: a 1e-6 step moves nearly every weight (pure bf16 would not).
     if fraction < 0.5:
         failures.append(f"{name}: only {fraction:.4f} of the weights changed")
+    peaks = out / "run" / "members" / name / "gpu_memory.json"
+    if os.environ["GPU_CHECK_CPU"] != "1":
+        if not peaks.is_file():
+            failures.append(f"{name}: no gpu_memory.json")
+        else:
+            print(f"{name}: peak GPU memory per rank (torch.cuda.max_memory_allocated, MiB): "
+                  f"{json.loads(peaks.read_text())['gpu_peak_memory_mib_per_rank']}")
 if failures:
     raise SystemExit("; ".join(failures))
 PY
@@ -310,14 +328,78 @@ for member in config["members"]:
 PY
 }
 
-export -f check_environment build_models write_config train report tracer vlm_cohort
-# GPU limits add up to under 10 minutes (575 s); the CPU dry run may take longer on a busy machine.
-phase environment 30 check_environment
-phase models 90 build_models
-phase config 15 write_config
-phase train "$([[ $CPU == 1 ]] && echo 600 || echo 240)" train INT
-phase report 20 report
-phase tracer "$([[ $CPU == 1 ]] && echo 600 || echo 90)" tracer
-phase vlm "$([[ $CPU == 1 ]] && echo 600 || echo 90)" vlm_cohort
+zero3() {
+    if [[ $CPU == 1 ]]; then
+        echo "dry run: DeepSpeed ZeRO-3 needs CUDA; this phase runs on a GPU machine only"
+        return 0
+    fi
+    if [[ -n $WHEELS ]]; then
+        "$PYTHON" -m pip install --quiet --no-index --find-links "$WHEELS" deepspeed
+    fi
+    "$PYTHON" -c "import deepspeed; print('deepspeed', deepspeed.__version__)"
+    # One member, one process, ZeRO-3 (parameters sharded over a world of 1: the code paths of a
+    # sharded member, held-out evaluation included, on one GPU); final/ must hold full weights.
+    "$PYTHON" - <<'PY'
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+out = Path(os.environ["GPU_CHECK_OUT"])
+corl = yaml.safe_load((out / "corl.yaml").read_text())
+member = {"name": "zero3", "model": corl["members"][0]["model"], "devices": "0", "num_processes": 1,
+          "accelerate_config": "configs/accelerate/zero3.yaml"}
+config = {
+    "members": [member], "reward_rule": "ground_truth", "num_generations": 8, "prompts_per_step": 4,
+    "max_completion_length": 128, "max_steps": 2, "seed": 0, "output_dir": str(out / "zero3"),
+    "save_steps": 0, "report_to": ["none"], "data": corl["data"],
+    "eval": {"dataset": "synthetic:multiple_choice", "split": "test", "num_problems": 16, "eval_steps": 1},
+    "distributed": corl["distributed"],
+    "trainer": {"bf16": True, "learning_rate": 1e-6, "temperature": 1.0, "logging_steps": 1},
+}
+(out / "zero3.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+subprocess.run([sys.executable, "-m", "councilzoo.cli", "train", "grpo", str(out / "zero3.yaml"), "--overwrite"],
+               check=True)
+from transformers import AutoModelForCausalLM
+
+folder = out / "zero3" / "members" / "zero3"
+model = AutoModelForCausalLM.from_pretrained(folder / "final")
+evals = [json.loads(line) for line in (folder / "eval.jsonl").read_text().splitlines()]
+peaks = json.loads((folder / "gpu_memory.json").read_text())["gpu_peak_memory_mib_per_rank"]
+assert [e["step"] for e in evals] == [0, 1, 2], evals
+print(f"zero3: 2 steps, final/ loads ({sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters), "
+      f"held-out accuracy {[e['accuracy'] for e in evals]}, peak GPU memory per rank {peaks} MiB")
+PY
+}
+
+learner_step() {
+    # Ours against plain TRL at the toy step (where an H200 measured 1.25) and at a ~0.5B step,
+    # one profiled step of each trainer; the benchmark prints the top operators by self-time
+    # difference. CPU dry run: the toy size, quick shape, one run each.
+    local sizes=(toy 0.5b) shape=(--steps 3 --repeats 2)
+    if [[ $CPU == 1 ]]; then sizes=(toy); shape=(--quick --steps 2 --repeats 1); fi
+    for size in "${sizes[@]}"; do
+        "$PYTHON" benchmarks/learner_step.py --ratio-only --model-size "$size" "${shape[@]}" \
+            --profile "$OUT/profile-$size" --output "$OUT/learner_step-$size.json"
+    done
+}
+
+export -f check_environment build_models write_config train report tracer vlm_cohort zero3 learner_step
+# GPU limits add up to about 22 minutes (1,295 s; the first seven phases took 4 min 13 s on an H200);
+# the CPU dry run may take longer on a busy machine.
+# limit GPU_SECONDS CPU_SECONDS: a phase's timeout (the CPU dry run shares a busy machine).
+limit() { if [[ $CPU == 1 ]]; then echo "$2"; else echo "$1"; fi; }
+phase environment "$(limit 30 300)" check_environment
+phase models "$(limit 90 900)" build_models
+phase config "$(limit 15 300)" write_config
+phase train "$(limit 240 1200)" train INT
+phase report "$(limit 20 300)" report
+phase tracer "$(limit 90 1200)" tracer
+phase vlm "$(limit 90 1200)" vlm_cohort
+phase zero3 "$(limit 240 30)" zero3 INT
+phase learner_step "$(limit 480 1800)" learner_step
 printf '%s\n' "--- summary ---" "${SUMMARY[@]}"
 echo "outputs in $OUT"

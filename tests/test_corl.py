@@ -111,7 +111,7 @@ def test_rows_follow_rounds_and_carry_no_gold(tmp_path):
         ({"learning_rat": 1e-3}, "unknown GRPOConfig field"),
         ({"max_steps": 3}, "set by the learner"),
         ({"top_k": 5, "seeded": True}, r"seeded_sampling does not apply trainer settings \['top_k'\]"),
-        ({"use_vllm": True, "seeded": True}, r"\['use_vllm'\]"),
+        ({"use_vllm": True, "vllm_mode": "server", "seeded": True}, "needs vllm_mode: colocate, got 'server"),
     ],
 )
 def test_bad_trainer_settings_fail_before_work(tmp_path, trainer, message):

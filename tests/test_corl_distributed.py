@@ -190,12 +190,14 @@ def test_a_member_can_be_a_two_process_data_parallel_world(tmp_path, models):
     """Each member is a torchrun world of 2 (gloo on CPU): its reward gathers each item's G
     completions from both ranks before voting, only rank 0 talks to the cohort, and with seeded
     sampling the cohort makes the same updates as with one process per member. Three items of
-    G = 4 on 2 ranks put the second item's copies on both ranks."""
+    G = 4 on 2 ranks put the second item's copies on both ranks. Held-out evaluation runs on both
+    ranks (5 items: shards of 3 and 2, the short one padded) and gathers the same accuracy."""
     runs = {}
+    held_out = {"dataset": "synthetic:multiple_choice", "split": "test", "num_problems": 5, "eval_steps": 1}
     for processes in (1, 2):
         root = tmp_path / f"world{processes}"
         root.mkdir()
-        config = _config(root, models, max_steps=2, seeded_sampling=True, prompts_per_step=3)
+        config = _config(root, models, max_steps=2, seeded_sampling=True, prompts_per_step=3, eval=held_out)
         data = yaml.safe_load(config.read_text())
         for member in data["members"]:
             member["num_processes"] = processes
@@ -215,6 +217,9 @@ def test_a_member_can_be_a_two_process_data_parallel_world(tmp_path, models):
            for n in ("qwen", "llama")}
     for name in ("qwen", "llama"):
         assert [r["reward"] for r in rows[name]] == pytest.approx([r["reward"] for r in one[name]], abs=1e-6)
+        evals = {p: read_metrics(runs[p] / "members" / name / "eval.jsonl") for p in (1, 2)}
+        assert [(e["step"], e["items"]) for e in evals[2]] == [(0, 5), (1, 5), (2, 5)]  # both shards
+        assert evals[2] == evals[1]
         start = load_file(next((models).glob(f"{name}*/model.safetensors")))
         alone, data_parallel = _weights(runs[1], name), _weights(run, name)
         moved = max((alone[k] - start[k]).abs().max().item() for k in alone)

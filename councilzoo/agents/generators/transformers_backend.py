@@ -168,9 +168,18 @@ class TransformersGenerator:
     def accepts_images(self) -> bool:
         return self.processor is not None
 
-    def generate(self, prompts: list, n: int = 1, sampling: Sampling | None = None) -> list[list[Completion]]:
-        """``n`` completions per prompt, in prompt order (see the class docstring for the contract)."""
+    def generate(
+        self, prompts: list, n: int = 1, sampling: Sampling | None = None, seeds: list[int] | None = None
+    ) -> list[list[Completion]]:
+        """``n`` completions per prompt, in prompt order (see the class docstring for the contract).
+        ``seeds``: one seed per prompt, each prompt then sampled by a call of its own with that seed
+        (its samples depend on nothing else), instead of ``Sampling.seed`` for the whole call."""
         sampling = check_request(prompts, n, sampling)
+        if seeds is not None:
+            if len(seeds) != len(prompts):
+                raise ValueError(f"seeds must hold one seed per prompt, got {len(seeds)} for {len(prompts)}")
+            pairs = zip(prompts, seeds, strict=True)
+            return [self.generate([p], n, replace(sampling, seed=s))[0] for p, s in pairs]
         if self.processor is None:
             encoded = [render_prompt(self.tokenizer, p) for p in prompts]
         else:  # images are opened (and checked) before any decoding starts

@@ -11,7 +11,7 @@ pushes the weights here with ``load_weights``.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from councilzoo.agents.base import Completion, Sampling
 from councilzoo.agents.generators.common import (
@@ -78,18 +78,37 @@ class VLLMGenerator:
                 os.environ.setdefault(key, value)
         kwargs = {**ENGINE_DEFAULTS, **(CPU_ENGINE_DEFAULTS if on_cpu else {})}
         kwargs.update(engine_kwargs)
-        self.model_path = resolve_model_path(model_path)
-        self.llm = vllm.LLM(self.model_path, **kwargs)
-        self.tokenizer = self.llm.get_tokenizer()
-        self.accepts_images = is_vision_language(self.llm.llm_engine.model_config.hf_config)
-        self._vllm = vllm
+        self._attach(vllm.LLM(resolve_model_path(model_path), **kwargs))
 
-    def generate(self, prompts: list, n: int = 1, sampling: Sampling | None = None) -> list[list[Completion]]:
-        """``n`` completions per prompt, in prompt order."""
+    @classmethod
+    def from_engine(cls, llm) -> VLLMGenerator:
+        """A generator over an engine that already runs, e.g. the ``vllm.LLM`` TRL's trainer colocates
+        (``trainer.vllm_generation.llm``), so that no second engine holds the same model."""
+        generator = cls.__new__(cls)
+        generator._attach(llm)
+        return generator
+
+    def _attach(self, llm) -> None:
+        self.llm = llm
+        self.model_path = llm.llm_engine.model_config.model
+        self.tokenizer = llm.get_tokenizer()
+        self.accepts_images = is_vision_language(llm.llm_engine.model_config.hf_config)
+        self._vllm = _import_vllm()
+
+    def generate(
+        self, prompts: list, n: int = 1, sampling: Sampling | None = None, seeds: Sequence[int] | None = None
+    ) -> list[list[Completion]]:
+        """``n`` completions per prompt, in prompt order. ``seeds``: one seed per prompt instead of the
+        ones derived from ``Sampling.seed`` (a prompt's samples then depend on its own seed alone)."""
         sampling = check_request(prompts, n, sampling)
         prompt_ids = [render_prompt(self.tokenizer, p, images=self.accepts_images) for p in prompts]
         copies = 1 if sampling.greedy else n  # greedy samples are identical: decode once, copy
-        seeds = [None] * len(prompts) if sampling.seed is None else prompt_seeds(sampling.seed, len(prompts))
+        if seeds is None:
+            seeds = [None] * len(prompts)
+            if sampling.seed is not None:
+                seeds = prompt_seeds(sampling.seed, len(prompts))
+        elif len(seeds) != len(prompts):
+            raise ValueError(f"seeds must hold one seed per prompt, got {len(seeds)} for {len(prompts)}")
         params = [
             self._vllm.SamplingParams(
                 n=copies,
@@ -103,11 +122,40 @@ class VLLMGenerator:
             for seed in seeds
         ]
         requests = [self._request(ids, message_images(p)) for ids, p in zip(prompt_ids, prompts, strict=True)]
-        outputs = self.llm.generate(requests, params, use_tqdm=False)
+        outputs = []
+        for wave in self._waves(prompt_ids, copies, seeded=any(s is not None for s in seeds)):
+            wave_requests, wave_params = [requests[i] for i in wave], [params[i] for i in wave]
+            outputs += self.llm.generate(wave_requests, wave_params, use_tqdm=False)
         return [
             [_completion(output.prompt_token_ids, sample) for sample in output.outputs * (n // copies)]
             for output in outputs
         ]
+
+    def _waves(self, prompt_ids: list[list[int]], copies: int, seeded: bool) -> list[range]:
+        """Prompts submitted together: all at once, except for seeded requests on a CPU engine with
+        chunked prefill (e.g. TRL's colocated engine), whose split prefill would crash vLLM's CPU
+        build (see ``CPU_ENGINE_DEFAULTS``). Those go in waves that the engine admits in full at its
+        first step, at most ``max_num_batched_tokens`` prompt tokens and ``max_num_seqs`` sequences
+        each, so no prefill is ever split."""
+        scheduler = self.llm.llm_engine.vllm_config.scheduler_config
+        if not (seeded and scheduler.enable_chunked_prefill and _on_cpu()):
+            return [range(len(prompt_ids))]
+        budget, max_seqs = scheduler.max_num_batched_tokens, scheduler.max_num_seqs
+        waves, start, tokens = [], 0, 0
+        for i, ids in enumerate(prompt_ids):
+            need = len(ids) * copies
+            if need > budget or copies > max_seqs:
+                raise ValueError(
+                    f"a seeded prompt of {len(ids)} tokens x {copies} samples exceeds this CPU engine's step "
+                    f"(max_num_batched_tokens={budget}, max_num_seqs={max_seqs}) and chunked prefill would "
+                    "split it: start the engine with enable_chunked_prefill=False"
+                )
+            if tokens + need > budget or (i - start + 1) * copies > max_seqs:
+                waves.append(range(start, i))
+                start, tokens = i, 0
+            tokens += need
+        waves.append(range(start, len(prompt_ids)))
+        return waves
 
     def _request(self, prompt_ids: list[int], images: list):
         if not images:
@@ -148,6 +196,12 @@ class VLLMGenerator:
             self.load_weights({k.replace(".base_layer", ""): v for k, v in state.items() if "lora_" not in k})
         finally:
             model.unmerge_adapter()
+
+
+def _on_cpu() -> bool:
+    from vllm.platforms import current_platform
+
+    return current_platform.is_cpu()
 
 
 def _completion(prompt_ids: list[int], sample) -> Completion:

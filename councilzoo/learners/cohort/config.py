@@ -189,7 +189,8 @@ class CohortConfig:
         default=False,
         metadata={
             "help": "Seed each item's G samples by (seed, step, item): the same samples and update for any "
-            "number of processes (one generate call per item; transformers, text models)."
+            "number of processes (transformers: one generate call per item; vLLM colocated: one seed per "
+            "item; text models)."
         },
     )
 
@@ -257,16 +258,18 @@ PLACEMENT = {
 
 
 # GRPOConfig sampling settings that SeededSampling does not apply, with their defaults.
-UNSEEDED_SETTINGS = {
-    "use_vllm": False, "top_k": 0, "min_p": None, "repetition_penalty": 1.0, "generation_kwargs": None
-}
+UNSEEDED_SETTINGS = {"top_k": 0, "min_p": None, "repetition_penalty": 1.0, "generation_kwargs": None}
 
 
 def check_seeded_sampling(settings: dict[str, Any], where: str) -> None:
-    """``seeded_sampling`` samples with temperature, top_p and max_completion_length only."""
+    """``seeded_sampling`` samples with temperature, top_p and max_completion_length only, with
+    transformers or a colocated vLLM engine (a server takes one seed per request batch)."""
     changed = sorted(k for k, default in UNSEEDED_SETTINGS.items() if settings.get(k, default) != default)
     if changed:
         raise ValueError(f"{where}: seeded_sampling does not apply trainer settings {changed}")
+    if settings.get("use_vllm") and settings.get("vllm_mode", "colocate") != "colocate":
+        raise ValueError(f"{where}: seeded_sampling with use_vllm needs vllm_mode: colocate, got "
+                         f"{settings['vllm_mode']!r}")
 
 
 def load_items(data: DataConfig | EvalConfig, seed: int) -> list[Problem]:

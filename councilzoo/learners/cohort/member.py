@@ -35,56 +35,74 @@ class HeldOutAccuracy(engine.MetricsFile):
     """Greedy accuracy of the member on held-out items before training and every ``eval_steps``
     optimizer steps (and at the end), one JSON line per evaluation in ``path`` (main process).
 
-    The accuracy is also the ``eval_accuracy`` of the trainer's metrics row of that step (step 0:
-    a row of its own), so it reaches ``metrics.jsonl``, the progress line and every tracker of
-    ``report_to`` (TensorBoard's ``eval/accuracy``) like the trainer's own metrics."""
+    Every rank of the member's world evaluates a shard of the items and rank 0 gathers the hits:
+    under ZeRO-3 and FSDP each forward all-gathers parameters, so a generation on rank 0 alone
+    would wait forever for the others. Shards are padded to equal length (a shard's last item
+    repeated, its result dropped), so every rank makes the same generate calls, and FSDP's synced
+    decoding (transformers' ``synced_gpus``) keeps their forwards in step. With ``use_vllm``
+    colocated, the items go through TRL's engine after a weight push (``live_policy``).
+    ``bind(trainer)`` must be called before training. The accuracy is also the ``eval_accuracy``
+    of the trainer's metrics row of that step (step 0: a row of its own), so it reaches
+    ``metrics.jsonl``, the progress line and every tracker of ``report_to`` (TensorBoard's
+    ``eval/accuracy``) like the trainer's own metrics."""
 
     def __init__(self, path: Path, problems: Sequence[Problem], every: int, max_new_tokens: int) -> None:
         super().__init__(path)
         self.problems, self.every, self.max_new_tokens = list(problems), every, max_new_tokens
-        self.trainer = None
+        self.trainer: Any = None
 
     def bind(self, trainer: Any) -> None:
         self.trainer = trainer
 
-    def _evaluate(self, state, model, processing_class) -> float:
-        from transformers import ProcessorMixin
-
+    def _evaluate(self, state) -> float | None:
+        """The accuracy on rank 0 (None on the other ranks), also appended to ``path``."""
         from councilzoo.agents.base import Sampling
-        from councilzoo.agents.generators.transformers_backend import TransformersGenerator
+        from councilzoo.learners.live_policy import policy_generator
 
-        model = getattr(model, "module", model)
-        if isinstance(processing_class, ProcessorMixin):
-            generator = TransformersGenerator(model, processor=processing_class)
-        else:
-            generator = TransformersGenerator(model, tokenizer=processing_class)
-        prompts = [member_prompt(p, 0, generator.accepts_images) for p in self.problems]
+        acc = self.trainer.accelerator
+        rank, world = acc.process_index, acc.num_processes
+        mine = list(range(rank, len(self.problems), world))
+        width = -(-len(self.problems) // world)
+        padded = mine + [mine[-1] if mine else 0] * (width - len(mine))
         greedy = Sampling(max_new_tokens=self.max_new_tokens, temperature=0.0)
-        texts = [g[0].text for g in generator.generate(prompts, n=1, sampling=greedy)]
-        # code: each program's output signature, all run in one sandbox call
-        answers = answers_for_batch([(p, [t]) for p, t in zip(self.problems, texts, strict=True)])
-        hits = [
-            answers_equivalent(a, p.answer, p.kind) for [a], p in zip(answers, self.problems, strict=True)
-        ]
-        accuracy = sum(hits) / len(hits)
-        with self.path.open("a") as fh:
-            fh.write(json.dumps({"step": state.global_step, "accuracy": accuracy}) + "\n")
-        return accuracy
+        with policy_generator(self.trainer) as generator:
+            prompts = [member_prompt(self.problems[i], 0, generator.accepts_images) for i in padded]
+            texts = [g[0].text for g in generator.generate(prompts, n=1, sampling=greedy)]
+        hits = dict(zip(mine, self._hits(mine, texts[: len(mine)]), strict=True))
+        if world > 1:
+            from accelerate.utils import gather_object
 
-    def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
+            hits = {i: hit for shard in gather_object([hits]) for i, hit in shard.items()}
+        if state.is_world_process_zero:
+            row = {"step": state.global_step, "accuracy": sum(hits.values()) / len(hits), "items": len(hits)}
+            with self.path.open("a") as fh:
+                fh.write(json.dumps(row) + "\n")
+            return row["accuracy"]
+        return None
+
+    def _hits(self, indices: list[int], texts: list[str]) -> list[bool]:
+        """Whether each answer equals its item's gold (code: each program's output signature, all
+        run in one sandbox call)."""
+        problems = [self.problems[i] for i in indices]
+        answers = answers_for_batch([(p, [t]) for p, t in zip(problems, texts, strict=True)])
+        return [answers_equivalent(a, p.answer, p.kind) for [a], p in zip(answers, problems, strict=True)]
+
+    def on_train_begin(self, args, state, control, **kwargs):
         super().on_train_begin(args, state, control, **kwargs)
-        if state.is_world_process_zero and state.global_step == 0:
-            self.trainer.log({"eval_accuracy": self._evaluate(state, model, processing_class)})
+        if state.global_step == 0:
+            accuracy = self._evaluate(state)
+            if accuracy is not None:
+                self.trainer.log({"eval_accuracy": accuracy})
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         return None
 
-    def on_step_end(self, args, state, control, model=None, processing_class=None, **kwargs):
-        due = state.global_step % self.every == 0 or state.global_step == state.max_steps
-        if state.is_world_process_zero and due:
-            accuracy = self._evaluate(state, model, processing_class)
-            # GRPOTrainer averages its ``_metrics`` into the row it logs right after this callback
-            self.trainer._metrics["train"]["eval_accuracy"].append(accuracy)
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step % self.every == 0 or state.global_step == state.max_steps:
+            accuracy = self._evaluate(state)
+            if accuracy is not None:
+                # GRPOTrainer averages its ``_metrics`` into the row it logs right after this callback
+                self.trainer._metrics["train"]["eval_accuracy"].append(accuracy)
 
 
 # TRL's default port of the vLLM weight-sync group; member i binds VLLM_GROUP_PORT + i unless the config
@@ -170,14 +188,15 @@ def run_member(
             cfg.distributed, index, len(cfg.members), run_id="cohort", fingerprint=cfg.fingerprint()
         )
     _tracker_env(cfg, member.name)
+    held_out = None
     if cfg.eval.eval_steps:
-        held_out = load_items(cfg.eval, cfg.seed)
-        callbacks = [
-            *callbacks,
-            HeldOutAccuracy(
-                cfg.member_dir(index) / "eval.jsonl", held_out, cfg.eval.eval_steps, cfg.max_completion_length
-            ),
-        ]
+        held_out = HeldOutAccuracy(
+            cfg.member_dir(index) / "eval.jsonl",
+            load_items(cfg.eval, cfg.seed),
+            cfg.eval.eval_steps,
+            cfg.max_completion_length,
+        )
+        callbacks = [*callbacks, held_out]
     cbs = [
         engine.MetricsFile(cfg.member_dir(index) / "metrics.jsonl"),
         engine.StepProgress(member.name, index),
@@ -192,6 +211,7 @@ def run_member(
             model_path, model_path, args, rows, rewards, cbs, member.peft, rollout_func=rollout
         )
         trainer.train(resume_from_checkpoint=checkpoint)
+        record_gpu_peak(trainer, cfg.member_dir(index) / "gpu_memory.json", member.name)
         final = cfg.member_dir(index) / "final"
         if trainer.is_fsdp_enabled:  # whole weights in final/, whatever the checkpoints' state-dict type
             trainer.accelerator.state.fsdp_plugin.set_state_dict_type("FULL_STATE_DICT")
@@ -200,6 +220,21 @@ def run_member(
             trainer.processing_class.save_pretrained(str(final))
     history = [r for r in trainer.state.log_history if "reward" in r]
     return history[-1] if history else {}
+
+
+def record_gpu_peak(trainer: Any, path: Path, name: str) -> None:
+    """On a GPU: each rank's peak allocated memory (``torch.cuda.max_memory_allocated``, MiB; a
+    colocated vLLM engine's weights and KV cache included) to ``path`` and stdout, from rank 0."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return
+    from accelerate.utils import gather_object
+
+    peaks = gather_object([round(torch.cuda.max_memory_allocated() / 2**20, 1)])
+    if trainer.accelerator.is_main_process:
+        path.write_text(json.dumps({"gpu_peak_memory_mib_per_rank": peaks}) + "\n")
+        print(f"{name}: peak GPU memory (torch.cuda.max_memory_allocated) per rank: {peaks} MiB", flush=True)
 
 
 def _broadcast_from_main(value: Any) -> Any:

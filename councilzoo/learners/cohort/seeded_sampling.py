@@ -8,14 +8,16 @@ prompt as the only input of its ``generate`` call. The samples, and so the updat
 same for any number of processes and any micro-batching of the same global batch; this is what
 makes a data-parallel member checkably equivalent to a one-process member.
 
-The price is one ``generate`` call per item instead of one per process (transformers only: the
-trainer's vLLM engines draw their own samples). Where TRL's ``RepeatSampler`` splits an item's G
-copies over two processes, each process draws the whole group and keeps its own copies.
+With the trainer on vLLM (``use_vllm``, colocated), the items go to TRL's engine in one call with
+one seed per item (``SamplingParams.seed``; on a CPU engine with chunked prefill, in waves that fit
+one engine step, see ``VLLMGenerator``); with transformers, one ``generate`` call per item, the
+price of the invariance. vLLM's samples are reproducible across runs and world sizes but are not
+transformers' samples (another sampler). Where TRL's ``RepeatSampler`` splits an item's G copies
+over two processes, each process draws the whole group and keeps its own copies.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -24,8 +26,9 @@ from councilzoo.agents.base import Sampling
 
 
 def group_seed(seed: int, step: int, group: int) -> int:
-    """The sampling seed of one item's group in the round that starts at optimizer ``step``."""
-    return int(np.random.SeedSequence([seed, step, group]).generate_state(1)[0])
+    """The sampling seed of one item's group in the round that starts at optimizer ``step`` (31
+    bits: vLLM and OpenAI-compatible servers take 32-bit signed seeds)."""
+    return int(np.random.SeedSequence([seed, step, group]).generate_state(1)[0]) >> 1
 
 
 class SeededSampling:
@@ -33,16 +36,14 @@ class SeededSampling:
 
     ``prompts`` are this process's rows of the round, G consecutive copies per item; process p
     holds rows p*L .. (p+1)*L-1 of the round (L = its number of rows), as accelerate shards
-    TRL's sampler. Returns TRL's rollout fields; ``logprobs`` is None, so TRL scores the old
-    policy itself."""
+    TRL's sampler. Returns TRL's rollout fields, with vLLM's sampled-token log-probabilities for
+    TRL's importance-sampling correction (None with transformers: TRL scores the old policy)."""
 
     def __init__(self, seed: int, num_generations: int) -> None:
         self.seed, self.num_generations = seed, num_generations
 
     def __call__(self, prompts: list, trainer: Any) -> dict[str, Any]:
-        from trl.models import unwrap_model_for_generation
-
-        from councilzoo.agents.generators.transformers_backend import TransformersGenerator
+        from councilzoo.learners.live_policy import policy_generator, uses_vllm
 
         g, args = self.num_generations, trainer.args
         start = trainer.accelerator.process_index * len(prompts)
@@ -52,14 +53,21 @@ class SeededSampling:
         by_group: dict[int, list[int]] = {}
         for i in range(len(prompts)):
             by_group.setdefault((start + i) // g, []).append(i)
-        out: dict[str, Any] = {"prompt_ids": [], "completion_ids": [], "logprobs": None}
-        with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model:
-            generator = TransformersGenerator(model, tokenizer=trainer.processing_class)
-            for group, rows in by_group.items():
-                seeded = replace(sampling, seed=group_seed(self.seed, trainer.state.global_step, group))
-                [completions] = generator.generate([prompts[rows[0]]], n=g, sampling=seeded)
-                for i in rows:
-                    c = completions[(start + i) % g]
-                    out["prompt_ids"].append(list(c.prompt_token_ids))
-                    out["completion_ids"].append(list(c.token_ids))
+        step = trainer.state.global_step
+        with policy_generator(trainer) as generator:
+            groups = generator.generate(
+                [prompts[rows[0]] for rows in by_group.values()],
+                n=g,
+                sampling=sampling,
+                seeds=[group_seed(self.seed, step, group) for group in by_group],
+            )
+        vllm = uses_vllm(args)
+        out: dict[str, Any] = {"prompt_ids": [], "completion_ids": [], "logprobs": [] if vllm else None}
+        for rows, completions in zip(by_group.values(), groups, strict=True):
+            for i in rows:
+                c = completions[(start + i) % g]
+                out["prompt_ids"].append(list(c.prompt_token_ids))
+                out["completion_ids"].append(list(c.token_ids))
+                if vllm:
+                    out["logprobs"].append(list(c.logprobs))
         return out

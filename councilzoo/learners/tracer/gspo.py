@@ -36,6 +36,7 @@ from councilzoo.agents.llm import LLMAgent
 from councilzoo.agents.parsing import parse_action
 from councilzoo.envs.core import Mode
 from councilzoo.learners.cohort import engine
+from councilzoo.learners.live_policy import push_weights, uses_vllm
 from councilzoo.learners.tracer.config import ROLES, TracerConfig
 from councilzoo.tasks import answers_equivalent
 
@@ -110,8 +111,13 @@ class UtteranceLayer:
             peft=g.peft,
             rollout_func=self.rollout,
         )
-        tokenizer = self.trainer.processing_class
-        self.generator = TransformersGenerator(self.trainer.model, tokenizer=tokenizer, seed=cfg.seed)
+        if uses_vllm(args):  # TRL's colocated engine plays and samples; weights pushed by sync()
+            from councilzoo.agents.generators.vllm_backend import VLLMGenerator
+
+            self.generator = VLLMGenerator.from_engine(self.trainer.vllm_generation.llm)
+        else:  # the trainer's model itself, trained in place
+            tokenizer = self.trainer.processing_class
+            self.generator = TransformersGenerator(self.trainer.model, tokenizer=tokenizer, seed=cfg.seed)
         options = {"sampling": self.sampling, "render": import_object(a.render) if a.render else None}
         if self.shared:
             self.agents = {"*": LLMAgent(self.generator, name="tracer", **options)}
@@ -122,6 +128,12 @@ class UtteranceLayer:
                 spec = ModelSpec("transformers", frozen, agent=options)
                 self.agents["reviewer"] = build_model("reviewer", spec)
         self._turns: list = []
+
+    def sync(self) -> None:
+        """Make the generator play the trainer's current weights: a no-op with transformers (it
+        generates with the trained model), a weight push into vLLM when it changed since the last."""
+        if uses_vllm(self.trainer.args):
+            push_weights(self.trainer, self.generator)
 
     # -- the episodes' hook: remember every speaking turn ---------------------------------------
     def collect(self, episode: int, context, mode: Mode) -> None:
@@ -165,5 +177,7 @@ class UtteranceLayer:
                 out["kind"].append(ctx.problem.kind)
                 out["label"].append(labels[episode])
                 out["pending"].append(ctx.extras.get("pending_answer") or "")
-        out["logprobs"] = None  # TRL scores the old policy itself (no vLLM sampling to correct)
+        # vLLM's sampled-token log-probabilities feed TRL's importance-sampling correction; with
+        # transformers TRL scores the old policy itself
+        out["logprobs"] = [c.logprobs for g in groups for c in g] if uses_vllm(trainer.args) else None
         return out

@@ -301,6 +301,8 @@ class Tracer:
         """Metrics of one episode per problem with ``controller`` (default: the learned one, playing
         its average strategy); untrained states met are reported by name."""
         learned = controller is None
+        if self.generation is not None:
+            self.generation.sync()  # a vLLM engine holds the weights of the last generation, not the update
         controller = self.controller.eval() if learned else controller
         before = {r: h.copy() for r, h in self.controller.untrained_hits.items()}
         player = Player(self.engine, controller)
