@@ -22,6 +22,8 @@
 # Env:   PYTHON (default python3; councilzoo is imported through the caller's PYTHONPATH)
 #        GPU_CHECK_CPU=1: dry run on CPU (tiny models, no vLLM, use_cpu, 2 steps; no ZeRO-3, which
 #        needs CUDA; the learner_step runs at the toy size only)
+#        GPU_CHECK_PHASES=a,b,...: run only these phases, in the script's order (a later phase
+#        needs what earlier ones wrote: zero3 needs environment,models,config)
 #        GPU_CHECK_WHEELS=DIR: a folder of wheels (deepspeed and what it needs) installed offline
 #        with `pip install --no-index --find-links DIR deepspeed` before the ZeRO-3 phase
 set -euo pipefail
@@ -50,6 +52,10 @@ SUMMARY=()
 # cleanup stops every member's world (they run in their own sessions).
 phase() {
     local name="$1" limit="$2" fn="$3" sig="${4:-TERM}" start status=0
+    if [[ -n ${GPU_CHECK_PHASES:-} && ",$GPU_CHECK_PHASES," != *",$name,"* ]]; then
+        SUMMARY+=("SKIP $name (not in GPU_CHECK_PHASES)")
+        return 0
+    fi
     echo "=== phase: $name (timeout ${limit}s) ==="
     start=$SECONDS
     timeout --signal="$sig" --kill-after=30 "$limit" bash -c "$fn" || status=$?
