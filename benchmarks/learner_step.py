@@ -115,9 +115,10 @@ def _step_clock(profile_to: str | None):
             if self.profiler is not None:
                 self.profiler.__exit__(None, None, None)
                 self.profiler.export_chrome_trace(profile_to)
-                device = "cuda" if torch.cuda.is_available() else "cpu"
-                events = self.profiler.key_averages()  # microseconds of self time per operator
-                self.self_times = {e.key: float(getattr(e, f"self_{device}_time_total")) for e in events}
+                # microseconds of self time per operator (torch >= 2.4 names GPU time "device" time)
+                field = "self_device_time_total" if torch.cuda.is_available() else "self_cpu_time_total"
+                events = self.profiler.key_averages()
+                self.self_times = {e.key: float(getattr(e, field)) for e in events}
                 self.profiler = None
 
     return StepClock()
