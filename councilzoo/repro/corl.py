@@ -542,7 +542,7 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
             "seeds": n_seeds, "steps": settings["steps"], "prompts_per_step": settings["prompts"],
             "generations": settings["generations"], "learning_rate": LEARNING_RATE,
             "eval_items": settings["eval_items"], "eval_every": settings["eval_every"],
-            "models": {n: {k: i[k] for k in ("parameters", "steps", "test_accuracy", "build_seconds")}
+            "models": {n: {k: i[k] for k in ("parameters", "steps", "test_accuracy")}
                        for n, i in models.items()},
             "sim": {k: v for k, v in vars(settings["sim"]).items()},
             "quick": quick,

@@ -272,7 +272,7 @@ class TinyLMSpec:
 # continued on no-carry sums only, one on carries only, and a verifier continued from
 # ``solver-strong`` on picking the right one of two candidates. Step counts: docs/reproductions.md.
 REGISTRY: dict[str, TinyLMSpec] = {
-    "solver-qwen-a": TinyLMSpec("qwen3", 64, 2, steps=600, data_seed=1, init_seed=1),
+    "solver-qwen-a": TinyLMSpec("qwen3", 64, 2, steps=650, data_seed=1, init_seed=1),
     "solver-llama-b": TinyLMSpec("llama", 64, 3, steps=1000, data_seed=2, init_seed=2),
     "solver-weak": TinyLMSpec("qwen3", 64, 2, steps=450, regime=(0.15, 0.3), data_seed=3, init_seed=3),
     "solver-strong": TinyLMSpec("llama", 64, 3, steps=100, regime=(0.6, 0.8), data_seed=4,
