@@ -51,7 +51,7 @@ BF16_SHAPE, BF16_STEPS = (2, 4, 32), 3
 
 def _cohort_config(spec: dict):
     from councilzoo.learners.baselines import BaselineConfig
-    from councilzoo.learners.cohort import DataConfig, MemberConfig
+    from councilzoo.learners.cohort.config import DataConfig, MemberConfig
 
     trainer = {
         "generation_kwargs": {"min_new_tokens": spec["tokens"]},
@@ -96,9 +96,10 @@ def _plain_trl(cfg, clock) -> list[dict]:
     from transformers import AutoTokenizer
     from trl import GRPOTrainer
 
-    from councilzoo.learners import engine
-    from councilzoo.learners.cohort import load_items, member_prompt
-    from councilzoo.learners.member import member_args
+    from councilzoo.agents.prompts import member_prompt
+    from councilzoo.learners.cohort import engine
+    from councilzoo.learners.cohort.config import load_items
+    from councilzoo.learners.cohort.member import member_args
 
     args = member_args(cfg, 0)
     problems = load_items(cfg.data, cfg.seed)
@@ -135,8 +136,8 @@ def _changed_fraction(before: Path, after: Path) -> dict:
 def child(spec: dict) -> dict:
     """Train one configuration; per-step wall times, TRL's logged rows, optionally weight change."""
     from councilzoo.learners.baselines import GRPO
+    from councilzoo.learners.cohort.member import run_member
     from councilzoo.learners.logging import read_metrics
-    from councilzoo.learners.member import run_member
 
     cfg = _cohort_config(spec)
     clock = _step_clock()
@@ -160,9 +161,9 @@ def build_model(folder: Path) -> Path:
     """The ~32k-vocabulary tiny model, taught the answer format (as cohort tiny members are)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from councilzoo.learners.tiny_models import warm_up
     from councilzoo.tasks import synthetic_problems
     from councilzoo.testing import build_tiny_model
+    from councilzoo.tiny_models import warm_up
 
     base = build_tiny_model(folder / "base", vocab_size=VOCAB)
     model, tokenizer = AutoModelForCausalLM.from_pretrained(base), AutoTokenizer.from_pretrained(base)

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from councilzoo.config import load_config
-from councilzoo.learners.tracer import Tracer
-from councilzoo.learners.tracer_config import BASELINES, TracerConfig
+from councilzoo.learners.tracer.config import BASELINES, TracerConfig
+from councilzoo.learners.tracer.learner import Tracer
 
 # Reviewers catch most errors but also raise false alarms, and proposers can be swayed off a
 # right answer: speaking helps in some states and harms in others.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from councilzoo.learners.cohort import CohortReward
+from councilzoo.learners.cohort.reward import CohortReward
 from councilzoo.learners.corl import CoRL
 
 FAULTY_MEMBER = 1

@@ -19,10 +19,10 @@ from test_tracer_llm import tiny_config
 
 from councilzoo.learners.baselines import GRPO, BaselineConfig
 from councilzoo.learners.checkpoint import DamagedCheckpointWarning, latest_checkpoint, load_checkpoint
-from councilzoo.learners.cohort import load_items
-from councilzoo.learners.member import run_member
-from councilzoo.learners.tiny_models import build_tiny_models
-from councilzoo.learners.tracer import TracerLearner
+from councilzoo.learners.cohort.config import load_items
+from councilzoo.learners.cohort.member import run_member
+from councilzoo.learners.tracer.learner import TracerLearner
+from councilzoo.tiny_models import build_tiny_models
 
 pytestmark = pytest.mark.slow
 STEPS = 3  # save_steps=1 and TRL's save_total_limit=2 leave checkpoint-2 and checkpoint-3

@@ -21,7 +21,7 @@ REGISTRY = {
     "ttrl_": "councilzoo.learners.baselines:BaselineConfig",
     "rent_": "councilzoo.learners.baselines:BaselineConfig",
     "intuitor_": "councilzoo.learners.baselines:BaselineConfig",
-    "tracer_": "councilzoo.learners.tracer_config:TracerConfig",
+    "tracer_": "councilzoo.learners.tracer.config:TracerConfig",
     "demo_": "councilzoo.evaluation.council:CouncilConfig",
     "eval_": "councilzoo.evaluation.council:CouncilConfig",
 }

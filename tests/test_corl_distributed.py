@@ -68,9 +68,9 @@ def _train(
 def models(tmp_path_factory) -> Path:
     """The two tiny models, built and warmed once (the launcher reuses them)."""
     from councilzoo.config import load_config
-    from councilzoo.learners.cohort import load_items
+    from councilzoo.learners.cohort.config import load_items
     from councilzoo.learners.corl import CoRLConfig
-    from councilzoo.learners.tiny_models import build_tiny_models
+    from councilzoo.tiny_models import build_tiny_models
 
     tmp = tmp_path_factory.mktemp("dist")
     cfg = load_config(yaml.safe_load(_config(tmp, tmp / "models", 1).read_text()), CoRLConfig)

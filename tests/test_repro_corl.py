@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from councilzoo.learners.cohort import DataConfig
+from councilzoo.learners.cohort.config import DataConfig
 from councilzoo.repro import corl, corl_sim
 from councilzoo.repro.corl_sim import SimConfig, initial_logits, train
 

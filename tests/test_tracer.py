@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from councilzoo.config import ConfigError, load_config
-from councilzoo.learners.tracer import Tracer, consensus_labels
-from councilzoo.learners.tracer_config import TracerConfig
-from councilzoo.learners.tracer_values import action_values, branch, play_episodes, snapshot
+from councilzoo.learners.tracer.config import TracerConfig
+from councilzoo.learners.tracer.learner import Tracer, consensus_labels
+from councilzoo.learners.tracer.values import action_values, branch, play_episodes, snapshot
 
 # A pool where speaking sometimes harms: reviewers raise false alarms and proposers get swayed.
 HARMFUL_POOL = {"proposer": {"skill": 0.5, "swayed_prob": 0.4},

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from councilzoo.config import load_config
-from councilzoo.learners.tracer import Tracer, TracerLearner
-from councilzoo.learners.tracer_config import TracerConfig
+from councilzoo.learners.tracer.config import TracerConfig
+from councilzoo.learners.tracer.learner import Tracer, TracerLearner
 
 pytestmark = pytest.mark.slow
 

@@ -15,18 +15,18 @@ from PIL import Image
 from councilzoo.agents.base import Sampling
 from councilzoo.agents.generators.transformers_backend import TransformersGenerator
 from councilzoo.agents.llm import LLMAgent
-from councilzoo.agents.prompts import render_messages, unseen_images_note
+from councilzoo.agents.prompts import member_prompt, render_messages, unseen_images_note
 from councilzoo.cli import main
 from councilzoo.config import dump_config, load_config
 from councilzoo.envs.core import Mode, TurnContext
 from councilzoo.learners.baselines import GRPO, TTRL, BaselineConfig
-from councilzoo.learners.cohort import load_items, member_prompt
+from councilzoo.learners.cohort.config import load_items
+from councilzoo.learners.cohort.engine import problem_rows
+from councilzoo.learners.cohort.member import member_model_path, run_member
 from councilzoo.learners.corl import CoRLConfig
-from councilzoo.learners.engine import problem_rows
-from councilzoo.learners.member import member_model_path, run_member
-from councilzoo.learners.tiny_models import build_tiny_models
 from councilzoo.tasks import Problem, load_problems
 from councilzoo.tasks.images import ImageError
+from councilzoo.tiny_models import build_tiny_models
 
 pytestmark = pytest.mark.slow
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

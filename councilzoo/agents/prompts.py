@@ -18,8 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
+
 from councilzoo.agents.controllers import is_silent
-from councilzoo.envs.core import Turn, TurnContext
+from councilzoo.envs.core import Mode, Turn, TurnContext
+from councilzoo.tasks import Problem, paraphrase
 
 LETTERS = "ABCDEFGHIJ"
 MAX_CHARS = 600  # per quoted utterance: long enough for a short solution, bounded for tiny models
@@ -160,3 +163,13 @@ def render_messages(
         {"role": "system", "content": prompts.get(ctx.role, prompts["peer"])},
         {"role": "user", "content": user_content(user, ctx.problem.images, with_images)},
     ]
+
+
+def member_prompt(problem: Problem, view: int, with_images: bool = False) -> list[dict]:
+    """The chat prompt a cohort member answers: cohort-v0's member turn for its paraphrase view. A
+    vision-language member sees the problem's images; a text-only member the text and a note."""
+    ctx = TurnContext(0, "member", "member", 0, paraphrase(problem, view), (), (Mode.ANSWER,), NO_FEATURES)
+    return render_messages(ctx, with_images=with_images)
+
+
+NO_FEATURES = np.zeros(3, dtype=np.float32)  # the member turn carries no controller features

@@ -22,6 +22,7 @@ from councilzoo.agents.factory import build_models
 from councilzoo.config import load_config, run_metadata
 from councilzoo.envs.core import EpisodeRecord
 from councilzoo.evaluation import protocols, report
+from councilzoo.evaluation.context import Run
 from councilzoo.evaluation.council import CouncilConfig, agents_file, load_council
 from councilzoo.evaluation.metrics import ProtocolResult
 from councilzoo.rollout import RolloutEngine
@@ -70,7 +71,7 @@ class Evaluation:
         return dev
 
     def play(
-        self, name: str, run: protocols.Run, problems: Sequence[Problem], label: str
+        self, name: str, run: Run, problems: Sequence[Problem], label: str
     ) -> list[EpisodeRecord]:
         """Play ``run`` on ``problems``, streaming to ``OUT/episodes/<name>.jsonl`` (resumable);
         ``label`` names its progress bar (protocol and split, e.g. "comed · test")."""

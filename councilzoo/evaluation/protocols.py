@@ -1,8 +1,9 @@
 """The collaboration protocols ``councilzoo eval`` compares, each built from one agents config.
 
-A protocol is a function ``(ev) -> ProtocolResult`` of an ``Evaluation`` (harness.py), which
-plays episodes, caches each protocol's result and holds the test and dev problems. All protocols
-are played in two games, so their costs are counted by the same code:
+A protocol is a function ``(ev) -> ProtocolResult`` of an ``EvaluationContext`` (context.py,
+implemented by the harness's ``Evaluation``), which plays episodes, caches each protocol's result
+and holds the test and dev problems. All protocols are played in two games, so their costs are
+counted by the same code:
 
 | protocol              | game          | what happens                                              |
 |-----------------------|---------------|-----------------------------------------------------------|
@@ -26,8 +27,7 @@ margins.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
 
 import numpy as np
 
@@ -54,12 +54,10 @@ from councilzoo.agents.learned_gate import (
 )
 from councilzoo.envs.core import Action, EpisodeRecord, Mode, TurnContext
 from councilzoo.evaluation import metrics
+from councilzoo.evaluation.context import EvaluationContext, Run
 from councilzoo.evaluation.metrics import ProtocolResult
 from councilzoo.evaluation.router import LogisticRouter, route
 from councilzoo.tasks import Problem
-
-if TYPE_CHECKING:
-    from councilzoo.evaluation.harness import Evaluation
 
 ESCALATION, DEBATE = "councilzoo/escalation-v0", "councilzoo/debate-v0"
 # Scripted gates used on dev to observe every path of the COMED rule (see ``gate_outcomes``).
@@ -68,15 +66,6 @@ DEV_GATES = {
     "probe_escalate": ComedThresholds(tau_accept=np.inf, tau_direct=0.0, tau_escalate=np.inf),
     "escalate": ComedThresholds(tau_accept=np.inf, tau_direct=np.inf, tau_escalate=np.inf),
 }
-
-
-@dataclass
-class Run:
-    """One batch of episodes to play: a game, its arguments and who sits where."""
-
-    env_id: str
-    env_kwargs: dict[str, Any]
-    agents: dict[str, Agent]
 
 
 class ControllerSeat:
@@ -107,7 +96,7 @@ class RoutedAgent:
         return out
 
 
-def escalation_run(ev: Evaluation, anchor: Agent, gate: Agent, samples: int) -> Run:
+def escalation_run(ev: EvaluationContext, anchor: Agent, gate: Agent, samples: int) -> Run:
     council, models = ev.council, ev.models
     agents = {"anchor": anchor, "controller": gate, "verifier": models[council.verifier]}
     agents |= {f"peer_{i}": models[name] for i, name in enumerate(council.peers)}
@@ -131,7 +120,7 @@ def _correct(records: list[EpisodeRecord]) -> np.ndarray:
 
 
 # ---- router ----------------------------------------------------------------------------------
-def fit_router(ev: Evaluation) -> tuple[LogisticRouter, np.ndarray]:
+def fit_router(ev: EvaluationContext) -> tuple[LogisticRouter, np.ndarray]:
     """The router fitted on all dev problems, and out-of-fold dev predictions (2-fold)."""
     pool = ev.council.router_pool
     correct = np.stack([ev.dev_single(name).correct for name in pool], axis=1)
@@ -148,33 +137,33 @@ def fit_router(ev: Evaluation) -> tuple[LogisticRouter, np.ndarray]:
 
 # ---- protocols -------------------------------------------------------------------------------
 def _accepted(
-    ev: Evaluation, run_name: str, anchor: Agent, samples: int, problems: list[Problem], label: str
+    ev: EvaluationContext, run_name: str, anchor: Agent, samples: int, problems: list[Problem], label: str
 ) -> list[EpisodeRecord]:
     """Episodes where the gate always ACCEPTs: the anchor alone, with ``samples`` samples."""
     gate = ControllerSeat(FixedController(Mode.ACCEPT))
     return ev.play(run_name, escalation_run(ev, anchor, gate, samples), problems, label)
 
 
-def single(ev: Evaluation) -> ProtocolResult:
+def single(ev: EvaluationContext) -> ProtocolResult:
     records = _accepted(ev, "single", ev.models[ev.council.anchor], 1, ev.test, "single · test")
     return metrics.from_escalation("single", records, note=f"anchor {ev.council.anchor!r}, one sample")
 
 
 def model_alone(
-    ev: Evaluation, name: str, problems: list[Problem], run_name: str, label: str
+    ev: EvaluationContext, name: str, problems: list[Problem], run_name: str, label: str
 ) -> ProtocolResult:
     """Model ``name`` answering ``problems`` once, alone (router data; the hindsight oracle)."""
     return metrics.from_escalation(name, _accepted(ev, run_name, ev.models[name], 1, problems, label))
 
 
-def self_consistency(ev: Evaluation) -> ProtocolResult:
+def self_consistency(ev: EvaluationContext) -> ProtocolResult:
     n = ev.council.samples
     anchor = ev.models[ev.council.anchor]
     records = _accepted(ev, "self_consistency", anchor, n, ev.test, "self_consistency · test")
     return metrics.from_escalation("self_consistency", records, note=f"plurality of {n} anchor samples")
 
 
-def routing(ev: Evaluation) -> ProtocolResult:
+def routing(ev: EvaluationContext) -> ProtocolResult:
     pool = ev.council.router_pool
     problems = with_routes(ev.test, ev.router.predict(ev.test), pool, None)
     anchor = RoutedAgent({name: ev.models[name] for name in pool})
@@ -182,14 +171,14 @@ def routing(ev: Evaluation) -> ProtocolResult:
     return metrics.from_escalation("routing", records, note=f"logistic router over {pool}")
 
 
-def always_verify(ev: Evaluation) -> ProtocolResult:
+def always_verify(ev: EvaluationContext) -> ProtocolResult:
     gate = ControllerSeat(FixedController(Mode.VERIFY))
     run = escalation_run(ev, ev.models[ev.council.anchor], gate, 1)
     records = ev.play("always_verify", run, ev.test, "always_verify · test")
     return metrics.from_escalation("always_verify", records, note="peer probe + verifier on every question")
 
 
-def debate(ev: Evaluation) -> ProtocolResult:
+def debate(ev: EvaluationContext) -> ProtocolResult:
     debaters = ev.council.debaters
     run = Run(
         DEBATE,
@@ -201,7 +190,7 @@ def debate(ev: Evaluation) -> ProtocolResult:
     return metrics.from_dense("debate", records, ev.result("single"), note=note)
 
 
-def _comed_problems(ev: Evaluation, split: str) -> list[Problem]:
+def _comed_problems(ev: EvaluationContext, split: str) -> list[Problem]:
     """``split``'s problems with router choices and margins (dev: out-of-fold) when a router exists."""
     council, problems = ev.council, ev.dev if split == "dev" else ev.test
     if len(council.router_pool) < 2:
@@ -212,13 +201,13 @@ def _comed_problems(ev: Evaluation, split: str) -> list[Problem]:
     )
 
 
-def _comed_anchor(ev: Evaluation) -> Agent:
+def _comed_anchor(ev: EvaluationContext) -> Agent:
     if ev.council.comed.routed_anchor:
         return RoutedAgent({name: ev.models[name] for name in ev.council.router_pool})
     return ev.models[ev.council.anchor]
 
 
-def gate_outcomes(ev: Evaluation, problems: list[Problem], unit: str = "calls") -> GateOutcomes:
+def gate_outcomes(ev: EvaluationContext, problems: list[Problem], unit: str = "calls") -> GateOutcomes:
     """Every path's outcome and cost on ``problems`` (dev), from three scripted runs.
 
     ``unit`` is "calls" or "ktokens" (thousands of decoded tokens). The probe_verify run gives
@@ -272,18 +261,18 @@ def gate_outcomes(ev: Evaluation, problems: list[Problem], unit: str = "calls") 
     )
 
 
-def comed_dev_outcomes(ev: Evaluation) -> GateOutcomes:
+def comed_dev_outcomes(ev: EvaluationContext) -> GateOutcomes:
     """``gate_outcomes`` on COMED's dev problems, in ``ComedSettings.cost_unit``."""
     return gate_outcomes(ev, _comed_problems(ev, "dev"), ev.council.comed.cost_unit)
 
 
-def comed_thresholds(ev: Evaluation) -> tuple[ComedThresholds, dict[str, float]]:
+def comed_thresholds(ev: EvaluationContext) -> tuple[ComedThresholds, dict[str, float]]:
     """COMED's thresholds fitted on the dev split (see ``ComedSettings``)."""
     settings = ev.council.comed
     return fit_thresholds(ev.comed_outcomes, settings.lam, settings.target_escalation_rate)
 
 
-def _gated(ev: Evaluation, name: str, controller: Agent, note: str, extra: dict) -> ProtocolResult:
+def _gated(ev: EvaluationContext, name: str, controller: Agent, note: str, extra: dict) -> ProtocolResult:
     """A dev-fitted gate on the test problems, with COMED's anchor and the share of each path."""
     run = escalation_run(ev, _comed_anchor(ev), controller, ev.council.samples)
     records = ev.play(name, run, _comed_problems(ev, "test"), f"{name} · test")
@@ -294,39 +283,39 @@ def _gated(ev: Evaluation, name: str, controller: Agent, note: str, extra: dict)
     return metrics.from_escalation(name, records, note=note, extra=extra)
 
 
-def comed(ev: Evaluation) -> ProtocolResult:
+def comed(ev: EvaluationContext) -> ProtocolResult:
     thresholds, scores = ev.comed_fit
     extra = {"thresholds": thresholds.to_dict(), "dev_scores": scores}
     return _gated(ev, "comed", ComedController(thresholds), "thresholds fitted", extra)
 
 
-def _learned(ev: Evaluation, name: str, gate: LogisticGate | RegretGate, note: str) -> ProtocolResult:
+def _learned(ev: EvaluationContext, name: str, gate: LogisticGate | RegretGate, note: str) -> ProtocolResult:
     outcomes = ev.comed_outcomes
     gate.fit(outcomes)
     extra = {"dev_scores": dev_scores(gate, outcomes)}
     return _gated(ev, name, LearnedGateController(gate), note, extra)
 
 
-def comed_learned(ev: Evaluation) -> ProtocolResult:
+def comed_learned(ev: EvaluationContext) -> ProtocolResult:
     gate = LogisticGate(ev.council.comed.lam)
     return _learned(ev, "comed_learned", gate, "logistic expected-utility gate fitted")
 
 
-def comed_regret(ev: Evaluation) -> ProtocolResult:
+def comed_regret(ev: EvaluationContext) -> ProtocolResult:
     gate = RegretGate(ev.council.comed.lam, seed=ev.seed)
     return _learned(ev, "comed_regret", gate, "regret-matching gate over signal cells fitted")
 
 
-def best_single_hindsight(ev: Evaluation) -> ProtocolResult:
+def best_single_hindsight(ev: EvaluationContext) -> ProtocolResult:
     singles = {name: ev.test_single(name) for name in ev.council.router_pool}
     return metrics.best_single_in_hindsight(singles, ev.result("single"))
 
 
-def oracle_gate(ev: Evaluation) -> ProtocolResult:
+def oracle_gate(ev: EvaluationContext) -> ProtocolResult:
     return metrics.oracle_gate(ev.result("comed"), ev.result("debate"))
 
 
-PROTOCOLS: dict[str, Callable[[Evaluation], ProtocolResult]] = {
+PROTOCOLS: dict[str, Callable[[EvaluationContext], ProtocolResult]] = {
     "single": single,
     "self_consistency": self_consistency,
     "routing": routing,

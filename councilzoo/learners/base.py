@@ -20,7 +20,7 @@ BUILTIN = {
     "ttrl": "councilzoo.learners.baselines",
     "rent": "councilzoo.learners.baselines",
     "intuitor": "councilzoo.learners.baselines",
-    "tracer": "councilzoo.learners.tracer",
+    "tracer": "councilzoo.learners.tracer.learner",
 }
 _REGISTRY: dict[str, type[Learner]] = {}
 

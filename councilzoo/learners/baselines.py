@@ -22,7 +22,9 @@ import torch
 
 from councilzoo.config import ConfigError
 from councilzoo.learners.base import register_learner
-from councilzoo.learners.cohort import CohortConfig, CohortLearner, CohortReward
+from councilzoo.learners.cohort.config import CohortConfig
+from councilzoo.learners.cohort.learner import CohortLearner
+from councilzoo.learners.cohort.reward import CohortReward
 
 
 def token_entropy_reward(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

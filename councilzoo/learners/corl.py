@@ -6,8 +6,8 @@ rewarded against a *peer's* label under the rule named in the config (``ring``: 
 (n+1) mod N, the release; ``peer_majority``: plurality of the other members' labels, ties ->
 unlabeled), by playing ``councilzoo/cohort-v0``. Labels are paired by problem key, never by
 surface form or position; gold answers only feed logged diagnostics. Each member trains on its
-own rewards with its own TRL ``GRPOTrainer`` in its own world (``learners/cohort.py``,
-``learners/member.py``).
+own rewards with its own TRL ``GRPOTrainer`` in its own world (``learners/cohort/``,
+``learners/cohort/member.py``).
 
 ``CoRL(load_config(path, CoRLConfig)).train()`` starts the whole cohort on this node.
 """
@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from councilzoo.learners.base import register_learner
-from councilzoo.learners.cohort import CohortConfig, CohortLearner
+from councilzoo.learners.cohort.config import CohortConfig
+from councilzoo.learners.cohort.learner import CohortLearner
 
 
 @dataclass

@@ -91,8 +91,8 @@ def _members(value: str | None) -> list[int] | None:
 def main(args: argparse.Namespace) -> int:
     """Entry point of ``councilzoo train`` (see the module docstring)."""
     from councilzoo.learners.base import get_learner
-    from councilzoo.learners.distributed import PeerFailure
-    from councilzoo.learners.launch import CohortFailed
+    from councilzoo.learners.cohort.distributed import PeerFailure
+    from councilzoo.learners.cohort.launch import CohortFailed
 
     learner_class = get_learner(args.learner)
     sets = list(args.set or [])

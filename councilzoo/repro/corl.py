@@ -60,11 +60,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from councilzoo.agents.base import Sampling  # noqa: E402
+from councilzoo.agents.prompts import member_prompt  # noqa: E402
 from councilzoo.envs.rewards import compute_rewards  # noqa: E402
 from councilzoo.learners.baselines import GRPO, TTRL, BaselineConfig  # noqa: E402
-from councilzoo.learners.cohort import DataConfig, EvalConfig, MemberConfig, member_prompt  # noqa: E402
+from councilzoo.learners.cohort.config import DataConfig, EvalConfig, MemberConfig  # noqa: E402
+from councilzoo.learners.cohort.distributed import DistributedConfig  # noqa: E402
 from councilzoo.learners.corl import CoRL, CoRLConfig  # noqa: E402
-from councilzoo.learners.distributed import DistributedConfig  # noqa: E402
 from councilzoo.learners.logging import read_metrics  # noqa: E402
 from councilzoo.repro import corl_sim, map_in_processes  # noqa: E402
 from councilzoo.repro.tiny_lms import (  # noqa: E402

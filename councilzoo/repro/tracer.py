@@ -57,8 +57,8 @@ from councilzoo.agents.generators.transformers_backend import TransformersGenera
 from councilzoo.agents.llm import LLMAgent  # noqa: E402
 from councilzoo.config import load_config  # noqa: E402
 from councilzoo.envs.core import Mode, TurnContext  # noqa: E402
-from councilzoo.learners.tracer import Tracer, baseline_controllers  # noqa: E402
-from councilzoo.learners.tracer_config import TracerConfig  # noqa: E402
+from councilzoo.learners.tracer.config import TracerConfig  # noqa: E402
+from councilzoo.learners.tracer.learner import Tracer, baseline_controllers  # noqa: E402
 from councilzoo.repro.report import combine_parts  # noqa: E402
 from councilzoo.repro.tiny_lms import (  # noqa: E402
     MAX_NEW_TOKENS,

@@ -35,8 +35,8 @@ from councilzoo.agents.factory import ModelSpec, build_model, import_object
 from councilzoo.agents.llm import LLMAgent
 from councilzoo.agents.parsing import parse_action
 from councilzoo.envs.core import Mode
-from councilzoo.learners import engine
-from councilzoo.learners.tracer_config import ROLES, TracerConfig
+from councilzoo.learners.cohort import engine
+from councilzoo.learners.tracer.config import ROLES, TracerConfig
 from councilzoo.tasks import answers_equivalent
 
 STEP_PROMPT = [{"role": "user", "content": "tracer step"}]  # dataset placeholder; rollout_func plays

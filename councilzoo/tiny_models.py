@@ -10,24 +10,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from councilzoo.agents.prompts import member_prompt
 from councilzoo.config import config_to_dict
-from councilzoo.learners.cohort import CohortConfig, member_prompt
 from councilzoo.tasks import Problem, format_answer
 
 
-def tiny_model_dir(cfg: CohortConfig, index: int) -> Path:
-    root = Path(cfg.tiny_models_dir) if cfg.tiny_models_dir else Path(cfg.output_dir) / "models"
-    member = cfg.members[index]
-    return root / (member.name if member.tiny_warmup_steps else f"{member.name}-base")
-
-
-def build_tiny_models(cfg: CohortConfig, problems: Sequence[Problem]) -> None:
-    """Build (or reuse) every tiny_family member's model, warmed up to state answers."""
+def build_tiny_models(cfg: Any, problems: Sequence[Problem]) -> None:
+    """Build (or reuse) every tiny_family member's model of ``cfg`` (a ``CohortConfig``; each at
+    ``cfg.tiny_model_dir(index)``), warmed up to state answers."""
     from transformers import (
         AutoModelForCausalLM,
         AutoModelForImageTextToText,
@@ -41,7 +35,7 @@ def build_tiny_models(cfg: CohortConfig, problems: Sequence[Problem]) -> None:
     for index, member in enumerate(cfg.members):
         if not member.tiny_family:
             continue
-        root = tiny_model_dir(cfg, index).parent
+        root = cfg.tiny_model_dir(index).parent
         vlm = member.tiny_family not in FAMILIES
         build = tiny_builder(member.tiny_family)
         base = build(root / f"{member.name}-base", family=member.tiny_family, seed=cfg.seed + index)

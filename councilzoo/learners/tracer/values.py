@@ -19,7 +19,7 @@ A *decision* is a turn where a role's silent and speaking modes are both legal. 
   favoured KEEP under plain RM stays locked in KEEP.
 
 Correctness is judged against a *label* per problem: the gold answer, or a peer-consensus label
-in the label-free variant (``councilzoo.learners.tracer``); the env's own gold-based rewards are
+in the label-free variant (``councilzoo.learners.tracer.learner``); the env's own gold-based rewards are
 never read here. All branches of a batch are played together by the rollout engine's lockstep loop.
 """
 

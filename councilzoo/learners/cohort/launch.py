@@ -9,7 +9,7 @@ Multi-node runs start a subset of members per node (``members=``).
 With ``warm_start`` a single-process world is forked from a server (multiprocessing's
 forkserver) that imported torch, transformers, peft and TRL once, instead of a fresh ``python``
 that spends ~6 s importing them: what many short runs (a reproduction's arms and seeds) pay for
-over and over. The forked world runs the same ``councilzoo.learners.member`` main in its own
+over and over. The forked world runs the same ``councilzoo.learners.cohort.member`` main in its own
 session with its own environment; only what a library reads at import time keeps the value it
 had when the server started.
 """
@@ -28,11 +28,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from councilzoo.config import ConfigError, write_run_files
-from councilzoo.learners import engine
-from councilzoo.learners.cohort import CohortConfig, MemberConfig, load_items
+from councilzoo.learners.cohort import engine
+from councilzoo.learners.cohort.config import CohortConfig, MemberConfig, load_items
+from councilzoo.learners.cohort.member import member_args, member_model_path, quiet_loading
 from councilzoo.learners.logging import read_metrics
-from councilzoo.learners.member import member_args, member_model_path, quiet_loading
-from councilzoo.learners.tiny_models import build_tiny_models
+from councilzoo.tiny_models import build_tiny_models
 
 
 def _free_port() -> int:
@@ -42,11 +42,11 @@ def _free_port() -> int:
 
 
 # What a warm-start server imports once (the member module pulls in torch and transformers).
-WARM_MODULES = ("councilzoo.learners.member", "trl.trainer.grpo_trainer", "peft")
+WARM_MODULES = ("councilzoo.learners.cohort.member", "trl.trainer.grpo_trainer", "peft")
 
 
 def member_argv(config_path: Path, learner: str, index: int, resume: bool) -> list[str]:
-    """The arguments of ``councilzoo.learners.member``'s main for member ``index``."""
+    """The arguments of ``councilzoo.learners.cohort.member``'s main for member ``index``."""
     argv = [str(config_path), "--learner", learner, "--member", str(index)]
     return argv + (["--resume"] if resume else [])
 
@@ -55,7 +55,7 @@ def member_command(
     config_path: Path, learner: str, index: int, member: MemberConfig, resume: bool
 ) -> list[str]:
     """How member ``index``'s world starts: python (one process), torchrun, or accelerate launch."""
-    entry = ["-m", "councilzoo.learners.member", *member_argv(config_path, learner, index, resume)]
+    entry = ["-m", "councilzoo.learners.cohort.member", *member_argv(config_path, learner, index, resume)]
     port = str(_free_port())
     if member.accelerate_config:
         return [
@@ -207,7 +207,7 @@ def _forked_member_main(argv: list[str], env: dict[str, str]) -> None:
         import torch
 
         torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
-    from councilzoo.learners import member
+    from councilzoo.learners.cohort import member
 
     sys.exit(member.main(argv))
 

@@ -1,59 +1,24 @@
-"""A cohort of decoupled models, each trained by its own TRL ``GRPOTrainer`` in its own world.
+"""The cohort's configuration: members, data, held-out evaluation, and what a member answers.
 
-Co-RL and its baselines are one learner with different reward rules. Each member is one
-``torchrun`` / ``accelerate launch`` world (any number of processes: data parallel, ZeRO, FSDP)
-that runs ``python -m councilzoo.learners.member CONFIG --member i``. The members share no
-parameters and no process group; only each world's main process joins the cohort link
-(``learners/distributed.py``), over which own labels travel keyed by (round, problem key).
-
-The member's world itself is ``learners/member.py``; the launcher ``learners/launch.py``.
-
-Per generation round TRL samples G completions of every item for the member (its own paraphrase
-view), then calls ``CohortReward``, which:
-
-1. gathers the completions of the round across the member's world (TRL spreads a prompt's G
-   copies over processes), and forms the member's *own label* of each item;
-2. exchanges own labels with the peers (peer rules only);
-3. plays ``councilzoo/cohort-v0`` for each item, the member acting with its G texts and every
-   peer by its own label (all the peer rules read of it), and returns the game's per-sample
-   rewards for this process's completions.
-
-Gold answers never reach a label-free reward: the problems the game sees carry none, and the
-gold table feeds only the logged diagnostics (label accuracy, oracle reward).
-
-``launch_cohort`` is the one command that starts a whole cohort on one node (each member on its
-own devices), waits for it, and stops every member when one fails.
+``CohortConfig`` is what ``councilzoo train`` reads for Co-RL and its baselines; every member
+world loads the same file and checks the same fingerprint. ``load_items`` is the one source of a
+member's problems (training, tiny-model warm-up, evaluation); ``agents.prompts.member_prompt`` of
+its prompts.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-import numpy as np
-
 from councilzoo.config import config_to_dict
-from councilzoo.envs import cohort_v0
-from councilzoo.envs.core import Action, Mode, TurnContext
-from councilzoo.envs.rewards import PEER_RULES, own_label
-from councilzoo.learners import engine
-from councilzoo.learners import metrics as M
-from councilzoo.learners.base import Learner
-from councilzoo.learners.distributed import CohortLink, DistributedConfig
+from councilzoo.learners.cohort import engine
+from councilzoo.learners.cohort.distributed import DistributedConfig
 from councilzoo.learners.logging import check_report_to
-from councilzoo.tasks import (
-    Problem,
-    answers_for_batch,
-    load_problems,
-    paraphrase,
-)
-
-NO_FEATURES = np.zeros(3, dtype=np.float32)
+from councilzoo.tasks import Problem, load_problems
 
 
 @dataclass
@@ -239,6 +204,12 @@ class CohortConfig:
     def member_dir(self, index: int) -> Path:
         return Path(self.output_dir) / "members" / self.members[index].name
 
+    def tiny_model_dir(self, index: int) -> Path:
+        """Where member ``index``'s tiny model is built (``tiny_family``; ``councilzoo.tiny_models``)."""
+        root = Path(self.tiny_models_dir) if self.tiny_models_dir else Path(self.output_dir) / "models"
+        member = self.members[index]
+        return root / (member.name if member.tiny_warmup_steps else f"{member.name}-base")
+
     def fingerprint(self) -> str:
         """Hash of the resolved config: members of one cohort must agree on it to join."""
         return hashlib.sha256(json.dumps(config_to_dict(self), sort_keys=True).encode()).hexdigest()[:16]
@@ -268,169 +239,3 @@ def load_items(data: DataConfig | EvalConfig, seed: int) -> list[Problem]:
         size=data.num_problems,
         difficulty=data.difficulty,
     )
-
-
-def member_prompt(problem: Problem, view: int, with_images: bool = False) -> list[dict]:
-    """The chat prompt a member answers: the game's member turn for its paraphrase view. A
-    vision-language member sees the problem's images; a text-only member the text and a note."""
-    from councilzoo.agents.prompts import render_messages
-
-    problem = paraphrase(problem, view)
-    ctx = TurnContext(0, "member", "member", 0, problem, (), (Mode.ANSWER,), NO_FEATURES)
-    return render_messages(ctx, with_images=with_images)
-
-
-# --- the reward: one cohort-v0 game per item ----------------------------------------------------
-
-
-class CohortReward:
-    """TRL reward function of member ``index``: the cohort game's rewards (see the module docstring).
-
-    ``label_free`` rules see problems without gold; ``golds`` feeds only the logged diagnostics.
-    """
-
-    def __init__(
-        self, cfg: CohortConfig, index: int, problems: Sequence[Problem], link: CohortLink | None = None
-    ) -> None:
-        self.__name__ = cfg.reward_rule
-        self.cfg, self.index, self.link = cfg, index, link
-        self.num_players = len(cfg.members) if cfg.reward_rule in PEER_RULES else 1
-        self.me = index if self.num_players > 1 else 0
-        gold_free = cfg.reward_rule != "ground_truth"
-        self.problems = {p.id: dataclasses.replace(p, answer=None) if gold_free else p for p in problems}
-        self.golds = {p.id: p.answer for p in problems}  # diagnostics only
-        views = [m.view for m in cfg.members] if self.num_players > 1 else [cfg.members[index].view]
-        self.game = cohort_v0.parallel_env(
-            num_agents=self.num_players,
-            reward_rule=cfg.reward_rule,
-            views=views,
-            num_samples=cfg.num_generations,
-            tau=cfg.tau,
-            problems=list(self.problems.values()),
-        )
-        self.trainer: Any = None
-        self.last_round: dict[str, Any] = {}
-
-    def bind(self, trainer: Any) -> None:
-        self.trainer = trainer
-
-    # -- world and cohort exchange ------------------------------------------------------------
-    def _gather(self, local: list[tuple[str, str, str]]) -> list[list[tuple[str, str, str]]]:
-        acc = self.trainer.accelerator if self.trainer is not None else None
-        if acc is None or acc.num_processes == 1:
-            return [local]
-        from accelerate.utils import gather_object
-
-        return gather_object([local])
-
-    def _peer_labels(self, round_index: int, own: dict[str, str | None]) -> dict[str, list[str | None]]:
-        """Every player's own label per item key (this member's own only, without peers)."""
-        if self.num_players == 1:
-            return {key: [label] for key, label in own.items()}
-        acc = self.trainer.accelerator
-        exchanged = [None]
-        if acc.is_main_process:
-            self.link.publish(round_index, own)
-            exchanged = [self.link.collect(round_index, list(own))]
-        if acc.num_processes > 1:
-            from accelerate.utils import broadcast_object_list
-
-            broadcast_object_list(exchanged, from_process=0)
-        return exchanged[0]
-
-    # -- the reward ---------------------------------------------------------------------------
-    def __call__(self, prompts, completions, problem_id, problem_key, round, log_metric=None, **_: Any):
-        rounds = set(round)
-        if len(rounds) != 1:
-            raise RuntimeError(f"one generation batch must hold one round, got rounds {sorted(rounds)}")
-        round_index = rounds.pop()
-        local = [
-            (k, p, engine.completion_text(c))
-            for k, p, c in zip(problem_key, problem_id, completions, strict=True)
-        ]
-        per_rank = self._gather(local)
-        rank = self.trainer.accelerator.process_index if self.trainer is not None else 0
-        groups: dict[str, list[str]] = {}
-        ids: dict[str, str] = {}
-        mine: list[tuple[str, int]] = []  # (key, position in its group) of this process's completions
-        for r, entries in enumerate(per_rank):
-            for key, pid, text in entries:
-                ids[key] = pid
-                if r == rank:
-                    mine.append((key, len(groups.get(key, ()))))
-                groups.setdefault(key, []).append(text)
-        keys = list(groups)  # code answers are output signatures: all programs run in one sandbox call
-        answers = dict(
-            zip(keys, answers_for_batch([(self.problems[ids[k]], groups[k]) for k in keys]), strict=True)
-        )
-        own = {k: own_label(a, self.problems[ids[k]].kind, self.cfg.tau) for k, a in answers.items()}
-        labels = self._peer_labels(round_index, own)
-        rewards, scored_against = {}, {}
-        for key, texts in groups.items():
-            rewards[key], scored_against[key] = self._play(self.problems[ids[key]], texts, labels[key])
-        self.last_round = {
-            "round": round_index,
-            "answers": answers,
-            "labels": labels,
-            "scored_against": scored_against,
-            "ids": ids,
-        }
-        if log_metric is not None:
-            for name, value in self.diagnostics().items():
-                log_metric(name, value)
-        return [rewards[key][pos] for key, pos in mine]
-
-    def _play(
-        self, problem: Problem, texts: list[str], labels: list[str | None]
-    ) -> tuple[list[float], str | None]:
-        """One cohort-v0 game: this member with its samples, each peer by its own label."""
-        self.game.reset(options={"problem": problem})
-        actions = {}
-        for j, agent in enumerate(self.game.possible_agents):
-            if j == self.me:
-                actions[agent] = Action(Mode.ANSWER, samples=tuple(texts))
-            else:
-                actions[agent] = Action(Mode.ANSWER, answer=labels[j])
-        _, _, _, _, infos = self.game.step(actions)
-        info = infos[self.game.possible_agents[self.me]]
-        return list(info["sample_rewards"]), info["label"]
-
-    def diagnostics(self) -> dict[str, float]:
-        """Logged per round, from gold the rewards never saw."""
-        last = self.last_round
-        keys = list(last["answers"])
-        kinds = [self.problems[last["ids"][k]].kind for k in keys]
-        golds = [self.golds[last["ids"][k]] for k in keys]
-        groups = [last["answers"][k] for k in keys]
-        against = [last["scored_against"][k] for k in keys]
-        out = {
-            "label_accuracy": M.label_accuracy(against, golds, kinds),
-            "unlabeled": sum(a is None for a in against) / max(1, len(keys)),
-            "votes_per_item": sum(len(g) for g in groups) / max(1, len(keys)),  # G when the world gathered
-            "oracle_reward": M.oracle_reward(groups, golds, kinds),
-            "wrong_consensus": M.wrong_consensus(groups, golds, kinds),
-            **M.group_diversity(groups, kinds),
-        }
-        if self.num_players > 1:
-            own_by_player = [[last["labels"][k][j] for k in keys] for j in range(self.num_players)]
-            out["agreement"] = M.pairwise_agreement(own_by_player, kinds)
-        return {k: v for k, v in out.items() if v == v}  # NaN (no gold) is not logged
-
-
-class CohortLearner(Learner):
-    """A learner whose members are cohort worlds; subclasses name it and may swap the rewards."""
-
-    config_class = CohortConfig
-
-    @staticmethod
-    def reward_functions(cfg: CohortConfig, index: int, problems: Sequence[Problem], link) -> list:
-        """The member's TRL reward functions."""
-        return [CohortReward(cfg, index, problems, link)]
-
-    def train(
-        self, resume: bool = False, overwrite: bool = False, members: Sequence[int] | None = None
-    ) -> list[dict]:
-        from councilzoo.learners.launch import launch_cohort
-
-        spec = f"{type(self).__module__}:{type(self).__qualname__}"  # what the member worlds import
-        return launch_cohort(self.cfg, spec, members=members, resume=resume, overwrite=overwrite)

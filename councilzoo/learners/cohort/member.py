@@ -1,6 +1,6 @@
 """One cohort member's world: its GRPOTrainer, joined to the cohort from the world's main process.
 
-``python -m councilzoo.learners.member CONFIG --learner NAME --member I`` is what the launcher
+``python -m councilzoo.learners.cohort.member CONFIG --learner NAME --member I`` is what the launcher
 starts (under ``torchrun`` or ``accelerate launch`` for a world of several processes).
 ``run_member`` builds the member's ``GRPOConfig`` (cohort trainer settings, then the member's
 own), its round-ordered dataset and reward functions, joins the cohort link (peer rules, rank 0
@@ -19,13 +19,13 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from councilzoo.agents.prompts import member_prompt
 from councilzoo.config import ConfigError, load_config
 from councilzoo.envs.rewards import PEER_RULES
-from councilzoo.learners import engine
-from councilzoo.learners.cohort import CohortConfig, load_items, member_prompt
-from councilzoo.learners.distributed import CohortLink
-from councilzoo.learners.seeded_sampling import SeededSampling
-from councilzoo.learners.tiny_models import tiny_model_dir
+from councilzoo.learners.cohort import engine
+from councilzoo.learners.cohort.config import CohortConfig, load_items
+from councilzoo.learners.cohort.distributed import CohortLink
+from councilzoo.learners.cohort.seeded_sampling import SeededSampling
 from councilzoo.tasks import Problem, answers_equivalent, answers_for_batch
 
 
@@ -96,7 +96,7 @@ def member_model_path(cfg: CohortConfig, index: int) -> str:
 
     member = cfg.members[index]
     if member.tiny_family:
-        return str(tiny_model_dir(cfg, index))
+        return str(cfg.tiny_model_dir(index))
     return resolve_model_path(member.model)
 
 
@@ -215,10 +215,10 @@ def quiet_loading() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m councilzoo.learners.member CONFIG --learner NAME --member I``."""
+    """``python -m councilzoo.learners.cohort.member CONFIG --learner NAME --member I``."""
     from councilzoo.learners.base import get_learner
 
-    parser = argparse.ArgumentParser(prog="councilzoo.learners.member")
+    parser = argparse.ArgumentParser(prog="councilzoo.learners.cohort.member")
     parser.add_argument("config")
     parser.add_argument("--learner", required=True)
     parser.add_argument("--member", type=int, required=True)
