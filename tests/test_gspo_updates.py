@@ -113,7 +113,7 @@ def test_gpu_configs_run_gspo_off_policy_with_the_papers_clip_range(name, tmp_pa
 
     import yaml
 
-    from councilzoo.learners import engine
+    from councilzoo.learners.cohort import engine
 
     cfg = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs" / name).read_text())
     if "members" in cfg:
