@@ -270,11 +270,11 @@ class TinyLMSpec:
 # sampled majority is usually right). COMED's first council seats ``solver-strong`` as anchor over
 # the mid and weak solvers; its complementary council (repro.comed) seats two specialists, one
 # continued on no-carry sums only, one on carries only, and a verifier continued from
-# ``solver-strong`` on picking the right one of two candidates. Step counts: docs/reproductions.md.
+# ``solver-qwen-a-hi`` on picking the right one of two candidates. Step counts: docs/reproductions.md.
 REGISTRY: dict[str, TinyLMSpec] = {
     "solver-qwen-a": TinyLMSpec("qwen3", 64, 2, steps=650, data_seed=1, init_seed=1),
     "solver-llama-b": TinyLMSpec("llama", 64, 3, steps=1000, data_seed=2, init_seed=2),
-    "solver-weak": TinyLMSpec("qwen3", 64, 2, steps=450, regime=(0.15, 0.3), data_seed=3, init_seed=3),
+    "solver-weak": TinyLMSpec("qwen3", 64, 2, steps=400, regime=(0.15, 0.3), data_seed=3, init_seed=3),
     "solver-strong": TinyLMSpec("llama", 64, 3, steps=100, regime=(0.6, 0.8), data_seed=4,
                                 init_from="solver-llama-b"),
     "solver-qwen-a-hi": TinyLMSpec("qwen3", 64, 2, steps=150, regime=(0.6, 0.8), data_seed=5,
@@ -285,8 +285,8 @@ REGISTRY: dict[str, TinyLMSpec] = {
                                  data_seed=7, init_from="solver-qwen-a"),
     "solver-carry": TinyLMSpec("llama", 64, 3, steps=100, skills="carry", regime=(0.6, 0.9), data_seed=8,
                                init_from="solver-llama-b"),
-    "verifier-strong": TinyLMSpec("llama", 64, 3, steps=100, task="verifier", regime=(0.8, 1.0), data_seed=9,
-                                  init_from="solver-strong"),
+    "verifier-strong": TinyLMSpec("qwen3", 64, 2, steps=100, task="verifier", regime=(0.8, 1.0), data_seed=9,
+                                  init_from="solver-qwen-a-hi"),
 }
 
 # sha256 (``_digest``) of each shipped model folder, as ``python -m councilzoo.repro.tiny_lms`` built it
