@@ -22,10 +22,10 @@ Tiny-LM part (``tiny_lm``): the same protocols with real language models of diff
 the SFT'd tiny solvers of ``councilzoo.repro.tiny_lms`` (two-digit addition), sampled at
 temperature ``LM_TEMPERATURE`` so the anchor's self-consistency carries signal. As in the
 paper's setting (and the simulated demo council) the anchor is the most skilled model, the strong
-solver (60-80% greedy accuracy), answering with ``LM_SAMPLES`` samples as the demo council does;
-the peers are the two mid-skill solvers of each family (the Qwen one probes and adjudicates
-VERIFY) and the weak solver, so collaboration can rescue the anchor's errors and can also
-overturn its right answers.
+solver (60-80% greedy accuracy), answering with ``LM_SAMPLES`` samples as the demo council does
+(``FIRST_COUNCIL``); the peers are the two mid-skill solvers of each family (the Qwen one probes
+and adjudicates VERIFY) and the weak solver, so collaboration can rescue the anchor's errors and
+can also overturn its right answers.
 COMED's thresholds and the router are fitted on the ``dev`` split, everything is scored on
 ``test``. The tiny solvers were SFT'd on first-turn prompts only (``tiny_lms.solver_messages``:
 the question, no transcript), so ``solver_prompt`` renders every turn in that format: each
@@ -33,6 +33,14 @@ seat answers the question independently and the games' own rules do the collabor
 plurality of the debaters' final answers; VERIFY: the verifier's answer). Harm here is a wrong
 collaborative answer replacing a right anchor answer, not a peer being talked out of it. Same
 check as above, per seed-averaged row.
+
+Complementary part (``complementary``, pre-registered 2026-12-04 in docs/reproductions.md): the
+first council's peers are weaker copies of the anchor's skill, so there is little for them to
+rescue. ``COMPLEMENTARY_COUNCIL`` seats specialists whose errors fall on different items (a
+no-carry specialist anchors, a carry specialist probes) and a verifier SFT'd to pick between the
+anchor's and the probe's answers (``picking_prompt``), so escalation can rescue; its verdict is
+``complementary_check``: COMED beats the anchor alone and dense debate at fewer calls, rescues more
+than it harms, and the learned gates land between COMED and the oracle gate.
 
 Sections: the result is assembled from sections (``SECTIONS``), each returning its results,
 setup, figures and a sub-verdict; the claim's verdict holds when every part's does, and the

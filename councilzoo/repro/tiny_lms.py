@@ -277,7 +277,7 @@ REGISTRY: dict[str, TinyLMSpec] = {
     "solver-weak": TinyLMSpec("qwen3", 64, 2, steps=400, regime=(0.15, 0.3), data_seed=3, init_seed=3),
     "solver-strong": TinyLMSpec("llama", 64, 3, steps=100, regime=(0.6, 0.8), data_seed=4,
                                 init_from="solver-llama-b"),
-    "solver-qwen-a-hi": TinyLMSpec("qwen3", 64, 2, steps=150, regime=(0.6, 0.8), data_seed=5,
+    "solver-qwen-a-hi": TinyLMSpec("qwen3", 64, 2, steps=300, regime=(0.6, 0.8), data_seed=5,
                                    init_from="solver-qwen-a"),
     "solver-qwen-c": TinyLMSpec("qwen3", 64, 2, steps=150, regime=(0.6, 0.8), data_seed=6,
                                 init_from="solver-weak"),
