@@ -121,8 +121,9 @@ class Seating:
 # Correlated skills: a strong anchor over weaker generalists (the first tiny-LM council).
 FIRST_COUNCIL = Seating("solver-strong", ("solver-qwen-a", "solver-llama-b", "solver-weak"), "solver-qwen-a")
 # Complementary skills (pre-registered 2026-12-04, docs/reproductions.md): a no-carry specialist
-# anchors, a carry specialist probes, two generalists complete the debate, and a verifier picks.
-COMPLEMENTARY_COUNCIL = Seating("solver-nocarry", ("solver-carry", "solver-qwen-a", "solver-llama-b"),
+# anchors, a carry specialist probes, two generalists complete the debate, and a verifier picks
+# (as amended before any of its models was built: Qwen lineage only, see the plan).
+COMPLEMENTARY_COUNCIL = Seating("solver-nocarry", ("solver-carry", "solver-qwen-a", "solver-qwen-c"),
                                 "verifier-strong", picking=True)
 
 

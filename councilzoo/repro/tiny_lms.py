@@ -269,8 +269,9 @@ class TinyLMSpec:
 # and ``solver-strong`` continue them into the strong regime (Co-RL in its regime: a member's
 # sampled majority is usually right). COMED's first council seats ``solver-strong`` as anchor over
 # the mid and weak solvers; its complementary council (repro.comed) seats two specialists, one
-# continued on no-carry sums only, one on carries only, and a verifier continued from
-# ``solver-qwen-a-hi`` on picking the right one of two candidates. Step counts: docs/reproductions.md.
+# continued from ``solver-qwen-a`` on no-carry sums only, one on carries only, and a verifier
+# continued from ``solver-qwen-a-hi`` on picking the right one of two candidates. Step counts:
+# docs/reproductions.md.
 REGISTRY: dict[str, TinyLMSpec] = {
     "solver-qwen-a": TinyLMSpec("qwen3", 64, 2, steps=650, data_seed=1, init_seed=1),
     "solver-llama-b": TinyLMSpec("llama", 64, 3, steps=1000, data_seed=2, init_seed=2),
@@ -283,8 +284,8 @@ REGISTRY: dict[str, TinyLMSpec] = {
                                 init_from="solver-weak"),
     "solver-nocarry": TinyLMSpec("qwen3", 64, 2, steps=100, skills="no_carry", regime=(0.75, 0.95),
                                  data_seed=7, init_from="solver-qwen-a"),
-    "solver-carry": TinyLMSpec("llama", 64, 3, steps=100, skills="carry", regime=(0.6, 0.9), data_seed=8,
-                               init_from="solver-llama-b"),
+    "solver-carry": TinyLMSpec("qwen3", 64, 2, steps=100, skills="carry", regime=(0.6, 0.9), data_seed=8,
+                               init_from="solver-qwen-a"),
     "verifier-strong": TinyLMSpec("qwen3", 64, 2, steps=100, task="verifier", regime=(0.8, 1.0), data_seed=9,
                                   init_from="solver-qwen-a-hi"),
 }
