@@ -284,14 +284,21 @@ REGISTRY: dict[str, TinyLMSpec] = {
                                 init_from="solver-weak"),
     "solver-nocarry": TinyLMSpec("qwen3", 64, 2, steps=100, skills="no_carry", regime=(0.75, 0.95),
                                  data_seed=7, init_from="solver-qwen-a"),
-    "solver-carry": TinyLMSpec("qwen3", 64, 2, steps=100, skills="carry", regime=(0.6, 0.9), data_seed=8,
+    "solver-carry": TinyLMSpec("qwen3", 64, 2, steps=50, skills="carry", regime=(0.6, 0.9), data_seed=8,
                                init_from="solver-qwen-a"),
     "verifier-strong": TinyLMSpec("qwen3", 64, 2, steps=100, task="verifier", regime=(0.8, 1.0), data_seed=9,
                                   init_from="solver-qwen-a-hi"),
 }
 
 # sha256 (``_digest``) of each shipped model folder, as ``python -m councilzoo.repro.tiny_lms`` built it
-SHA256: dict[str, str] = {}
+SHA256: dict[str, str] = {
+    "solver-qwen-a": "be86c35d0b6668caa9016dd3a30ee298999034b4240cdcbcee1ec081802b7fd2",
+    "solver-weak": "aa7bc92fb2c0f98e6f81de999c128b86f27593728b7c47e29c5f3c13414db1b3",
+    "solver-qwen-a-hi": "ceffab2e880914769426fe84652c8d54f709605f66251ab26efa88f691a5b622",
+    "solver-qwen-c": "7a2d0419934406e7f19e491a120f77e6286d3b014f36ac2b6b383b9efbeaea12",
+    "solver-nocarry": "39f9dec3e16886197ae9044e07d65afdc213b2d394699df092d3fa584e06ecc5",
+    "solver-carry": "de57dd9427fd85361470056fac72b455e9ef6b40b5fe45e8a09a6712042d3ff3",
+}
 
 
 def _digest(folder: Path) -> str:
