@@ -274,9 +274,9 @@ class TinyLMSpec:
 # docs/reproductions.md.
 REGISTRY: dict[str, TinyLMSpec] = {
     "solver-qwen-a": TinyLMSpec("qwen3", 64, 2, steps=650, data_seed=1, init_seed=1),
-    "solver-llama-b": TinyLMSpec("llama", 64, 3, steps=1000, data_seed=2, init_seed=2),
+    "solver-llama-b": TinyLMSpec("llama", 64, 3, steps=1500, data_seed=2, init_seed=2),
     "solver-weak": TinyLMSpec("qwen3", 64, 2, steps=400, regime=(0.15, 0.3), data_seed=3, init_seed=3),
-    "solver-strong": TinyLMSpec("llama", 64, 3, steps=100, regime=(0.6, 0.8), data_seed=4,
+    "solver-strong": TinyLMSpec("llama", 64, 3, steps=150, regime=(0.6, 0.8), data_seed=4,
                                 init_from="solver-llama-b"),
     "solver-qwen-a-hi": TinyLMSpec("qwen3", 64, 2, steps=300, regime=(0.6, 0.8), data_seed=5,
                                    init_from="solver-qwen-a"),
@@ -286,7 +286,7 @@ REGISTRY: dict[str, TinyLMSpec] = {
                                  data_seed=7, init_from="solver-qwen-a"),
     "solver-carry": TinyLMSpec("qwen3", 64, 2, steps=50, skills="carry", regime=(0.6, 0.9), data_seed=8,
                                init_from="solver-qwen-a"),
-    "verifier-strong": TinyLMSpec("qwen3", 64, 2, steps=100, task="verifier", regime=(0.8, 1.0), data_seed=9,
+    "verifier-strong": TinyLMSpec("qwen3", 64, 2, steps=250, task="verifier", regime=(0.8, 1.0), data_seed=9,
                                   init_from="solver-qwen-a-hi"),
 }
 
@@ -298,6 +298,7 @@ SHA256: dict[str, str] = {
     "solver-qwen-c": "7a2d0419934406e7f19e491a120f77e6286d3b014f36ac2b6b383b9efbeaea12",
     "solver-nocarry": "39f9dec3e16886197ae9044e07d65afdc213b2d394699df092d3fa584e06ecc5",
     "solver-carry": "de57dd9427fd85361470056fac72b455e9ef6b40b5fe45e8a09a6712042d3ff3",
+    "verifier-strong": "fa649ab21671efe31ab07dcd91d469b7cb09bd7975ee0c919d5a42cee312fad6",
 }
 
 
