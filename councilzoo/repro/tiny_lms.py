@@ -319,10 +319,10 @@ def tiny_lm(name: str) -> Path:
     if not (folder / META_FILE).is_file():
         raise FileNotFoundError(f"tiny LM {name!r} is not shipped at {folder}; rebuild it with "
                                 f"`python -m councilzoo.repro.tiny_lms --out {DATA_DIR} {name}`")
-    got = _digest(folder)
-    if got != SHA256[name]:
-        raise ValueError(f"tiny LM {name!r} at {folder} has sha256 {got}, but {SHA256[name]} is recorded "
-                         f"(tiny_lms.SHA256): restore the shipped files (git checkout {folder})")
+    got, recorded = _digest(folder), SHA256.get(name)
+    if got != recorded:
+        raise ValueError(f"tiny LM {name!r} at {folder} has sha256 {got}, but {recorded} is recorded in "
+                         f"tiny_lms.SHA256: restore the shipped files, or record a rebuilt model's digest")
     return folder
 
 
