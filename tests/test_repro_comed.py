@@ -89,3 +89,28 @@ def test_quick_repro_writes_a_consistent_report(quick_repro):
         lm["comed"]["accuracy"] <= lm["comed_learned"]["accuracy"] <= lm["oracle_gate"]["accuracy"])
     md = (out / "report.md").read_text()
     assert "Verdict" in md and "tiny_lm_protocols" in md
+
+
+def test_complementary_check_is_the_preregistered_one():
+    def row(acc, calls=4.0, rescue=0.1, harm=0.05):
+        return {"accuracy": acc, "calls": calls, "rescue": rescue, "harm": harm}
+
+    def cells(comed_acc, single_acc):
+        return [{"comed": row(comed_acc + d), "single": row(single_acc + d)} for d in (0.0, 0.01, 0.02)]
+
+    table = {"comed": row(0.50), "single": row(0.45), "debate": row(0.48, calls=6.0),
+             "comed_learned": row(0.55), "comed_regret": row(0.52), "oracle_gate": row(0.80, harm=0.0)}
+    check = comed.complementary_check(cells(0.50, 0.45), table)
+    assert check["held"] and check["comed_minus_anchor"] == pytest.approx(0.05)
+    failing = {
+        "beats_anchor": (cells(0.50, 0.50), table),
+        "at_least_debate": (cells(0.50, 0.45), {**table, "debate": row(0.51, calls=6.0)}),
+        "fewer_calls_than_debate": (cells(0.50, 0.45), {**table, "comed": row(0.50, calls=6.0)}),
+        "rescue_above_harm": (cells(0.50, 0.45), {**table, "comed": row(0.50, rescue=0.05, harm=0.05)}),
+        "comed_regret_between_comed_and_oracle": (cells(0.50, 0.45), {**table, "comed_regret": row(0.49)}),
+        "comed_learned_between_comed_and_oracle": (cells(0.50, 0.45), {**table, "comed_learned": row(0.81)}),
+    }
+    for name, (c, t) in failing.items():
+        check = comed.complementary_check(c, t)
+        assert not check[name] and not check["held"], name
+        assert all(v for k, v in check.items() if isinstance(v, bool) and k not in (name, "held")), name
