@@ -293,7 +293,9 @@ REGISTRY: dict[str, TinyLMSpec] = {
 # sha256 (``_digest``) of each shipped model folder, as ``python -m councilzoo.repro.tiny_lms`` built it
 SHA256: dict[str, str] = {
     "solver-qwen-a": "be86c35d0b6668caa9016dd3a30ee298999034b4240cdcbcee1ec081802b7fd2",
+    "solver-llama-b": "3096227bc081e2ccb31a15c3f93796b06cf003bf9e3977c06ccc4dbd0b6625f8",
     "solver-weak": "aa7bc92fb2c0f98e6f81de999c128b86f27593728b7c47e29c5f3c13414db1b3",
+    "solver-strong": "0d9d8358e1d0f2f90545169f42649be7b7aabb966c6dbab6efbe7b99d3984063",
     "solver-qwen-a-hi": "ceffab2e880914769426fe84652c8d54f709605f66251ab26efa88f691a5b622",
     "solver-qwen-c": "7a2d0419934406e7f19e491a120f77e6286d3b014f36ac2b6b383b9efbeaea12",
     "solver-nocarry": "39f9dec3e16886197ae9044e07d65afdc213b2d394699df092d3fa584e06ecc5",
