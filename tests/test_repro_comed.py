@@ -11,7 +11,7 @@ import pytest
 from councilzoo.agents.llm import LLMAgent
 from councilzoo.envs.core import Mode, Turn, TurnContext
 from councilzoo.repro import comed
-from councilzoo.repro.tiny_lms import addition_problems, solver_messages
+from councilzoo.repro.tiny_lms import addition_problems, solver_messages, verifier_messages
 
 
 def test_solver_format_agent_renders_every_seat_as_the_sft_prompt(tiny_model_dir):
@@ -28,6 +28,11 @@ def test_solver_format_agent_renders_every_seat_as_the_sft_prompt(tiny_model_dir
         assert request.messages == solver_messages(problem, comed.solver_role(ctx.role))
         assert request.context is ctx  # parsing still sees the game's own role
     assert comed.solver_role("verifier") == "member"
+    # a picking verifier sees the anchor's and the probe's answers, as it was SFT'd to
+    picker = comed.solver_agent(str(tiny_model_dir), name="verifier", picking=True)
+    extras = {"anchor_answer": "7", "probe_answer": "9"}
+    verify = TurnContext(0, "verifier", "verifier", 0, problem, (anchor,), (Mode.ANSWER,), features, extras)
+    assert picker.plan([verify])[0].messages == verifier_messages(problem, "7", "9")
     # what a plain LLMAgent would have shown the probe: the anchor's answer, outside the SFT format
     plain = LLMAgent(agent.generator).plan(contexts[1:2])[0].messages
     assert "\\boxed{7}" in plain[1]["content"] and plain != requests[1].messages
@@ -41,7 +46,7 @@ def test_quick_repro_writes_a_consistent_report(quick_repro):
         assert (out / figure).stat().st_size > 0
     results = report["results"]
     parts = {p["part"]: p["held"] for p in results["parts"]}
-    assert set(parts) == {"simulated", "tiny_lm"}
+    assert set(parts) == {"simulated", "tiny_lm", "complementary"}
     assert report["verdict"]["held"] == all(parts.values())
     assert parts["simulated"] == all(c["held"] for c in results["checks"])
     assert parts["tiny_lm"] == results["tiny_lm_check"][0]["held"]
@@ -74,5 +79,38 @@ def test_quick_repro_writes_a_consistent_report(quick_repro):
         and lm["comed"]["tokens"] < lm["debate"]["tokens"]
         and lm["comed"]["harm"] < lm["debate"]["harm"]
     )
+    # the complementary council's verdict is its pre-registered check, computed from its rows
+    lm = {r["protocol"]: r for r in results["complementary_protocols"]}
+    check = results["complementary_check"][0]
+    assert parts["complementary"] == check["held"]
+    assert check["at_least_debate"] == (lm["comed"]["accuracy"] >= lm["debate"]["accuracy"])
+    assert check["rescue_above_harm"] == (lm["comed"]["rescue"] > lm["comed"]["harm"])
+    assert check["comed_learned_between_comed_and_oracle"] == (
+        lm["comed"]["accuracy"] <= lm["comed_learned"]["accuracy"] <= lm["oracle_gate"]["accuracy"])
     md = (out / "report.md").read_text()
     assert "Verdict" in md and "tiny_lm_protocols" in md
+
+
+def test_complementary_check_is_the_preregistered_one():
+    def row(acc, calls=4.0, rescue=0.1, harm=0.05):
+        return {"accuracy": acc, "calls": calls, "rescue": rescue, "harm": harm}
+
+    def cells(comed_acc, single_acc):
+        return [{"comed": row(comed_acc + d), "single": row(single_acc + d)} for d in (0.0, 0.01, 0.02)]
+
+    table = {"comed": row(0.50), "single": row(0.45), "debate": row(0.48, calls=6.0),
+             "comed_learned": row(0.55), "comed_regret": row(0.52), "oracle_gate": row(0.80, harm=0.0)}
+    check = comed.complementary_check(cells(0.50, 0.45), table)
+    assert check["held"] and check["comed_minus_anchor"] == pytest.approx(0.05)
+    failing = {
+        "beats_anchor": (cells(0.50, 0.50), table),
+        "at_least_debate": (cells(0.50, 0.45), {**table, "debate": row(0.51, calls=6.0)}),
+        "fewer_calls_than_debate": (cells(0.50, 0.45), {**table, "comed": row(0.50, calls=6.0)}),
+        "rescue_above_harm": (cells(0.50, 0.45), {**table, "comed": row(0.50, rescue=0.05, harm=0.05)}),
+        "comed_regret_between_comed_and_oracle": (cells(0.50, 0.45), {**table, "comed_regret": row(0.49)}),
+        "comed_learned_between_comed_and_oracle": (cells(0.50, 0.45), {**table, "comed_learned": row(0.81)}),
+    }
+    for name, (c, t) in failing.items():
+        check = comed.complementary_check(c, t)
+        assert not check[name] and not check["held"], name
+        assert all(v for k, v in check.items() if isinstance(v, bool) and k not in (name, "held")), name

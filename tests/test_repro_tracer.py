@@ -43,7 +43,7 @@ def test_resolving_reviewer_judges_proposals_by_its_own_tiny_lm_answer():
     """Played in review-v0 with the quick tiny LM: every verdict is what its own answer implies."""
     from councilzoo.agents.generators.transformers_backend import TransformersGenerator
 
-    gen = TransformersGenerator(tiny_lm(LM_REVIEWER, quick=True))
+    gen = TransformersGenerator(tiny_lm(LM_REVIEWER))
     reviewer = lm_agents({"proposer": gen, "reviewer": gen}, seed=0)["reviewer"]
     problems = addition_problems("test", 12)
     envs = [review_v0.raw_env(problems=[p]) for p in problems]

@@ -1,4 +1,5 @@
-"""The SFT'd tiny LMs of the reproductions: task, cache, and the accuracy band they promise."""
+"""The SFT'd tiny LMs of the reproductions: task, skills, the shipped weights and their hashes, and
+the deterministic fixed-step build that reproduces them."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ import pytest
 from councilzoo.repro import tiny_lms
 from councilzoo.repro.tiny_lms import (
     QUESTION_FORMS,
-    QUICK_STEPS,
     REGISTRY,
+    SHA256,
     SPLITS,
     TinyLMSpec,
     addition_problems,
     build,
-    quick_spec,
+    needs_carry,
     tiny_lm,
     tiny_lm_info,
 )
@@ -51,59 +52,90 @@ def test_bad_input_is_rejected_before_work():
         addition_problems("test", 10_000)
     with pytest.raises(ValueError, match="unknown tiny LM"):
         tiny_lm("no-such-model")
-    with pytest.raises(ValueError, match="band"):
-        TinyLMSpec("qwen3", 64, 2, band=(0.6, 0.4))
+    with pytest.raises(ValueError, match="regime"):
+        TinyLMSpec("qwen3", 64, 2, steps=10, regime=(0.6, 0.4))
+    with pytest.raises(ValueError, match="skills"):
+        TinyLMSpec("qwen3", 64, 2, steps=10, skills="carries")
+    with pytest.raises(ValueError, match="steps"):
+        TinyLMSpec("qwen3", 64, 2, steps=0)
 
 
-def test_cache_key_follows_the_spec():
-    spec = REGISTRY["solver-qwen-a"]
-    assert spec.key() == dataclasses.replace(spec).key()
-    assert spec.key() != dataclasses.replace(spec, data_seed=spec.data_seed + 1).key()
+def test_skills_split_the_items_by_carry():
+    items = addition_problems("test")
+    carry = [p for p in items if needs_carry(p)]
+    assert 0 < len(carry) < len(items)
+    for p in items:
+        a, b = (int(x) for x in p.id.split("-")[1:])
+        assert needs_carry(p) == ((a % 10 + b % 10) >= 10)
+        assert tiny_lms.SKILLS["carry"](p) != tiny_lms.SKILLS["no_carry"](p)
 
 
-@pytest.mark.slow
-def test_a_small_build_is_cached_and_reused(tmp_path):
-    spec = TinyLMSpec("llama", 32, 1, band=(0.0, 1.0), max_steps=4, eval_every=2, eval_items=8, batch_size=8)
-    path = build("probe", spec, cache_dir=tmp_path)
-    info = tiny_lm_info(path)
-    assert info["steps"] == 2 and info["in_band"]  # band (0, 1): the first evaluation stops it
-    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temp folder left behind
-    stamp = (path / "model.safetensors").stat().st_mtime_ns
-    assert build("probe", spec, cache_dir=tmp_path) == path
-    assert (path / "model.safetensors").stat().st_mtime_ns == stamp  # reused, not retrained
+def test_every_shipped_model_matches_its_recorded_hash_and_the_set_stays_small():
+    assert set(SHA256) == set(REGISTRY)
+    total = 0
+    for name, spec in REGISTRY.items():
+        path = tiny_lm(name)  # raises on a digest mismatch
+        info = tiny_lm_info(path)
+        assert info["name"] == name and info["steps"] == spec.steps
+        assert info["spec"] == dataclasses.asdict(spec) | {"regime": list(spec.regime)}
+        total += sum(f.stat().st_size for f in path.iterdir())
+    assert total < 10 * 2**20
 
 
-def test_quick_variant_is_cut_short_and_cached_apart():
-    spec = REGISTRY["solver-qwen-a"]
-    quick = quick_spec(spec)
-    assert quick.max_steps == QUICK_STEPS < spec.max_steps and quick.key() != spec.key()
+def test_a_changed_shipped_file_is_a_clear_error(tmp_path, monkeypatch):
+    import shutil
+
+    shutil.copytree(tiny_lms.DATA_DIR / "solver-weak", tmp_path / "solver-weak")
+    monkeypatch.setattr(tiny_lms, "DATA_DIR", tmp_path)
+    tiny_lm.cache_clear()
+    try:
+        assert tiny_lm("solver-weak") == tmp_path / "solver-weak"  # an intact copy passes
+        tiny_lm.cache_clear()
+        with (tmp_path / "solver-weak" / "config.json").open("a") as f:
+            f.write(" ")
+        with pytest.raises(ValueError, match="sha256"):
+            tiny_lm("solver-weak")
+    finally:
+        tiny_lm.cache_clear()
 
 
-def test_a_continued_model_starts_from_its_parent_and_tracks_its_key(tmp_path, monkeypatch):
-    parent = TinyLMSpec("llama", 32, 1, num_heads=2, band=(0.0, 1.0), max_steps=2, eval_every=2, eval_items=8,
-                        batch_size=8)
+def test_a_fixed_step_build_is_deterministic_and_continues_its_parent(tmp_path, monkeypatch):
+    parent = TinyLMSpec("llama", 32, 1, num_heads=2, steps=4, eval_every=2, eval_items=8, batch_size=8)
+    child = TinyLMSpec("llama", 32, 1, num_heads=2, steps=3, eval_every=2, eval_items=8, batch_size=8,
+                       task="verifier", skills="carry", init_from="probe-parent", data_seed=7)
     monkeypatch.setitem(REGISTRY, "probe-parent", parent)
-    child = dataclasses.replace(parent, task="reviewer", init_from="probe-parent", data_seed=7)
-    assert child.parent() == parent
-    changed = dataclasses.replace(parent, data_seed=1)
-    key = child.key()
-    monkeypatch.setitem(REGISTRY, "probe-parent", changed)
-    assert child.key() != key  # a rebuilt parent invalidates its children
-    monkeypatch.setitem(REGISTRY, "probe-parent", parent)
+    monkeypatch.setitem(REGISTRY, "probe-child", child)
     with pytest.raises(ValueError, match="share"):
-        dataclasses.replace(child, hidden_size=64).key()
+        dataclasses.replace(child, hidden_size=64).parent()
     with pytest.raises(ValueError, match="init_from"):
-        dataclasses.replace(child, init_from="no-such-model").key()
-    path = build("probe-child", child, cache_dir=tmp_path)
-    names = sorted(p.name.rsplit("-", 1)[0] for p in tmp_path.iterdir())
-    assert names == ["probe-child", "probe-parent"]  # the parent was built on the way, into the same cache
+        dataclasses.replace(child, init_from="no-such-model").parent()
+    path = build("probe-child", tmp_path / "a")
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["probe-child", "probe-parent"]  # parent too
+    info = tiny_lm_info(path)
+    assert info["steps"] == 3 and [s for s, _ in info["dev_curve"]] == [2]  # no early stop: every step ran
+    assert set(info["test_accuracy_by_skill"]) == {"carry", "no_carry"}
+    # the same spec on the same machine gives the same bytes (what SHA256 records for the shipped set)
+    again = build("probe-child", tmp_path / "b")
+    assert tiny_lms._digest(again) == tiny_lms._digest(path)
+    parents = [tiny_lms._digest(tmp_path / run / "probe-parent") for run in ("a", "b")]
+    assert parents[0] == parents[1]
     import torch
     from safetensors.torch import load_file
 
-    parent_weights = load_file(tmp_path / f"probe-parent-{parent.key()}" / "model.safetensors")
+    parent_weights = load_file(tmp_path / "a" / "probe-parent" / "model.safetensors")
     child_weights = load_file(path / "model.safetensors")
     assert parent_weights.keys() == child_weights.keys()
+    assert all(w.dtype == torch.float16 for w in child_weights.values())  # shipped at half the bytes
     assert any(not torch.equal(parent_weights[k], child_weights[k]) for k in parent_weights)  # trained on
+    from transformers import AutoModelForCausalLM
+
+    assert AutoModelForCausalLM.from_pretrained(path).dtype == torch.float32  # CPUs run it in float32
+
+
+def test_the_verifier_prompt_shows_both_candidates():
+    problem = addition_problems("test", 1)[0]
+    text = tiny_lms.verifier_messages(problem, "61", "71")[-1]["content"]
+    assert "\\boxed{61}" in text and "\\boxed{71}" in text and problem.question in text
 
 
 def test_reviewer_target_states_both_sums_then_the_verdict():

@@ -5,8 +5,8 @@ Claims: ``corl`` (councilzoo.repro.corl), ``comed`` (councilzoo.repro.comed), ``
 (the result format of ``councilzoo.repro.report``); ``main`` imports it lazily, runs it into
 ``OUT/<claim>/`` and writes ``report.md`` + ``report.json`` there. ``seeds=None`` lets each claim
 use its own default number of seeds. ``all`` runs the claims in ``--jobs`` processes (default: one
-per CPU core, at most one per claim; each on one torch thread) after building the tiny LMs they
-share once, so two claims never build the same one.
+per CPU core, at most one per claim; each on one torch thread). Every claim runs the tiny LMs
+shipped with the package (``councilzoo.repro.tiny_lms``), so its numbers are the same on any machine.
 """
 
 from __future__ import annotations
@@ -60,11 +60,6 @@ def main(args: argparse.Namespace) -> int:
     jobs = getattr(args, "jobs", None) or os.cpu_count() or 1
     if jobs < 1:
         raise ValueError(f"jobs must be a positive int, got {jobs!r}")
-    if min(jobs, len(claims)) > 1:
-        from councilzoo.repro.tiny_lms import REGISTRY, tiny_lm
-
-        for name in REGISTRY:  # built once, before two claims could both build one
-            tiny_lm(name, quick=args.quick)
     runs = [(claim, args.out, args.seeds, args.quick) for claim in claims]
     results = map_in_processes(_run_claim_args, runs, jobs)
     for claim, result in zip(claims, results, strict=True):

@@ -22,10 +22,10 @@ Tiny-LM part (``tiny_lm``): the same protocols with real language models of diff
 the SFT'd tiny solvers of ``councilzoo.repro.tiny_lms`` (two-digit addition), sampled at
 temperature ``LM_TEMPERATURE`` so the anchor's self-consistency carries signal. As in the
 paper's setting (and the simulated demo council) the anchor is the most skilled model, the strong
-solver (60-80% greedy accuracy), answering with ``LM_SAMPLES`` samples as the demo council does;
-the peers are the two mid-skill solvers of each family (the Qwen one probes and adjudicates
-VERIFY) and the weak solver, so collaboration can rescue the anchor's errors and can also
-overturn its right answers.
+solver (60-80% greedy accuracy), answering with ``LM_SAMPLES`` samples as the demo council does
+(``FIRST_COUNCIL``); the peers are the two mid-skill solvers of each family (the Qwen one probes
+and adjudicates VERIFY) and the weak solver, so collaboration can rescue the anchor's errors and
+can also overturn its right answers.
 COMED's thresholds and the router are fitted on the ``dev`` split, everything is scored on
 ``test``. The tiny solvers were SFT'd on first-turn prompts only (``tiny_lms.solver_messages``:
 the question, no transcript), so ``solver_prompt`` renders every turn in that format: each
@@ -33,6 +33,14 @@ seat answers the question independently and the games' own rules do the collabor
 plurality of the debaters' final answers; VERIFY: the verifier's answer). Harm here is a wrong
 collaborative answer replacing a right anchor answer, not a peer being talked out of it. Same
 check as above, per seed-averaged row.
+
+Complementary part (``complementary``, pre-registered 2026-12-04 in docs/reproductions.md): the
+first council's peers are weaker copies of the anchor's skill, so there is little for them to
+rescue. ``COMPLEMENTARY_COUNCIL`` seats specialists whose errors fall on different items (a
+no-carry specialist anchors, a carry specialist probes) and a verifier SFT'd to pick between the
+anchor's and the probe's answers (``picking_prompt``), so escalation can rescue; its verdict is
+``complementary_check``: COMED beats the anchor alone and dense debate at fewer calls, rescues more
+than it harms, and the learned gates land between COMED and the oracle gate.
 
 Sections: the result is assembled from sections (``SECTIONS``), each returning its results,
 setup, figures and a sub-verdict; the claim's verdict holds when every part's does, and the
@@ -42,6 +50,7 @@ report lists each part's verdict and reason (``results["parts"]``).
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +78,7 @@ from councilzoo.repro.tiny_lms import (  # noqa: E402
     tiny_lm,
     tiny_lm_info,
     torch_threads,
+    verifier_messages,
 )
 from councilzoo.tasks import synthetic_problems  # noqa: E402
 from councilzoo.theory.stats import mean_ci  # noqa: E402
@@ -86,15 +96,35 @@ COLORS = {
 }
 METRICS = ("accuracy", "calls", "tokens", "anchor_accuracy", "rescue", "harm", "net", "escalation_rate")
 FULL = {"levels": (0.0, 0.15, 0.3, 0.45, 0.6), "seeds": 3, "test": 200, "dev": 200,
-        "lm_seeds": 3, "lm_test": 250, "lm_dev": 250, "quick_lms": False}
+        "lm_seeds": 3, "lm_test": 250, "lm_dev": 250}
 QUICK = {"levels": (0.0, 0.3, 0.6), "seeds": 2, "test": 80, "dev": 100,
-         "lm_seeds": 1, "lm_test": 24, "lm_dev": 24,
-         "quick_lms": True}  # under-trained tiny LMs (tiny_lms.quick_spec): checks the pipeline only
-# The tiny-LM council: seat -> tiny_lms.REGISTRY name. peers[0] is COMED's probe.
-LM_ANCHOR, LM_VERIFIER = "solver-strong", "solver-qwen-a"
-LM_PEERS = ("solver-qwen-a", "solver-llama-b", "solver-weak")
+         "lm_seeds": 1, "lm_test": 24, "lm_dev": 24}
 LM_TEMPERATURE = 0.8
 LM_SAMPLES = 3  # anchor samples (self-consistency and COMED's consistency signal), as DEMO_COUNCIL's
+
+
+@dataclass(frozen=True)
+class Seating:
+    """A tiny-LM council: seat -> ``tiny_lms.REGISTRY`` name; ``peers[0]`` is COMED's probe. A
+    ``picking`` verifier was SFT'd to choose between the anchor's and the probe's answers
+    (``tiny_lms.verifier_messages``) and answers greedily; otherwise the verifier re-solves."""
+
+    anchor: str
+    peers: tuple[str, ...]
+    verifier: str
+    picking: bool = False
+
+    def names(self) -> list[str]:
+        return list(dict.fromkeys([self.anchor, *self.peers, self.verifier]))
+
+
+# Correlated skills: a strong anchor over weaker generalists (the first tiny-LM council).
+FIRST_COUNCIL = Seating("solver-strong", ("solver-qwen-a", "solver-llama-b", "solver-weak"), "solver-qwen-a")
+# Complementary skills (pre-registered 2026-12-04, docs/reproductions.md): a no-carry specialist
+# anchors, a carry specialist probes, two generalists complete the debate, and a verifier picks
+# (as amended before any of its models was built: Qwen lineage only, see the plan).
+COMPLEMENTARY_COUNCIL = Seating("solver-nocarry", ("solver-carry", "solver-qwen-a", "solver-qwen-c"),
+                                "verifier-strong", picking=True)
 
 
 def council_at(swayed: float, seed: int, dev_size: int) -> CouncilConfig:
@@ -269,28 +299,37 @@ def solver_prompt(ctx: TurnContext) -> list[dict[str, str]]:
     return solver_messages(ctx.problem, solver_role(ctx.role))
 
 
-def solver_agent(model: str, *, name: str, temperature: float = LM_TEMPERATURE, seed: int = 0) -> LLMAgent:
-    """An ``LLMAgent`` over the tiny solver at ``model``, prompted by ``solver_prompt``."""
+def picking_prompt(ctx: TurnContext) -> list[dict[str, str]]:
+    """A picking verifier's prompt: the question with the anchor's and the probe's answers."""
+    return verifier_messages(ctx.problem, ctx.extras.get("anchor_answer"), ctx.extras.get("probe_answer"))
+
+
+def solver_agent(
+    model: str, *, name: str, temperature: float = LM_TEMPERATURE, seed: int = 0, picking: bool = False
+) -> LLMAgent:
+    """An ``LLMAgent`` over the tiny LM at ``model``, prompted by ``solver_prompt`` (a solver) or
+    ``picking_prompt`` (a picking verifier)."""
     generator = TransformersGenerator(model, batch_size=512, seed=seed)
     sampling = Sampling(max_new_tokens=MAX_NEW_TOKENS, temperature=temperature)
-    return LLMAgent(generator, sampling=sampling, render=solver_prompt, name=name)
+    render = picking_prompt if picking else solver_prompt
+    return LLMAgent(generator, sampling=sampling, render=render, name=name)
 
 
-def lm_council(seed: int, dev_size: int, quick: bool = False) -> CouncilConfig:
-    """The tiny-LM council (``LM_ANCHOR``, ``LM_PEERS``, ``LM_VERIFIER``), sampled from ``seed``."""
-    names = list(dict.fromkeys([LM_ANCHOR, *LM_PEERS, LM_VERIFIER]))
+def lm_council(seating: Seating, seed: int, dev_size: int) -> CouncilConfig:
+    """The tiny-LM council of ``seating``, sampled from ``seed`` (a picking verifier greedily)."""
     agent = f"{__name__}:{solver_agent.__name__}"
-    models = {
-        name: {"type": agent,
-               "kwargs": {"model": str(tiny_lm(name, quick=quick)), "name": name, "seed": 1000 * seed + i}}
-        for i, name in enumerate(names)
-    }
+    models = {}
+    for i, name in enumerate(seating.names()):
+        kwargs = {"model": str(tiny_lm(name)), "name": name, "seed": 1000 * seed + i}
+        if seating.picking and name == seating.verifier:
+            kwargs.update(picking=True, temperature=0.0)
+        models[name] = {"type": agent, "kwargs": kwargs}
     return load_config(
         {
             "models": models,
-            "anchor": LM_ANCHOR,
-            "peers": list(LM_PEERS),
-            "verifier": LM_VERIFIER,
+            "anchor": seating.anchor,
+            "peers": list(seating.peers),
+            "verifier": seating.verifier,
             "samples": LM_SAMPLES,
             "debate_rounds": 2,
             "comed": {"lam": 0.02, "cost_unit": "calls", "dev_size": dev_size},
@@ -299,30 +338,79 @@ def lm_council(seed: int, dev_size: int, quick: bool = False) -> CouncilConfig:
     )
 
 
-def run_lm_cell(seed: int, n_test: int, n_dev: int, quick: bool = False) -> dict[str, dict[str, Any]]:
-    """One seed of the tiny-LM council: each protocol's summary row (plus the oracle gate)."""
+def run_lm_cell(seating: Seating, seed: int, n_test: int, n_dev: int) -> dict[str, dict[str, Any]]:
+    """One seed of a tiny-LM council: each protocol's summary row (plus the oracle gate)."""
     test, dev = addition_problems("test", n_test, seed=seed), addition_problems("dev", n_dev, seed=seed)
-    ev = Evaluation(lm_council(seed, n_dev, quick), test, dev, progress=False, num_envs=n_test, seed=seed)
+    ev = Evaluation(lm_council(seating, seed, n_dev), test, dev, progress=False, num_envs=n_test, seed=seed)
     return {row["protocol"]: row for row in ev.rows(LM_PROTOCOLS)}
 
 
-def tiny_lms_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dict[str, Any]:
-    """The tiny-LM council on addition: protocol rows with rescue/harm, frontier, sub-verdict."""
-    lm_seeds = seeds or sizes["lm_seeds"]
+def council_rows(
+    seating: Seating, seeds: int, sizes: dict[str, Any], out_dir: Path, prefix: str
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """Run ``seating`` over ``seeds``: its protocol rows, the seed-averaged table, the results every
+    council reports (rows, COMED's fits, frontiers) under ``prefix``, and its setup; saves the
+    frontier and rescue-harm figures as ``<prefix>_frontier.png`` / ``<prefix>_rescue_harm.png``."""
     with torch_threads():
-        cells = [run_lm_cell(seed, sizes["lm_test"], sizes["lm_dev"], sizes["quick_lms"])
-                 for seed in range(lm_seeds)]
+        cells = [run_lm_cell(seating, seed, sizes["lm_test"], sizes["lm_dev"]) for seed in range(seeds)]
     table = {p: _aggregate(cells, p) for p in LM_PROTOCOLS}
     rows = [{"protocol": p, "oracle": p == "oracle_gate", **table[p]} for p in LM_PROTOCOLS]
-    frontier_plot(rows, out_dir / "tiny_lm_frontier.png")
-    rescue_harm_plot([r for r in rows if r["protocol"] != "single"], out_dir / "tiny_lm_rescue_harm.png")
-    comed_runs = [
+    frontier_plot(rows, out_dir / f"{prefix}_frontier.png")
+    rescue_harm_plot([r for r in rows if r["protocol"] != "single"], out_dir / f"{prefix}_rescue_harm.png")
+    fits = [
         {"seed": seed, **c["comed"]["thresholds"], **{f"path_{k}": v for k, v in c["comed"]["paths"].items()}}
         for seed, c in enumerate(cells)
     ]
+    frontier = {cost: pareto_frontier(rows, cost) for cost in ("calls", "tokens")}
+    keep = ("protocol", "oracle", *METRICS, "accuracy_ci")
+    results = {
+        f"{prefix}_protocols": [{k: r[k] for k in keep} for r in rows],
+        f"{prefix}_comed_fits": fits,
+        f"{prefix}_frontier_calls": frontier["calls"],
+        f"{prefix}_frontier_tokens": frontier["tokens"],
+    }
+    models = {}
+    for name in seating.names():
+        info = tiny_lm_info(tiny_lm(name))
+        models[name] = {"test": round(info["test_accuracy"], 3),
+                        **{k: round(v, 3) for k, v in info["test_accuracy_by_skill"].items()}}
+        if info["spec"]["task"] == "verifier":
+            models[name]["solving"] = round(info["solving_accuracy"], 3)
+    setup = {
+        f"{prefix}_council": f"anchor {seating.anchor}, peers {list(seating.peers)} (1st probes), "
+                             f"verifier {seating.verifier}" + (" (picks, greedy)" if seating.picking else ""),
+        f"{prefix}_models_greedy_test_accuracy": models,
+    }
+    return cells, table, results, setup
+
+
+def _summary(table: dict[str, dict[str, Any]], frontier: list[str]) -> str:
+    comed, debate = table["comed"], table["debate"]
+    return (
+        f"COMED {comed['accuracy']:.3f} (rescue {comed['rescue']:.3f}, harm {comed['harm']:.3f}, "
+        f"{comed['calls']:.2f} calls) vs dense debate {debate['accuracy']:.3f} "
+        f"(rescue {debate['rescue']:.3f}, harm {debate['harm']:.3f}, {debate['calls']:.2f} calls), "
+        f"anchor alone {table['single']['accuracy']:.3f}; accuracy-calls frontier: {', '.join(frontier)}"
+    )
+
+
+def _lm_setup(seeds: int, sizes: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "lm_task": "two-digit addition (councilzoo.repro.tiny_lms); fitted on dev, scored on test",
+        "lm_sampling": f"temperature {LM_TEMPERATURE}, anchor samples {LM_SAMPLES}, debate 3 x 2 rounds",
+        "lm_prompts": "tiny_lms.solver_messages on every solver turn (solver_prompt): independent answers",
+        "lm_seeds": seeds,
+        "lm_test_problems": sizes["lm_test"],
+        "lm_dev_problems": sizes["lm_dev"],
+    }
+
+
+def tiny_lms_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dict[str, Any]:
+    """The first tiny-LM council (correlated skills): rows with rescue/harm, frontier, sub-verdict."""
+    lm_seeds = seeds or sizes["lm_seeds"]
+    cells, table, results, setup = council_rows(FIRST_COUNCIL, lm_seeds, sizes, out_dir, "tiny_lm")
     gap = mean_ci([c["comed"]["accuracy"] - c["debate"]["accuracy"] for c in cells])
     check = {**_comed_check(table["comed"], table["debate"]), "acc_gap_ci_seeds": [gap[1], gap[2]]}
-    frontier = {cost: pareto_frontier(rows, cost) for cost in ("calls", "tokens")}
     comed, debate = table["comed"], table["debate"]
     wanted = {"accuracy": "higher", "calls": "lower", "tokens": "lower", "harm": "lower"}
     misses = [
@@ -330,44 +418,65 @@ def tiny_lms_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> di
         for m, want in wanted.items()
         if (comed[m] < debate[m] if want == "higher" else comed[m] >= debate[m])
     ]
-    summary = (
-        f"COMED {comed['accuracy']:.3f} (rescue {comed['rescue']:.3f}, harm {comed['harm']:.3f}, "
-        f"{comed['calls']:.2f} calls) vs dense debate {debate['accuracy']:.3f} "
-        f"(rescue {debate['rescue']:.3f}, harm {debate['harm']:.3f}, {debate['calls']:.2f} calls), "
-        f"anchor alone {table['single']['accuracy']:.3f}; "
-        f"accuracy-calls frontier: {', '.join(frontier['calls'])}"
-    )
+    summary = _summary(table, results["tiny_lm_frontier_calls"])
     reason = summary + ("." if not misses else f"; COMED missed the check on {'; '.join(misses)}.")
-    models = {}
-    for name in dict.fromkeys([LM_ANCHOR, *LM_PEERS, LM_VERIFIER]):
-        info = tiny_lm_info(tiny_lm(name, quick=sizes["quick_lms"]))
-        models[name] = {k: info[k] for k in ("parameters", "test_accuracy", "build_seconds")}
-    keep = ("protocol", "oracle", *METRICS, "accuracy_ci")
     return {
-        "setup": {
-            "lm_task": "two-digit addition (councilzoo.repro.tiny_lms); fitted on dev, scored on test",
-            "lm_council": f"anchor {LM_ANCHOR}, peers {list(LM_PEERS)} (1st probes), verifier {LM_VERIFIER}",
-            "lm_models_greedy_test_accuracy": {n: round(m["test_accuracy"], 3) for n, m in models.items()},
-            "lm_sampling": f"temperature {LM_TEMPERATURE}, anchor samples {LM_SAMPLES}, debate 3 x 2 rounds",
-            "lm_prompts": "tiny_lms.solver_messages on every turn (solver_prompt): independent answers",
-            "lm_seeds": lm_seeds,
-            "lm_test_problems": sizes["lm_test"],
-            "lm_dev_problems": sizes["lm_dev"],
-        },
-        "results": {
-            "tiny_lm_protocols": [{k: r[k] for k in keep} for r in rows],
-            "tiny_lm_check": [check],
-            "tiny_lm_comed_fits": comed_runs,
-            "tiny_lm_frontier_calls": frontier["calls"],
-            "tiny_lm_frontier_tokens": frontier["tokens"],
-        },
+        "setup": {**_lm_setup(lm_seeds, sizes), **setup},
+        "results": {**results, "tiny_lm_check": [check]},
         "held": not misses,
         "reason": reason,
         "figures": ["tiny_lm_frontier.png", "tiny_lm_rescue_harm.png"],
     }
 
 
-SECTIONS = (("simulated", simulated), ("tiny_lm", tiny_lms_part))
+def complementary_check(cells: list[dict[str, dict[str, Any]]], table: dict[str, dict[str, Any]]) -> dict:
+    """The pre-registered check of the complementary council (docs/reproductions.md, 2026-12-04):
+    COMED more accurate than the anchor alone (every seed: the seed-paired interval above 0) and at
+    least as accurate as dense debate, with fewer calls than debate; COMED's rescues above its
+    harms; each learned gate's accuracy between COMED's and the oracle gate's."""
+    comed, debate, oracle = table["comed"], table["debate"], table["oracle_gate"]
+    over_anchor = mean_ci([c["comed"]["accuracy"] - c["single"]["accuracy"] for c in cells])
+    checks = {
+        "beats_anchor": over_anchor[1] > 0,
+        "at_least_debate": comed["accuracy"] >= debate["accuracy"],
+        "fewer_calls_than_debate": comed["calls"] < debate["calls"],
+        "rescue_above_harm": comed["rescue"] > comed["harm"],
+        **{f"{g}_between_comed_and_oracle": comed["accuracy"] <= table[g]["accuracy"] <= oracle["accuracy"]
+           for g in ("comed_learned", "comed_regret")},
+    }
+    return {
+        "comed_minus_anchor": over_anchor[0], "comed_minus_anchor_ci": [over_anchor[1], over_anchor[2]],
+        "comed_minus_debate": comed["accuracy"] - debate["accuracy"],
+        "calls_ratio": comed["calls"] / debate["calls"],
+        "comed_rescue": comed["rescue"], "comed_harm": comed["harm"],
+        "learned": table["comed_learned"]["accuracy"], "regret": table["comed_regret"]["accuracy"],
+        "oracle": oracle["accuracy"],
+        **checks,
+        "held": all(checks.values()),
+    }
+
+
+def complementary_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dict[str, Any]:
+    """The complementary tiny-LM council: can selective escalation keep the rescues?"""
+    lm_seeds = seeds or sizes["lm_seeds"]
+    council = COMPLEMENTARY_COUNCIL
+    cells, table, results, setup = council_rows(council, lm_seeds, sizes, out_dir, "complementary")
+    check = complementary_check(cells, table)
+    failed = [k for k, v in check.items() if isinstance(v, bool) and k != "held" and not v]
+    summary = _summary(table, results["complementary_frontier_calls"])
+    gates = (f"learned gates {check['learned']:.3f} (logistic), {check['regret']:.3f} (regret), "
+             f"oracle gate {check['oracle']:.3f}")
+    reason = f"{summary}; {gates}" + (f"; failed: {', '.join(failed)}." if failed else ".")
+    return {
+        "setup": setup,
+        "results": {**results, "complementary_check": [check]},
+        "held": check["held"],
+        "reason": reason,
+        "figures": ["complementary_frontier.png", "complementary_rescue_harm.png"],
+    }
+
+
+SECTIONS = (("simulated", simulated), ("tiny_lm", tiny_lms_part), ("complementary", complementary_part))
 
 
 def run(out_dir: str | Path, seeds: int | None = None, quick: bool = False) -> dict[str, Any]:

@@ -127,11 +127,10 @@ LEARNERS = {"grpo": (GRPO, BaselineConfig), "ttrl": (TTRL, BaselineConfig), "cor
 # Two regimes x 4 arms x 3 seeds within about 6 minutes on 2 cores (plan of 2026-12-03); the first
 # setting ran 20 steps and evaluated 250 items every 5 steps.
 FULL = {"seeds": 3, "steps": 12, "prompts": 8, "generations": 8, "eval_every": 6, "eval_items": 200,
-        "sim": corl_sim.SimConfig(), "sim_seeds": 3, "quick_lms": False}
+        "sim": corl_sim.SimConfig(), "sim_seeds": 3}
 QUICK = {"seeds": 2, "steps": 3, "prompts": 4, "generations": 4, "eval_every": 3, "eval_items": 24,
          "sim": corl_sim.SimConfig(problems=16, steps=15, correlations=(0.0, 0.5, 1.0),
-                                   skills=(0.3, 0.7)), "sim_seeds": 2,
-         "quick_lms": True}  # under-trained tiny LMs (tiny_lms.quick_spec): checks the pipeline only
+                                   skills=(0.3, 0.7)), "sim_seeds": 2}
 log = logging.getLogger(__name__)
 # Chosen on the reference arm only: supervised GRPO lost accuracy at 1e-3 and gained at 2e-4
 # (6 steps, seed 0); every arm uses it.
@@ -192,7 +191,7 @@ def measure_regime(
     golds = [p.answer for p in problems]
     answers, rows = [], []
     for name, view in regime.members:
-        path = tiny_lm(name, quick=settings["quick_lms"])
+        path = tiny_lm(name)
         group = sample_answers(path, problems, view, settings["generations"], regime.temperature, seed)
         answers.append(group)
         hits = [[a is not None and answers_equivalent(a, g, "numeric") for a in grp]
@@ -218,7 +217,7 @@ def run_arm(
     precision over labeled items only, answer entropy, wrong consensus), means over members."""
     kind, rule, members = REGIMES[regime].arms()[arm]
     learner_class, config_class = LEARNERS[kind]
-    models = {name: str(tiny_lm(name, quick=settings["quick_lms"])) for name, _ in members}
+    models = {name: str(tiny_lm(name)) for name, _ in members}
     held_out = EvalConfig(dataset="jsonl", path=str(Path(data.path).with_name("test_items.jsonl")),
                           eval_steps=settings["eval_every"])
     cfg = config_class(
@@ -495,8 +494,6 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
     (out / "test_items.jsonl").write_text("".join(json.dumps(p.to_dict()) + "\n" for p in test_items))
     data = DataConfig(dataset="jsonl", path=str(items))
     names = list(dict.fromkeys(n for r in REGIMES.values() for n in r.models()))
-    for name in names:  # built (or found) once, before any worker needs them
-        tiny_lm(name, quick=settings["quick_lms"])
     # the precondition, measured before any training, on every unlabeled rl item
     measured = {name: measure_regime(r, rl_items, settings) for name, r in REGIMES.items()}
     measure_seconds = time.perf_counter() - started - sim_seconds
@@ -534,7 +531,7 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
             "heterogeneous_gain": het["gain"], "heterogeneous_gain_ci": het["gain_ci"],
             "held": held[name],
         })
-    models = {name: tiny_lm_info(tiny_lm(name, quick=settings["quick_lms"])) for name in names}
+    models = {name: tiny_lm_info(tiny_lm(name)) for name in names}
     return {
         "claim": CLAIM,
         "setup": {
@@ -546,7 +543,7 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
             "seeds": n_seeds, "steps": settings["steps"], "prompts_per_step": settings["prompts"],
             "generations": settings["generations"], "learning_rate": LEARNING_RATE,
             "eval_items": settings["eval_items"], "eval_every": settings["eval_every"],
-            "models": {n: {k: i[k] for k in ("parameters", "steps", "test_accuracy", "build_seconds")}
+            "models": {n: {k: i[k] for k in ("parameters", "steps", "test_accuracy")}
                        for n, i in models.items()},
             "sim": {k: v for k, v in vars(settings["sim"]).items()},
             "quick": quick,

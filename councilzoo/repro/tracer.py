@@ -84,12 +84,11 @@ LM_METRICS = ("accuracy", "calls_per_question", "correction_rate", "preservation
 FULL = {"seeds": 3, "steps": 15, "problems": 48, "test": 256, "levels": (0.55, 0.7, 0.85, 0.95),
         "lm_seeds": 3, "lm_steps": 8, "lm_problems": 32, "lm_test": 250,
         "utt_seeds": 3, "utt_steps": 8, "utt_problems": 16, "utt_episodes": 2, "utt_candidates": 8,
-        "utt_turns": 16, "utt_test": 250, "quick_lms": False}
+        "utt_turns": 16, "utt_test": 250}
 QUICK = {"seeds": 2, "steps": 6, "problems": 24, "test": 96, "levels": (0.6, 0.9),
          "lm_seeds": 2, "lm_steps": 3, "lm_problems": 16, "lm_test": 60,
          "utt_seeds": 2, "utt_steps": 2, "utt_problems": 8, "utt_episodes": 2, "utt_candidates": 4,
-         "utt_turns": 8, "utt_test": 60,
-         "quick_lms": True}  # under-trained tiny LMs (tiny_lms.quick_spec): checks the pipeline only
+         "utt_turns": 8, "utt_test": 60}
 LM_PROPOSER, LM_REVIEWER = "solver-qwen-a", "solver-strong"  # tiny_lms.REGISTRY names
 LM_TEMPERATURE = 0.8
 LM_ROUNDS = 5
@@ -324,8 +323,7 @@ def _paired(cells: list[dict], metric: str) -> tuple[float, float, float]:
 def tiny_lm_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dict[str, Any]:
     """TRACER with SFT'd tiny LMs: protocol rows over seeds, the learned policy, a sub-verdict."""
     lm_seeds = seeds or sizes["lm_seeds"]
-    quick = sizes["quick_lms"]
-    paths = {"proposer": tiny_lm(LM_PROPOSER, quick=quick), "reviewer": tiny_lm(LM_REVIEWER, quick=quick)}
+    paths = {"proposer": tiny_lm(LM_PROPOSER), "reviewer": tiny_lm(LM_REVIEWER)}
     with torch_threads():
         generators = {role: TransformersGenerator(path, batch_size=512) for role, path in paths.items()}
         judge = judge_accuracy(generators["reviewer"], addition_problems("test"))
@@ -461,8 +459,7 @@ def _signed(d: dict | None) -> str:
 def utterance_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dict[str, Any]:
     """TRACER's GSPO utterance layer (gold and label-free) against the controllers alone, tiny LMs."""
     n_seeds = seeds or sizes["utt_seeds"]
-    quick = sizes["quick_lms"]
-    paths = {"proposer": tiny_lm(LM_PROPOSER, quick=quick), "reviewer": tiny_lm(LM_REVIEWER, quick=quick)}
+    paths = {"proposer": tiny_lm(LM_PROPOSER), "reviewer": tiny_lm(LM_REVIEWER)}
     with torch_threads():
         cells = {arm: [run_utterance_cell(arm, seed, sizes, paths) for seed in range(n_seeds)]
                  for arm in ARMS}
