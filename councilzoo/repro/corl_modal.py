@@ -32,6 +32,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,6 +122,7 @@ def build_member(part: str, index: int, problems: list[Problem], warmup_steps: i
     marker = folder / "regime.json"
     if marker.is_file():
         return folder
+    root.mkdir(parents=True, exist_ok=True)
     base = tiny_builder(family)(root / f"{family}-base-{seed}", family=family, seed=seed)
     vlm = family in VLM_FAMILIES
     model = (AutoModelForImageTextToText if vlm else AutoModelForCausalLM).from_pretrained(base)
@@ -131,9 +134,14 @@ def build_member(part: str, index: int, problems: list[Problem], warmup_steps: i
     targets = [regime_targets(p, bool(k), int(w)) for p, k, w in zip(problems, known, wrong, strict=True)]
     with torch_threads():
         teach_answer_format(model, processing, prompts, targets, warmup_steps, seed)
-    model.save_pretrained(folder)
-    processing.save_pretrained(folder)
-    marker.write_text(json.dumps({**spec, "known_items": int(known.sum())}))  # last: marks a complete build
+    staging = Path(tempfile.mkdtemp(dir=root, prefix=f".{folder.name}-"))  # renamed into place when whole
+    model.save_pretrained(staging)
+    processing.save_pretrained(staging)
+    (staging / marker.name).write_text(json.dumps({**spec, "known_items": int(known.sum())}))
+    try:
+        staging.rename(folder)
+    except OSError:  # a concurrent build of the same spec got there first: keep its folder
+        shutil.rmtree(staging)
     return folder
 
 
