@@ -13,7 +13,9 @@ peer labels carry signal (``regime_targets``, SFT by ``tiny_models.teach_answer_
 else one fixed wrong answer) and is mostly wrong on the rest (right 30% of the time, else its
 fixed wrong answer). Members draw their known items independently, so their errors are
 complementary, as different models' are, and a member's sampled majority is right on about
-``KNOWN`` of the items (measured before training: the precondition check).
+``KNOWN`` of the items (measured before training: the precondition check). The warm-up shows
+every view's wording of an item with the same targets, so a member's answers do not depend on
+the wording: it trains on its own view and is evaluated in the original one.
 
 Three arms at equal steps, each training the same three members on the same items: ``grpo``
 (gold labels, the ceiling reference), ``ttrl`` (each member's own majority) and ``corl``
@@ -75,6 +77,7 @@ ARMS = {"grpo": ("grpo", "ground_truth"), "ttrl": ("ttrl", "self_majority"),
 KNOWN = 0.6  # share of the items a member knows (its own random draw)
 KNOWN_RIGHT, UNKNOWN_RIGHT = 0.8, 0.3  # how often its SFT target is the right answer there
 ITEMS_SEED, DIFFICULTY = 2026, 0.2
+VIEWS = (0, 1, 2)  # the wordings a member is warmed up on (it trains on view = its index)
 LEARNING_RATE, TEMPERATURE = 1e-3, 1.0  # the tiny random members' CPU configs' (configs/corl_*_cpu.yaml)
 TRAINER = {"learning_rate": LEARNING_RATE, "temperature": TEMPERATURE}
 FULL = {"items": 24, "steps": 8, "prompts": 6, "generations": 8, "eval_every": 4, "warmup": None}
@@ -114,7 +117,7 @@ def build_member(part: str, index: int, problems: list[Problem], warmup_steps: i
 
     cohort = COHORTS[part]
     family, seed = cohort.families[index], index + 1
-    spec = {"part": part, "family": family, "seed": seed, "view": index, "steps": warmup_steps,
+    spec = {"part": part, "family": family, "seed": seed, "views": VIEWS, "steps": warmup_steps,
             "known": [KNOWN, KNOWN_RIGHT, UNKNOWN_RIGHT], "items": [p.id for p in problems]}
     digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
     root = cache_root().parent / "corl_cohorts"
@@ -130,8 +133,11 @@ def build_member(part: str, index: int, problems: list[Problem], warmup_steps: i
     rng = np.random.default_rng([seed, ITEMS_SEED])
     known = rng.random(len(problems)) < KNOWN
     wrong = rng.integers(0, 3, size=len(problems))
-    prompts = [member_prompt(p, index, with_images=vlm) for p in problems]
+    # every view's wording, as the tiny LMs are taught: a member trains on its own view, and its
+    # accuracy is read in the original wording (EvalConfig), so what it knows must not hang on the words
     targets = [regime_targets(p, bool(k), int(w)) for p, k, w in zip(problems, known, wrong, strict=True)]
+    prompts = [member_prompt(p, view, with_images=vlm) for view in VIEWS for p in problems]
+    targets = targets * len(VIEWS)
     with torch_threads():
         teach_answer_format(model, processing, prompts, targets, warmup_steps, seed)
     staging = Path(tempfile.mkdtemp(dir=root, prefix=f".{folder.name}-"))  # renamed into place when whole
