@@ -93,8 +93,7 @@ FULL = {"seeds": 3, "steps": 15, "problems": 48, "test": 256, "levels": (0.55, 0
 QUICK = {"seeds": 2, "steps": 6, "problems": 24, "test": 96, "levels": (0.6, 0.9),
          "lm_seeds": 2, "lm_steps": 3, "lm_problems": 16, "lm_test": 60,
          "utt_seeds": 2, "utt_label_free_seeds": 2, "utt_steps": 2, "utt_problems": 8, "utt_episodes": 2,
-         "utt_candidates": 4,
-         "utt_turns": 8, "utt_test": 60,
+         "utt_candidates": 4, "utt_turns": 8, "utt_test": 60,
          "quick_lms": True}  # under-trained tiny LMs (tiny_lms.quick_spec): checks the pipeline only
 LM_PROPOSER, LM_REVIEWER = "solver-qwen-a", "solver-strong"  # tiny_lms.REGISTRY names
 LM_TEMPERATURE = 0.8
