@@ -307,7 +307,8 @@ def _run_job(job: tuple) -> dict[str, list[float]]:
 # --- aggregation and verdict ----------------------------------------------------------------
 
 
-def _ci(values) -> list[float]:
+def seed_ci(values) -> list[float]:
+    """[mean, lo, hi]: the mean over seeds and its 95% bootstrap interval (fixed bootstrap seed)."""
     mean, lo, hi = mean_ci(np.asarray(values, dtype=float), seed=0)
     return [mean, lo, hi]
 
@@ -327,7 +328,7 @@ def summarise_lm(runs: dict[str, list[dict[str, list[float]]]]) -> tuple[list[di
         precision = [float(np.nanmean(s["label_precision"])) for s in seeds]
         per_seed[arm] = {"final": np.array(final), "gain": np.array(final) - np.array(start),
                          "collapse": np.array(collapse), "precision": np.array(precision)}
-        gain, acc, col = _ci(per_seed[arm]["gain"]), _ci(final), _ci(collapse)
+        gain, acc, col = seed_ci(per_seed[arm]["gain"]), seed_ci(final), seed_ci(collapse)
         rows.append({
             "arm": arm, "start_accuracy": float(np.mean(start)), "final_accuracy": acc[0],
             "final_accuracy_ci": (acc[1], acc[2]), "gain": gain[0], "gain_ci": (gain[1], gain[2]),
@@ -337,9 +338,9 @@ def summarise_lm(runs: dict[str, list[dict[str, list[float]]]]) -> tuple[list[di
             "wrong_consensus_end": col[0], "wrong_consensus_ci": (col[1], col[2]),
         })
     het, ttrl, homo = per_seed["corl_heterogeneous"], per_seed["ttrl"], per_seed["corl_homogeneous"]
-    gain = _ci(het["gain"])
-    vs_ttrl = _ci(het["final"] - ttrl["final"])  # paired: same starting models and seed
-    less_collapse = _ci(homo["collapse"] - het["collapse"])
+    gain = seed_ci(het["gain"])
+    vs_ttrl = seed_ci(het["final"] - ttrl["final"])  # paired: same starting models and seed
+    less_collapse = seed_ci(homo["collapse"] - het["collapse"])
     checks = {
         "heterogeneous_beats_start": {"held": bool(gain[1] > 0), "value": gain,
                                       "rule": "95% CI of (final - start) accuracy above 0"},
@@ -357,7 +358,7 @@ def summarise_sim(rows: list[dict], cfg: corl_sim.SimConfig) -> tuple[list[dict]
     for rule in corl_sim.RULES:
         for rho in cfg.correlations:
             sel = [r for r in rows if r["rule"] == rule and r["rho"] == rho]
-            acc, col = _ci([r["accuracy"] for r in sel]), _ci([r["collapse"] for r in sel])
+            acc, col = seed_ci([r["accuracy"] for r in sel]), seed_ci([r["collapse"] for r in sel])
             gain = float(np.mean([r["accuracy"] - r["start_accuracy"] for r in sel]))
             start = float(np.mean([r["start_accuracy"] for r in sel]))
             table.append({"rule": rule, "rho": rho, "start_accuracy": start, "accuracy": acc[0],
@@ -425,7 +426,7 @@ def _plot_regimes(runs: dict, measured: dict, label_table: list[dict], path: Pat
         seeds = arms["corl_heterogeneous"]
         x = np.array([np.nanmean(s["label_precision"]) for s in seeds])
         y = np.array([s["accuracy"][-1] - s["accuracy"][0] for s in seeds])
-        mean, lo, hi = _ci(y)
+        mean, lo, hi = seed_ci(y)
         color = colors.get(name, "tab:blue")
         ax.scatter(x, y, color=color, alpha=0.45, s=22)
         r = REGIMES[name]

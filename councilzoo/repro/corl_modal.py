@@ -47,10 +47,10 @@ from councilzoo.learners.cohort.config import DataConfig, EvalConfig
 from councilzoo.repro import map_in_processes
 from councilzoo.repro.corl import (
     MAJORITY_BAND,
-    _ci,
     majority_accuracy,
     peer_label_stats,
     sample_answers,
+    seed_ci,
     train_cohort,
 )
 from councilzoo.repro.tiny_lms import cache_root, torch_threads
@@ -191,12 +191,13 @@ def summarise(part: str, runs: dict[str, list[dict]], measured: dict) -> tuple[l
         start = np.array([s["accuracy"][0] for s in seeds])
         final[arm] = np.array([s["accuracy"][-1] for s in seeds])
         gain[arm] = final[arm] - start
-        g, f = _ci(gain[arm]), _ci(final[arm])
+        g, f = seed_ci(gain[arm]), seed_ci(final[arm])
         rows.append({"part": part, "arm": arm, "start_accuracy": float(start.mean()), "final_accuracy": f[0],
                      "final_accuracy_ci": (f[1], f[2]), "gain": g[0], "gain_ci": (g[1], g[2]),
                      "label_precision": float(np.nanmean([np.nanmean(s["label_precision"]) for s in seeds]))})
     accs = [m["majority_accuracy"] for m in measured["members"]]
-    corl_gain, vs_ttrl = _ci(gain["corl"]), _ci(final["corl"] - final["ttrl"])  # paired: same start and seed
+    corl_gain = seed_ci(gain["corl"])
+    vs_ttrl = seed_ci(final["corl"] - final["ttrl"])  # paired: same starting members and seed
     band = f"every member's majority-of-G accuracy in [{MAJORITY_BAND[0]:.2f}, {MAJORITY_BAND[1]:.2f}]"
     checks = {
         "members_majority_in_band": {"held": bool(measured["in_band"]),
