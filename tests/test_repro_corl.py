@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from councilzoo.learners.cohort.config import DataConfig
-from councilzoo.repro import corl, corl_sim
+from councilzoo.repro import corl, corl_modal, corl_sim
 from councilzoo.repro.corl_sim import SimConfig, initial_logits, train
+from councilzoo.tasks import extract_answer
 
 SMALL = SimConfig(problems=24, steps=25)
 
@@ -45,6 +46,23 @@ def test_sim_summary_reports_tipping_points():
     for rule, tip in tips.items():
         gains = {t["rho"]: t["gain"] for t in table if t["rule"] == rule}
         assert tip == min((rho for rho, g in gains.items() if g < corl.TIP_GAIN), default=None)
+
+
+@pytest.mark.parametrize("task", ["visual", "code"])
+def test_regime_targets_teach_the_known_share_of_right_answers(task):
+    from councilzoo.tasks import synthetic_problems
+
+    for problem in synthetic_problems(task, 6, seed=0, difficulty=0.2):
+        right, wrongs = corl_modal.answer_forms(problem)
+        if task == "code":
+            assert problem.metadata["solution"] in right and len(wrongs) >= 1
+        else:
+            assert extract_answer(right, problem.kind) == problem.answer
+            assert all(extract_answer(w, problem.kind) != problem.answer for w in wrongs)
+        for known, share in ((True, corl_modal.KNOWN_RIGHT), (False, corl_modal.UNKNOWN_RIGHT)):
+            targets = corl_modal.regime_targets(problem, known, wrong=1)
+            assert targets.count(right) == round(10 * share) and len(targets) == 10
+            assert set(targets) == {right, wrongs[1 % len(wrongs)]}  # one fixed wrong answer per member
 
 
 def test_majority_accuracy_on_a_constructed_case():
@@ -155,7 +173,22 @@ def test_quick_run_writes_a_report_whose_verdict_follows_from_its_numbers(quick_
         measured[name] = {"members": rows, "in_band": all(lo <= m["majority_accuracy"] <= hi for m in rows)}
     per_regime = {name: corl.summarise_lm(arms) for name, arms in runs.items()}
     checks = corl.regime_checks(per_regime, measured)
-    assert result["verdict"]["held"] == all(c["held"] for c in checks[corl.PRIMARY].values())
+    parts = {p["part"]: p["held"] for p in result["results"]["parts"]}
+    assert set(parts) == {"text", *corl_modal.COHORTS}
+    assert parts["text"] == all(c["held"] for c in checks[corl.PRIMARY].values())
+    assert result["verdict"]["held"] == all(parts.values())
+    for part in corl_modal.COHORTS:  # each new part's checks, recomputed from its curves and majorities
+        curves = json.loads((out / f"{part}_curves.json").read_text())
+        assert set(curves) == set(corl_modal.ARMS) and all(len(seeds) == 2 for seeds in curves.values())
+        members = result["results"][f"{part}_before_training"]
+        in_band = all(lo <= m["majority_accuracy"] <= hi for m in members)
+        measured_part = {"members": members, "in_band": in_band}
+        _, part_checks = corl_modal.summarise(part, curves, measured_part)
+        stored = {c["check"]: c["held"] for c in result["results"][f"{part}_checks"]}
+        assert stored == {k: c["held"] for k, c in part_checks.items()}
+        assert parts[part] == all(stored.values())
+        grpo = next(r for r in result["results"][f"{part}_arms"] if r["arm"] == "grpo")
+        assert grpo["label_precision"] == 1.0  # supervised GRPO's labels are the gold answers
     held = {r["regime"]: r["held"] for r in result["results"]["regimes"]}
     assert held == {name: all(c["held"] for c in cs.values()) for name, cs in checks.items()}
     stored = [(r["regime"], r["arm"], r["final_accuracy"]) for r in result["results"]["arms"]]

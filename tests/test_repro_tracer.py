@@ -96,15 +96,17 @@ def test_quick_repro_writes_report_figures_and_computed_verdicts(quick_repro):
     assert parts["tiny_lm"] == (check["fewer_calls"] and check["accuracy_gap"] > -0.02)
     assert {r["role"] for r in res["tiny_lm_learned_policy"]} <= {"proposer", "reviewer"}
 
-    # Utterance part: three arms at equal episodes; the verdict and the differences follow the rows.
+    # Utterance part: four arms at equal episodes; the verdict and the differences follow the rows.
     arms = {r["arm"]: r for r in res["utterance_arms"]}
-    assert set(arms) == {"controllers_only", "gspo", "gspo_label_free"}
+    trained = ("gspo", "gspo_label_free", "gspo_label_free_reviews")
+    assert set(arms) == {"controllers_only", *trained}
     assert "candidate_reward_first_step" not in arms["controllers_only"]
-    for arm in ("gspo", "gspo_label_free"):
+    for arm in trained:
         assert -1.0 <= arms[arm]["candidate_reward_last_step"] <= 1.0
-    assert 0.0 <= arms["gspo_label_free"]["label_accuracy"] <= 1.0
+    for arm in trained[1:]:
+        assert 0.0 <= arms[arm]["label_accuracy"] <= 1.0
     gaps = {(d["arm"], d["metric"]): d for d in res["utterance_vs_controllers_only"]}
-    for arm in ("gspo", "gspo_label_free"):  # metrics every seed has (correction may be undefined)
+    for arm in trained:  # metrics every seed has (correction may be undefined)
         for metric in ("first_proposal_accuracy", "accuracy", "calls_per_question"):
             expected = arms[arm][metric] - arms["controllers_only"][metric]
             assert gaps[(arm, metric)]["difference"] == pytest.approx(expected)

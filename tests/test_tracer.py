@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from councilzoo.config import ConfigError, load_config
+from councilzoo.envs.core import Mode, Turn
 from councilzoo.learners.tracer.config import TracerConfig
 from councilzoo.learners.tracer.learner import Tracer, consensus_labels
 from councilzoo.learners.tracer.values import action_values, branch, play_episodes, snapshot
@@ -121,6 +122,19 @@ def test_label_free_training_uses_peer_consensus_labels():
     problems, _ = tracer.batch(0)
     records = [type("R", (), {"info": {"proposals": ["7", "7", None]}})()] * len(problems)
     assert set(consensus_labels(problems, records)) == {"7"}
+
+
+def test_consensus_with_reviews_counts_each_speaking_reviewers_stated_answer():
+    problem = make(steps=1).batch(0)[0][0]
+    turns = [Turn("proposer_0", "proposer", 1, Mode.REFRESH, "The answer is \\boxed{7}.", answer="7"),
+             Turn("reviewer_0", "reviewer", 2, Mode.SPEAK, "The answer is \\boxed{9}.", verdict="WRONG"),
+             Turn("reviewer_0", "reviewer", 4, Mode.SPEAK, "I get \\boxed{9}.", verdict="WRONG"),
+             Turn("reviewer_0", "reviewer", 6, Mode.SKIP)]
+    record = type("R", (), {"info": {"proposals": ["7"]}, "turns": turns})()
+    assert consensus_labels([problem], [record]) == ["7"]  # proposals only: the one REFRESH
+    assert consensus_labels([problem], [record], with_reviews=True) == ["9"]  # two spoken 9s outvote it
+    with pytest.raises(ConfigError, match="consensus_votes"):
+        load_config({"consensus_votes": "reviews"}, TracerConfig)
 
 
 def test_first_proposal_accuracy_is_the_share_of_right_first_proposals():

@@ -68,6 +68,7 @@ from councilzoo.learners.cohort.distributed import DistributedConfig  # noqa: E4
 from councilzoo.learners.corl import CoRL, CoRLConfig  # noqa: E402
 from councilzoo.learners.logging import read_metrics  # noqa: E402
 from councilzoo.repro import corl_sim, map_in_processes  # noqa: E402
+from councilzoo.repro.report import combine_parts  # noqa: E402
 from councilzoo.repro.tiny_lms import (  # noqa: E402
     MAX_NEW_TOKENS,
     addition_problems,
@@ -75,7 +76,7 @@ from councilzoo.repro.tiny_lms import (  # noqa: E402
     tiny_lm_info,
     torch_threads,
 )
-from councilzoo.tasks import Problem, answers_equivalent, extract_answer, plurality  # noqa: E402
+from councilzoo.tasks import Problem, answers_equivalent, answers_for_batch, plurality  # noqa: E402
 from councilzoo.theory.stats import mean_ci  # noqa: E402
 
 CLAIM = (
@@ -143,44 +144,52 @@ FIGURES_DIR = Path(__file__).resolve().parents[2] / "docs" / "figures"  # full r
 
 
 def majority_accuracy(
-    answers: Sequence[Sequence[str | None]], golds: Sequence[str], kind: str = "numeric"
+    answers: Sequence[Sequence[str | None]], golds: Sequence[str], kind: str | Sequence[str] = "numeric"
 ) -> float:
     """Share of items whose plurality answer (``tasks.plurality``: ties keep the first seen, no
-    answer counts wrong) equals the gold one; ``answers[i]`` are the G sampled answers of item i."""
+    answer counts wrong) equals the gold one; ``answers[i]`` are the G sampled answers of item i,
+    ``kind`` one answer kind for all items or one per item."""
     if len(answers) != len(golds):
         raise ValueError(f"{len(answers)} answer groups for {len(golds)} gold answers")
-    hits = [(label := plurality(list(group), kind)[0]) is not None and answers_equivalent(label, gold, kind)
-            for group, gold in zip(answers, golds, strict=True)]
+    hits = [(label := plurality(list(group), k)[0]) is not None and answers_equivalent(label, gold, k)
+            for group, gold, k in zip(answers, golds, _kinds(kind, len(golds)), strict=True)]
     return float(np.mean(hits)) if hits else float("nan")
 
 
 def peer_label_stats(
-    answers: Sequence[Sequence[Sequence[str | None]]], golds: Sequence[str], rule: str, kind: str = "numeric"
+    answers: Sequence[Sequence[Sequence[str | None]]], golds: Sequence[str], rule: str,
+    kind: str | Sequence[str] = "numeric",
 ) -> dict[str, float]:
     """The labels ``rule`` would give from samples ``answers[member][item][g]`` (``compute_rewards``):
     per member, the share of items labeled (``coverage``) and of labeled items whose label is gold
     (``precision``, the peer-label accuracy that decides which way a member is pushed), averaged."""
     right, labeled = np.zeros(len(answers)), np.zeros(len(answers))
-    for i, gold in enumerate(golds):
-        labels = compute_rewards(rule, [member[i] for member in answers], kind).labels
+    for i, (gold, k) in enumerate(zip(golds, _kinds(kind, len(golds)), strict=True)):
+        labels = compute_rewards(rule, [member[i] for member in answers], k).labels
         for m, label in enumerate(labels):
             labeled[m] += label is not None
-            right[m] += label is not None and answers_equivalent(label, gold, kind)
+            right[m] += label is not None and answers_equivalent(label, gold, k)
     precision = np.where(labeled > 0, right / np.maximum(labeled, 1), np.nan)
     return {"precision": float(np.nanmean(precision)), "coverage": float(np.mean(labeled / len(golds)))}
 
 
+def _kinds(kind: str | Sequence[str], n: int) -> list[str]:
+    return [kind] * n if isinstance(kind, str) else list(kind)
+
+
 def sample_answers(model: str | Path, problems: Sequence[Problem], view: int, generations: int,
-                   temperature: float, seed: int) -> list[list[str | None]]:
-    """``generations`` sampled answers per item from a member's own prompt (its view), as in training."""
+                   temperature: float, seed: int, max_new_tokens: int = MAX_NEW_TOKENS,
+                   ) -> list[list[str | None]]:
+    """``generations`` sampled answers per item from a member's own prompt (its view, with the images
+    for a vision-language model), as in training; a program's answer is its output signature."""
     from councilzoo.agents.generators.transformers_backend import TransformersGenerator
 
     generator = TransformersGenerator(str(model), batch_size=256, seed=seed)
-    sampling = Sampling(max_new_tokens=MAX_NEW_TOKENS, temperature=temperature, seed=seed)
-    prompts = [member_prompt(p, view) for p in problems]
+    sampling = Sampling(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+    prompts = [member_prompt(p, view, with_images=generator.accepts_images) for p in problems]
     with torch_threads():
         groups = generator.generate(prompts, n=generations, sampling=sampling)
-    return [[extract_answer(c.text, p.kind) for c in g] for g, p in zip(groups, problems, strict=True)]
+    return answers_for_batch([(p, [c.text for c in g]) for g, p in zip(groups, problems, strict=True)])
 
 
 def measure_regime(
@@ -211,28 +220,41 @@ def measure_regime(
 def run_arm(
     regime: str, arm: str, seed: int, settings: dict, data: DataConfig, out: Path
 ) -> dict[str, list[float]]:
-    """Per-step curves of one arm of ``regime``, trained on the engine users run (``councilzoo
-    train``: one world per member): held-out greedy accuracy (at eval steps, else NaN) and the
-    learners' logged diagnostics (label accuracy with unlabeled items counted wrong, label
-    precision over labeled items only, answer entropy, wrong consensus), means over members."""
+    """Per-step curves of one arm of ``regime`` (``train_cohort``), its members the regime's tiny
+    LMs, held-out accuracy on the ``test`` items written beside ``data``."""
     kind, rule, members = REGIMES[regime].arms()[arm]
-    learner_class, config_class = LEARNERS[kind]
     models = {name: str(tiny_lm(name)) for name, _ in members}
     held_out = EvalConfig(dataset="jsonl", path=str(Path(data.path).with_name("test_items.jsonl")),
                           eval_steps=settings["eval_every"])
+    return train_cohort(kind, rule, [(name, models[name], view) for name, view in members], seed, settings,
+                        data, held_out, out / f"{regime}-{arm}-seed{seed}",
+                        {"learning_rate": LEARNING_RATE, "temperature": REGIMES[regime].temperature})
+
+
+def train_cohort(
+    kind: str, rule: str, members: Sequence[tuple[str, str, int]], seed: int, settings: dict,
+    data: DataConfig, evaluation: EvalConfig, out: Path, trainer: dict[str, Any],
+    max_completion_length: int = MAX_NEW_TOKENS,
+) -> dict[str, list[float]]:
+    """Per-step curves of one cohort (members: (name, model folder, view)) trained by ``kind``'s
+    learner under ``rule`` on the engine users run (``councilzoo train``: one world per member):
+    greedy accuracy on ``evaluation`` (at eval steps, else NaN) and the learners' logged diagnostics
+    (label accuracy with unlabeled items counted wrong, label precision over labeled items only,
+    answer entropy, wrong consensus), means over members."""
+    learner_class, config_class = LEARNERS[kind]
     cfg = config_class(
-        members=[MemberConfig(name=f"m{i}-{name}", model=models[name], view=view)
-                 for i, (name, view) in enumerate(members)],
+        members=[MemberConfig(name=f"m{i}-{name}", model=model, view=view)
+                 for i, (name, model, view) in enumerate(members)],
         reward_rule=rule,
         num_generations=settings["generations"],
         prompts_per_step=settings["prompts"],
         max_steps=settings["steps"],
-        max_completion_length=MAX_NEW_TOKENS,
+        max_completion_length=max_completion_length,
         seed=seed,
-        output_dir=str(out / f"{regime}-{arm}-seed{seed}"),
+        output_dir=str(out),
         data=data,
-        eval=held_out,
-        trainer={"learning_rate": LEARNING_RATE, "temperature": REGIMES[regime].temperature},
+        eval=evaluation,
+        trainer=trainer,
         distributed=DistributedConfig(port=_free_port()),
         warm_start=True,  # many short runs: each world forks from one import of torch and TRL
     )
@@ -284,7 +306,8 @@ def _run_job(job: tuple) -> dict[str, list[float]]:
 # --- aggregation and verdict ----------------------------------------------------------------
 
 
-def _ci(values) -> list[float]:
+def seed_ci(values) -> list[float]:
+    """[mean, lo, hi]: the mean over seeds and its 95% bootstrap interval (fixed bootstrap seed)."""
     mean, lo, hi = mean_ci(np.asarray(values, dtype=float), seed=0)
     return [mean, lo, hi]
 
@@ -304,7 +327,7 @@ def summarise_lm(runs: dict[str, list[dict[str, list[float]]]]) -> tuple[list[di
         precision = [float(np.nanmean(s["label_precision"])) for s in seeds]
         per_seed[arm] = {"final": np.array(final), "gain": np.array(final) - np.array(start),
                          "collapse": np.array(collapse), "precision": np.array(precision)}
-        gain, acc, col = _ci(per_seed[arm]["gain"]), _ci(final), _ci(collapse)
+        gain, acc, col = seed_ci(per_seed[arm]["gain"]), seed_ci(final), seed_ci(collapse)
         rows.append({
             "arm": arm, "start_accuracy": float(np.mean(start)), "final_accuracy": acc[0],
             "final_accuracy_ci": (acc[1], acc[2]), "gain": gain[0], "gain_ci": (gain[1], gain[2]),
@@ -314,9 +337,9 @@ def summarise_lm(runs: dict[str, list[dict[str, list[float]]]]) -> tuple[list[di
             "wrong_consensus_end": col[0], "wrong_consensus_ci": (col[1], col[2]),
         })
     het, ttrl, homo = per_seed["corl_heterogeneous"], per_seed["ttrl"], per_seed["corl_homogeneous"]
-    gain = _ci(het["gain"])
-    vs_ttrl = _ci(het["final"] - ttrl["final"])  # paired: same starting models and seed
-    less_collapse = _ci(homo["collapse"] - het["collapse"])
+    gain = seed_ci(het["gain"])
+    vs_ttrl = seed_ci(het["final"] - ttrl["final"])  # paired: same starting models and seed
+    less_collapse = seed_ci(homo["collapse"] - het["collapse"])
     checks = {
         "heterogeneous_beats_start": {"held": bool(gain[1] > 0), "value": gain,
                                       "rule": "95% CI of (final - start) accuracy above 0"},
@@ -334,7 +357,7 @@ def summarise_sim(rows: list[dict], cfg: corl_sim.SimConfig) -> tuple[list[dict]
     for rule in corl_sim.RULES:
         for rho in cfg.correlations:
             sel = [r for r in rows if r["rule"] == rule and r["rho"] == rho]
-            acc, col = _ci([r["accuracy"] for r in sel]), _ci([r["collapse"] for r in sel])
+            acc, col = seed_ci([r["accuracy"] for r in sel]), seed_ci([r["collapse"] for r in sel])
             gain = float(np.mean([r["accuracy"] - r["start_accuracy"] for r in sel]))
             start = float(np.mean([r["start_accuracy"] for r in sel]))
             table.append({"rule": rule, "rho": rho, "start_accuracy": start, "accuracy": acc[0],
@@ -402,7 +425,7 @@ def _plot_regimes(runs: dict, measured: dict, label_table: list[dict], path: Pat
         seeds = arms["corl_heterogeneous"]
         x = np.array([np.nanmean(s["label_precision"]) for s in seeds])
         y = np.array([s["accuracy"][-1] - s["accuracy"][0] for s in seeds])
-        mean, lo, hi = _ci(y)
+        mean, lo, hi = seed_ci(y)
         color = colors.get(name, "tab:blue")
         ax.scatter(x, y, color=color, alpha=0.45, s=22)
         r = REGIMES[name]
@@ -532,8 +555,7 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
             "held": held[name],
         })
     models = {name: tiny_lm_info(tiny_lm(name)) for name in names}
-    return {
-        "claim": CLAIM,
+    text = {
         "setup": {
             "regimes": {name: f"{r.note}: rule {r.rule}, temperature {r.temperature:g}, arms "
                               + "; ".join(f"{arm} = {kind}/{rule} {list(members)}"
@@ -546,7 +568,6 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
             "models": {n: {k: i[k] for k in ("parameters", "steps", "test_accuracy")}
                        for n, i in models.items()},
             "sim": {k: v for k, v in vars(settings["sim"]).items()},
-            "quick": quick,
         },
         "results": {
             "regimes": regime_rows,
@@ -565,6 +586,13 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
             "measure_seconds": round(measure_seconds, 1),
             "sim_seconds": round(sim_seconds, 1),
         },
-        "verdict": {"held": held[PRIMARY], "reason": reason},
+        "held": held[PRIMARY],
+        "reason": reason,
         "figures": ["corl_regimes.png", "corl_accuracy.png", "corl_collapse.png", "corl_sim.png"],
     }
+    from councilzoo.repro import corl_modal  # it builds on this module's helpers
+
+    parts = {"text": text}
+    for name in corl_modal.COHORTS:
+        parts[name] = corl_modal.run_part(name, out, n_seeds, quick)
+    return combine_parts(CLAIM, parts, {"quick": quick})

@@ -29,18 +29,21 @@ learned controllers make fewer calls than always-speak (seed-paired difference, 
 interval below 0 with several seeds) at equal or better accuracy (mean seed-paired accuracy gap
 > -0.02).
 
-**Utterance layer** (CPU, minutes). The same proposer and re-solving reviewer, three arms at equal
+**Utterance layer** (CPU, minutes). The same proposer and re-solving reviewer, four arms at equal
 episodes: the controllers alone (GSPO off), the controllers with the GSPO utterance layer training
-the proposer on gold role rewards (+1 right answer, -1 wrong or none), and the label-free variant
-(values and rewards against the step's consensus of proposals). The reviewer stays frozen: its
+the proposer on gold role rewards (+1 right answer, -1 wrong or none), and two label-free variants
+(values and rewards against the step's consensus of the proposals, or of the proposals and the
+answers the reviewer states when it speaks; ``LABEL_FREE``). Seeds and steps come from a power
+calculation on the first run's variance (docs/reproductions.md). The reviewer stays frozen: its
 verdict is computed from its re-solved answer, so no verdict text exists for a reviewer reward to
 grade. Check: the GSPO arm's first proposals are more accurate than the controllers-only arm's
 (seed-paired interval above 0) and its final accuracy is not lower (mean gap > -0.02); the
-label-free arm is reported beside them, not checked (neither paper makes a claim about it).
+label-free arms are reported beside them, not checked (neither paper makes a claim about them).
 """
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -59,6 +62,7 @@ from councilzoo.config import load_config  # noqa: E402
 from councilzoo.envs.core import Mode, TurnContext  # noqa: E402
 from councilzoo.learners.tracer.config import TracerConfig  # noqa: E402
 from councilzoo.learners.tracer.learner import Tracer, baseline_controllers  # noqa: E402
+from councilzoo.repro import map_in_processes  # noqa: E402
 from councilzoo.repro.report import combine_parts  # noqa: E402
 from councilzoo.repro.tiny_lms import (  # noqa: E402
     MAX_NEW_TOKENS,
@@ -83,12 +87,13 @@ METRICS = ("objective", "accuracy", "calls_per_question", "correction_rate", "pr
 LM_METRICS = ("accuracy", "calls_per_question", "correction_rate", "preservation_rate", "objective")
 FULL = {"seeds": 3, "steps": 15, "problems": 48, "test": 256, "levels": (0.55, 0.7, 0.85, 0.95),
         "lm_seeds": 3, "lm_steps": 8, "lm_problems": 32, "lm_test": 250,
-        "utt_seeds": 3, "utt_steps": 8, "utt_problems": 16, "utt_episodes": 2, "utt_candidates": 8,
-        "utt_turns": 16, "utt_test": 250}
+        # the utterance part's seeds and steps: the power calculation of 2026-12-04 (docs/reproductions.md)
+        "utt_seeds": 5, "utt_label_free_seeds": 3, "utt_steps": 16, "utt_problems": 16, "utt_episodes": 2,
+        "utt_candidates": 8, "utt_turns": 16, "utt_test": 250}
 QUICK = {"seeds": 2, "steps": 6, "problems": 24, "test": 96, "levels": (0.6, 0.9),
          "lm_seeds": 2, "lm_steps": 3, "lm_problems": 16, "lm_test": 60,
-         "utt_seeds": 2, "utt_steps": 2, "utt_problems": 8, "utt_episodes": 2, "utt_candidates": 4,
-         "utt_turns": 8, "utt_test": 60}
+         "utt_seeds": 2, "utt_label_free_seeds": 2, "utt_steps": 2, "utt_problems": 8, "utt_episodes": 2,
+         "utt_candidates": 4, "utt_turns": 8, "utt_test": 60}
 LM_PROPOSER, LM_REVIEWER = "solver-qwen-a", "solver-strong"  # tiny_lms.REGISTRY names
 LM_TEMPERATURE = 0.8
 LM_ROUNDS = 5
@@ -294,7 +299,8 @@ def _plot_policies(runs: dict[str, list[dict]], bars: Sequence[str], title: str,
     """Accuracy vs calls per policy (one dot per seed, mean +- sd) beside bars of ``bars``."""
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4))
     width = len(runs) + 1
-    for k, ((name, cells), marker) in enumerate(zip(runs.items(), "o^s", strict=True)):
+    for k, (name, cells) in enumerate(runs.items()):
+        marker = "o^sDv"[k]
         calls = [c["calls_per_question"] for c in cells]
         acc = [c["accuracy"] for c in cells]
         ax.scatter(calls, acc, marker=marker, alpha=0.35, color=f"C{k}")
@@ -396,7 +402,11 @@ def tiny_lm_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dic
 
 # --- utterance section: the GSPO layer against the controllers alone ----------------------------
 
-ARMS = ("controllers_only", "gspo", "gspo_label_free")
+# The label-free arms and whose answers vote for their consensus label (TracerConfig.consensus_votes):
+# the first (2026-12-04) counts the proposals only; the second, pre-registered after the first had
+# collapsed, also the answers the re-solving reviewer states when it speaks.
+LABEL_FREE = {"gspo_label_free": "proposals", "gspo_label_free_reviews": "proposals_and_reviews"}
+ARMS = ("controllers_only", "gspo", *LABEL_FREE)
 UTT_METRICS = ("first_proposal_accuracy", "accuracy", "correction_rate", "preservation_rate",
                "calls_per_question")
 # The release's clip settings (grad norm 0.5, eps 0.1) with the learning rate the Co-RL part uses for
@@ -406,13 +416,14 @@ UTT_TRAINER = {"learning_rate": 2e-4, "max_grad_norm": 0.5, "epsilon": 0.1}
 
 def utterance_config(arm: str, seed: int, sizes: dict[str, Any], paths: dict[str, Path], out: Path):
     """One arm's TracerConfig: the same episodes, proposer, reviewer and controllers in every arm;
-    ``gspo`` also trains the proposer's full weights with role rewards against gold, and
-    ``gspo_label_free`` against the step's peer consensus (values and rewards alike)."""
+    ``gspo`` also trains the proposer's full weights with role rewards against gold, and the
+    ``LABEL_FREE`` arms against the step's peer consensus (values and rewards alike)."""
     reviewer = {"type": "councilzoo.repro.tracer:resolving_reviewer",
                 "kwargs": {"model": str(paths["reviewer"]), "seed": seed}}
     return load_config({
         "seed": seed, "max_steps": sizes["utt_steps"], "problems_per_step": sizes["utt_problems"],
-        "episodes_per_problem": sizes["utt_episodes"], "label_free": arm == "gspo_label_free",
+        "episodes_per_problem": sizes["utt_episodes"], "label_free": arm in LABEL_FREE,
+        "consensus_votes": LABEL_FREE.get(arm, "proposals"),
         "save_steps": 0, "save_total_limit": 1, "output_dir": str(out),
         "env": {"lam": LAM, "rounds": LM_ROUNDS},
         "agents": {"kind": "llm", "model": str(paths["proposer"]), "share_model": False,
@@ -444,12 +455,23 @@ def run_utterance_cell(arm: str, seed: int, sizes: dict[str, Any], paths: dict[s
 
 def _paired_vs(cells: dict[str, list[dict]], arm: str, metric: str) -> tuple[float, float, float] | None:
     """Seed-paired mean difference ``arm`` - controllers_only of ``metric`` and its bootstrap interval."""
-    pairs = [(a[metric], b[metric]) for a, b in zip(cells[arm], cells["controllers_only"], strict=True)
+    alone = cells["controllers_only"][:len(cells[arm])]  # cells are listed by seed: pair seed k with k
+    pairs = [(a[metric], b[metric]) for a, b in zip(cells[arm], alone, strict=True)
              if a[metric] is not None and b[metric] is not None]
     if not pairs:
         return None
     diff = [a - b for a, b in pairs]
     return mean_ci(diff, seed=0) if len(diff) > 1 else (diff[0], diff[0], diff[0])
+
+
+def _utterance_job(job: tuple) -> dict:
+    """``run_utterance_cell`` on one torch thread (a process-pool task: one arm and seed)."""
+    with torch_threads():
+        return run_utterance_cell(*job)
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def _signed(d: dict | None) -> str:
@@ -459,10 +481,14 @@ def _signed(d: dict | None) -> str:
 def utterance_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dict[str, Any]:
     """TRACER's GSPO utterance layer (gold and label-free) against the controllers alone, tiny LMs."""
     n_seeds = seeds or sizes["utt_seeds"]
-    paths = {"proposer": tiny_lm(LM_PROPOSER), "reviewer": tiny_lm(LM_REVIEWER)}
-    with torch_threads():
-        cells = {arm: [run_utterance_cell(arm, seed, sizes, paths) for seed in range(n_seeds)]
+    arm_seeds = {arm: seeds or (sizes["utt_label_free_seeds"] if arm in LABEL_FREE else n_seeds)
                  for arm in ARMS}
+    paths = {"proposer": tiny_lm(LM_PROPOSER), "reviewer": tiny_lm(LM_REVIEWER)}
+    jobs = [(arm, seed, sizes, paths) for arm in ARMS for seed in range(arm_seeds[arm])]
+    results = map_in_processes(_utterance_job, jobs, os.cpu_count() or 1)  # independent, seeded cells
+    cells: dict[str, list[dict]] = {arm: [] for arm in ARMS}
+    for (arm, *_), result in zip(jobs, results, strict=True):
+        cells[arm].append(result)  # in seed order: jobs are listed arm-major, seeds ascending
     rows, diffs = [], []
     for arm in ARMS:
         row: dict[str, Any] = {"arm": arm}
@@ -476,7 +502,7 @@ def utterance_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> d
             continue
         first, last = zip(*(c["candidate_reward"] for c in cells[arm]), strict=True)
         row["candidate_reward_first_step"], row["candidate_reward_last_step"] = np.mean(first), np.mean(last)
-        if arm == "gspo_label_free":
+        if arm in LABEL_FREE:
             row["label_accuracy"] = float(np.mean([c["label_accuracy"] for c in cells[arm]]))
         rows.append(row)
         for metric in UTT_METRICS:
@@ -490,24 +516,33 @@ def utterance_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> d
     _plot_policies(cells, list(BARS), "Learned TRACER policies: accuracy vs calls",
                    out_dir / "utterance_accuracy_vs_calls.png")
     arm = {r["arm"]: r for r in rows}
-    alone, gspo, free = arm["controllers_only"], arm["gspo"], arm["gspo_label_free"]
+    alone, gspo = arm["controllers_only"], arm["gspo"]
+    free = "; ".join(
+        f"{name}, consensus right {arm[name]['label_accuracy']:.2f}: first proposals "
+        f"{_signed(gap.get((name, 'first_proposal_accuracy')))}, final accuracy "
+        f"{_signed(gap.get((name, 'accuracy')))}" for name in LABEL_FREE)
     reason = (f"GSPO-trained proposer's first proposals right {gspo['first_proposal_accuracy']:.3f} vs "
               f"{alone['first_proposal_accuracy']:.3f} with the controllers alone, seed-paired "
               f"{_signed(first)} "
               f"(needs > 0{' with its interval' if n_seeds > 1 else ''}); final accuracy "
               f"{gspo['accuracy']:.3f} vs {alone['accuracy']:.3f}, gap {_signed(gap[('gspo', 'accuracy')])} "
-              f"(needs a mean > -{ACC_TOL}); label-free, consensus right {free['label_accuracy']:.2f}: first "
-              f"proposals {_signed(gap.get(('gspo_label_free', 'first_proposal_accuracy')))} "
-              "(reported, not a check)")
+              f"(needs a mean > -{ACC_TOL}); the paper's metrics, gspo vs controllers alone: correction "
+              f"{_fmt(gspo['correction_rate'])} vs {_fmt(alone['correction_rate'])}, preservation "
+              f"{_fmt(gspo['preservation_rate'])} vs {_fmt(alone['preservation_rate'])}, calls/question "
+              f"{gspo['calls_per_question']:.2f} vs {alone['calls_per_question']:.2f}; label-free (reported, "
+              f"not checked): {free}")
     return {
         "setup": {
             "utterance_arms": "controllers_only (GSPO off), gspo (gold role rewards), gspo_label_free "
-                              "(consensus labels for values and rewards); same episodes, models, controllers",
+                              "(consensus of the proposals for values and rewards), gspo_label_free_reviews "
+                              "(consensus of the proposals and of the answers the reviewer states when it "
+                              "speaks); same episodes, models, controllers",
             "utterance_training": f"{sizes['utt_steps']} steps x {sizes['utt_problems']} problems x "
                                   f"{sizes['utt_episodes']} episodes; GSPO on {sizes['utt_turns']} proposer "
                                   f"turns x {sizes['utt_candidates']} candidates per step, full weights, "
                                   f"{UTT_TRAINER}; the reviewer (re-solving) is frozen",
             "utterance_seeds": n_seeds,
+            "utterance_label_free_seeds": arm_seeds["gspo_label_free"],
             "utterance_test_problems": sizes["utt_test"],
         },
         "results": {

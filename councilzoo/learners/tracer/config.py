@@ -17,6 +17,7 @@ from councilzoo.learners.logging import check_report_to
 
 BASELINES = ("always_speak", "never_review", "alternate", "random")
 ROLES = ("proposer", "reviewer")
+CONSENSUS_VOTES = ("proposals", "proposals_and_reviews")  # label-free: whose answers vote
 
 
 def _help(text: str, minimum: float | None = None, **kwargs):
@@ -166,6 +167,11 @@ class TracerConfig:
     problems_per_step: int = _help("Problems per training batch.", default=32)
     episodes_per_problem: int = _help("Episodes per problem per step.", default=1)
     label_free: bool = _help("Train against peer-consensus labels instead of gold.", default=False)
+    consensus_votes: str = _help(
+        "Label-free: who votes for the consensus label: 'proposals' (every REFRESH answer) or "
+        "'proposals_and_reviews' (also the answer each reviewer states when it speaks).",
+        default="proposals",
+    )
     eval_every: int = _help("Evaluate every k steps (0 = only at the end).", default=0)
     save_steps: int = _help("Checkpoint every k steps (0 = only at the end).", default=10)
     save_total_limit: int = _help("Checkpoints kept.", default=2)
@@ -188,6 +194,10 @@ class TracerConfig:
         for name in ("eval_every", "save_steps"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.consensus_votes not in CONSENSUS_VOTES:
+            raise ValueError(
+                f"consensus_votes must be one of {list(CONSENSUS_VOTES)}, got {self.consensus_votes!r}"
+            )
         unknown = [b for b in self.baselines if b not in BASELINES]
         if unknown:
             raise ValueError(f"baselines {unknown} unknown; expected some of {list(BASELINES)}")

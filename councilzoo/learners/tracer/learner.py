@@ -15,7 +15,8 @@ Two layers (docs/tracer.md), each step:
 
 Label-free variant (``label_free: true``): every gold-based value and reward is judged against a
 peer-consensus label instead: the plurality of all proposals made for the problem in the step's
-episodes. Gold is then only read to report
+episodes (``consensus_votes: proposals_and_reviews``: and of the answers the reviewers state when
+they speak). Gold is then only read to report
 evaluation accuracy. See docs/tracer.md for what changes.
 
 Update semantics: per visit (default), each decision is one regret-matching iteration, applied in
@@ -50,7 +51,7 @@ from councilzoo.learners.tracer.metrics import episode_metrics, flatten, regret_
 from councilzoo.learners.tracer.values import Player, action_values, branch, play_episodes
 from councilzoo.progress import Progress
 from councilzoo.rollout import RolloutEngine
-from councilzoo.tasks import Problem, answers_equivalent, load_problems, plurality
+from councilzoo.tasks import Problem, answers_equivalent, extract_answer, load_problems, plurality
 
 
 def _callback_base() -> type:
@@ -87,14 +88,19 @@ def consensus_labels(
     problems: Sequence[Problem],
     records: Sequence,
     extra_answers: Mapping[str, list[str | None]] | None = None,
+    with_reviews: bool = False,
 ) -> list[str | None]:
     """Label-free labels, one per episode: the plurality of every proposal made for its problem
-    in the step (all its episodes' REFRESH answers plus ``extra_answers[problem id]``); None
-    when nothing parses."""
+    in the step (all its episodes' REFRESH answers plus ``extra_answers[problem id]``; with
+    ``with_reviews`` also the answer stated in each reviewer's SPEAK turn, one vote per turn, so
+    a reviewer that re-solves votes with what it found); None when nothing parses."""
     votes: dict[str, list[str | None]] = {}
     for problem, record in zip(problems, records, strict=True):
         votes.setdefault(problem.id, list((extra_answers or {}).get(problem.id, [])))
         votes[problem.id].extend(record.info.get("proposals", []))
+        if with_reviews:
+            votes[problem.id].extend(extract_answer(t.text, problem.kind) for t in record.turns
+                                     if t.role == "reviewer" and t.mode is Mode.SPEAK)
     labels = {p.id: plurality(votes[p.id], p.kind)[0] for p in problems}
     return [labels[p.id] for p in problems]
 
@@ -239,7 +245,11 @@ class Tracer:
             on_speak=gen.collect if gen else None,
         )
         branch(self.player, decisions, episodes, mode)
-        labels = consensus_labels(problems, records) if cfg.label_free else [p.answer for p in problems]
+        if cfg.label_free:
+            labels = consensus_labels(problems, records,
+                                      with_reviews=cfg.consensus_votes == "proposals_and_reviews")
+        else:
+            labels = [p.answer for p in problems]
         kinds = [p.kind for p in problems]
         values, valid = action_values(decisions, records, labels, kinds, mode, cfg.env.lam, cfg.env.cost_unit)
         self._update_controller(decisions, values, valid)

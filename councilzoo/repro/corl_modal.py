@@ -1,0 +1,266 @@
+"""Co-RL's vision-language and code halves at toy scale: parts ``vlm`` and ``code`` of
+``councilzoo repro corl`` (docs/reproductions.md, "Every half of Co-RL learns", plan 2026-12-04).
+
+Each part is a cohort of three tiny random models of two families (``councilzoo.testing``), each
+on its own paraphrase view: ``vlm`` Qwen2.5-VL / Idefics3 / Qwen2.5-VL on ``synthetic:visual``
+(the answer is only in the image), ``code`` Qwen3 / Llama / Qwen3 on ``synthetic:code`` (a
+member's answer is the output signature of its program, so the votes are over what programs
+output, never over their text).
+
+A random tiny model solves none of these items, so each member is warmed up into the regime where
+peer labels carry signal (``regime_targets``, SFT by ``tiny_models.teach_answer_format``): it
+*knows* its own random share ``KNOWN`` of the items (SFT target the right answer 80% of the time,
+else one fixed wrong answer) and is mostly wrong on the rest (right 30% of the time, else its
+fixed wrong answer). Members draw their known items independently, so their errors are
+complementary, as different models' are, and a member's sampled majority is right on about
+``KNOWN`` of the items (measured before training: the precondition check). The warm-up shows
+every view's wording of an item with the same targets, so a member's answers do not depend on
+the wording: it trains on its own view and is evaluated in the original one.
+
+Three arms at equal steps, each training the same three members on the same items: ``grpo``
+(gold labels, the ceiling reference), ``ttrl`` (each member's own majority) and ``corl``
+(``peer_majority``: the plurality of the other two members' majorities). Like TTRL's own
+protocol the runs are test-time: each cohort trains without labels on the items and its greedy
+accuracy is measured on those same items (gold read only to report), because a 0.25M-parameter
+model that memorised answers has no skill that carries to unseen images or programs.
+
+Checks per part: every member's majority-of-G accuracy in ``corl.MAJORITY_BAND``; Co-RL ends above
+its start (95% bootstrap CI of the gain above 0); Co-RL ends above TTRL (CI of the seed-paired
+difference above 0).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from councilzoo.agents.prompts import member_prompt
+from councilzoo.config import cache_home
+from councilzoo.learners.cohort.config import DataConfig, EvalConfig
+from councilzoo.repro import map_in_processes
+from councilzoo.repro.corl import (
+    MAJORITY_BAND,
+    majority_accuracy,
+    peer_label_stats,
+    sample_answers,
+    seed_ci,
+    train_cohort,
+)
+from councilzoo.repro.tiny_lms import torch_threads
+from councilzoo.tasks import Problem, format_answer, synthetic_problems
+
+
+@dataclass(frozen=True)
+class Cohort:
+    """One part: its task, the members' tiny families (member i reads view i), warm-up SFT steps and
+    the completion length its answers need."""
+
+    task: str
+    families: tuple[str, ...]
+    warmup_steps: int
+    max_completion_length: int
+
+
+COHORTS = {
+    "vlm": Cohort("visual", ("qwen2_5_vl", "idefics3", "qwen2_5_vl"), 300, 16),
+    "code": Cohort("code", ("qwen3", "llama", "qwen3"), 400, 96),
+}
+ARMS = {"grpo": ("grpo", "ground_truth"), "ttrl": ("ttrl", "self_majority"),
+        "corl": ("corl", "peer_majority")}
+KNOWN = 0.6  # share of the items a member knows (its own random draw)
+KNOWN_RIGHT, UNKNOWN_RIGHT = 0.8, 0.3  # how often its SFT target is the right answer there
+ITEMS_SEED, DIFFICULTY = 2026, 0.2
+VIEWS = (0, 1, 2)  # the wordings a member is warmed up on (it trains on view = its index)
+LEARNING_RATE, TEMPERATURE = 1e-3, 1.0  # the tiny random members' CPU configs' (configs/corl_*_cpu.yaml)
+TRAINER = {"learning_rate": LEARNING_RATE, "temperature": TEMPERATURE}
+FULL = {"items": 24, "steps": 8, "prompts": 6, "generations": 8, "eval_every": 4, "warmup": None}
+QUICK = {"items": 6, "steps": 2, "prompts": 2, "generations": 4, "eval_every": 2, "warmup": 20}
+
+
+def answer_forms(problem: Problem) -> tuple[str, list[str]]:
+    """The right answer and the item's wrong ones, each written as a member states it: a fenced
+    program for code (the solution, the distractor programs), else ``The answer is \\boxed{X}.``."""
+    if problem.kind == "code":
+        programs = [problem.metadata["solution"], *problem.metadata["distractors"]]
+        forms = [format_answer(p, "code") for p in programs]
+    else:
+        values = [problem.answer, *problem.metadata["distractors"]]
+        forms = [f"The answer is {format_answer(str(v), problem.kind)}." for v in values]
+    return forms[0], forms[1:]
+
+
+def regime_targets(problem: Problem, known: bool, wrong: int) -> list[str]:
+    """The SFT targets of one item, drawn uniformly by ``teach_answer_format``: the right answer in
+    ``KNOWN_RIGHT`` (known) or ``UNKNOWN_RIGHT`` (not known) of them, else the member's fixed wrong
+    answer ``wrong`` (an index into the item's wrong answers)."""
+    right, wrongs = answer_forms(problem)
+    share = KNOWN_RIGHT if known else UNKNOWN_RIGHT
+    n_right = int(round(10 * share))
+    return [right] * n_right + [wrongs[wrong % len(wrongs)]] * (10 - n_right)
+
+
+def build_member(part: str, index: int, problems: list[Problem], warmup_steps: int) -> Path:
+    """Member ``index`` of ``part``: a tiny random model of its family warmed up into the regime on
+    ``problems`` (its view's prompts), cached under ``$COUNCILZOO_CACHE/corl_cohorts`` by spec."""
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
+
+    from councilzoo.agents.generators.common import tiny_builder
+    from councilzoo.testing import VLM_FAMILIES
+    from councilzoo.tiny_models import teach_answer_format
+
+    cohort = COHORTS[part]
+    family, seed = cohort.families[index], index + 1
+    spec = {"part": part, "family": family, "seed": seed, "views": VIEWS, "steps": warmup_steps,
+            "known": [KNOWN, KNOWN_RIGHT, UNKNOWN_RIGHT], "items": [p.id for p in problems]}
+    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
+    root = cache_home() / "corl_cohorts"
+    folder = root / f"{part}-m{index}-{family}-{digest}"
+    marker = folder / "regime.json"
+    if marker.is_file():
+        return folder
+    root.mkdir(parents=True, exist_ok=True)
+    base = tiny_builder(family)(root / f"{family}-base-{seed}", family=family, seed=seed)
+    vlm = family in VLM_FAMILIES
+    model = (AutoModelForImageTextToText if vlm else AutoModelForCausalLM).from_pretrained(base)
+    processing = (AutoProcessor if vlm else AutoTokenizer).from_pretrained(base)
+    rng = np.random.default_rng([seed, ITEMS_SEED])
+    known = rng.random(len(problems)) < KNOWN
+    wrong = rng.integers(0, 3, size=len(problems))
+    # every view's wording, as the tiny LMs are taught: a member trains on its own view, and its
+    # accuracy is read in the original wording (EvalConfig), so what it knows must not hang on the words
+    targets = [regime_targets(p, bool(k), int(w)) for p, k, w in zip(problems, known, wrong, strict=True)]
+    prompts = [member_prompt(p, view, with_images=vlm) for view in VIEWS for p in problems]
+    targets = targets * len(VIEWS)
+    with torch_threads():
+        teach_answer_format(model, processing, prompts, targets, warmup_steps, seed)
+    staging = Path(tempfile.mkdtemp(dir=root, prefix=f".{folder.name}-"))  # renamed into place when whole
+    model.save_pretrained(staging)
+    processing.save_pretrained(staging)
+    (staging / marker.name).write_text(json.dumps({**spec, "known_items": int(known.sum())}))
+    try:
+        staging.rename(folder)
+    except OSError:  # a concurrent build of the same spec got there first: keep its folder
+        shutil.rmtree(staging)
+    return folder
+
+
+def measure(part: str, paths: list[Path], problems: list[Problem], settings: dict) -> dict[str, Any]:
+    """Before training: each member's majority-of-G accuracy at the training temperature and the
+    labels ``peer_majority`` would give from those samples."""
+    cohort = COHORTS[part]
+    golds, kinds = [p.answer for p in problems], [p.kind for p in problems]
+    answers, rows = [], []
+    for index, path in enumerate(paths):
+        group = sample_answers(path, problems, index, settings["generations"], TEMPERATURE, seed=0,
+                               max_new_tokens=cohort.max_completion_length)
+        answers.append(group)
+        rows.append({"part": part, "member": f"m{index}-{cohort.families[index]}", "view": index,
+                     "majority_accuracy": majority_accuracy(group, golds, kinds)})
+    labels = peer_label_stats(answers, golds, "peer_majority", kinds)
+    lo, hi = MAJORITY_BAND
+    return {"members": rows, "label_precision": labels["precision"], "label_coverage": labels["coverage"],
+            "in_band": all(lo <= r["majority_accuracy"] <= hi for r in rows)}
+
+
+def _run_job(job: tuple) -> dict[str, list[float]]:
+    """One arm and seed of a part (a process-pool task), one thread per member world."""
+    part, arm, seed, paths, settings, items, out = job
+    os.environ["OMP_NUM_THREADS"] = "1"
+    kind, rule = ARMS[arm]
+    cohort = COHORTS[part]
+    members = [(f"{family}", str(path), index) for index, (family, path) in enumerate(
+        zip(cohort.families, paths, strict=True))]
+    data = DataConfig(dataset="jsonl", path=str(items))
+    same_items = EvalConfig(dataset="jsonl", path=str(items), eval_steps=settings["eval_every"])
+    return train_cohort(kind, rule, members, seed, settings, data, same_items,
+                        out / f"{part}-{arm}-seed{seed}", TRAINER,
+                        max_completion_length=cohort.max_completion_length)
+
+
+def summarise(part: str, runs: dict[str, list[dict]], measured: dict) -> tuple[list[dict], dict[str, dict]]:
+    """Per-arm rows (start, final, gain with 95% CIs, peer-label precision) and the part's checks."""
+    rows, final, gain = [], {}, {}
+    for arm, seeds in runs.items():
+        start = np.array([s["accuracy"][0] for s in seeds])
+        final[arm] = np.array([s["accuracy"][-1] for s in seeds])
+        gain[arm] = final[arm] - start
+        g, f = seed_ci(gain[arm]), seed_ci(final[arm])
+        rows.append({"part": part, "arm": arm, "start_accuracy": float(start.mean()), "final_accuracy": f[0],
+                     "final_accuracy_ci": (f[1], f[2]), "gain": g[0], "gain_ci": (g[1], g[2]),
+                     "label_precision": float(np.nanmean([np.nanmean(s["label_precision"]) for s in seeds]))})
+    accs = [m["majority_accuracy"] for m in measured["members"]]
+    corl_gain = seed_ci(gain["corl"])
+    vs_ttrl = seed_ci(final["corl"] - final["ttrl"])  # paired: same starting members and seed
+    band = f"every member's majority-of-G accuracy in [{MAJORITY_BAND[0]:.2f}, {MAJORITY_BAND[1]:.2f}]"
+    checks = {
+        "members_majority_in_band": {"held": bool(measured["in_band"]),
+                                     "value": [float(np.mean(accs)), min(accs), max(accs)],
+                                     "rule": f"{band} (mean, [min, max])"},
+        "corl_beats_start": {"held": bool(corl_gain[1] > 0), "value": corl_gain,
+                             "rule": "95% CI of Co-RL's (final - start) accuracy above 0"},
+        "corl_beats_ttrl": {"held": bool(vs_ttrl[1] > 0), "value": vs_ttrl,
+                            "rule": "95% CI of (Co-RL - TTRL) final accuracy above 0"},
+    }
+    return rows, checks
+
+
+def write_items(part: str, out: Path, n: int) -> tuple[list[Problem], Path]:
+    """The part's unlabeled items (fixed seed), as a JSONL file the learners read (images as PNGs)."""
+    problems = synthetic_problems(COHORTS[part].task, n, seed=ITEMS_SEED, difficulty=DIFFICULTY)
+    path = out / f"{part}_items.jsonl"
+    images = out / f"{part}_images"
+    path.write_text("".join(json.dumps(p.to_dict(images)) + "\n" for p in problems))
+    return problems, path
+
+
+def run_part(part: str, out: Path, n_seeds: int, quick: bool) -> dict[str, Any]:
+    """Build and measure the part's members, train its arms x seeds (one process per core) and
+    return ``report.combine_parts``' part dict."""
+    settings = QUICK if quick else FULL
+    cohort = COHORTS[part]
+    problems, items = write_items(part, out, settings["items"])
+    steps = settings["warmup"] or cohort.warmup_steps
+    paths = [build_member(part, i, problems, steps) for i in range(len(cohort.families))]
+    measured = measure(part, paths, problems, settings)
+    jobs = [(part, arm, seed, paths, settings, items, out / "runs")
+            for seed in range(n_seeds) for arm in ARMS]
+    curves = map_in_processes(_run_job, jobs, os.cpu_count() or 1)
+    runs: dict[str, list[dict]] = {arm: [] for arm in ARMS}
+    for (_, arm, *_), curve in zip(jobs, curves, strict=True):
+        runs[arm].append(curve)  # seeds in order: jobs are listed seed-major
+    rows, checks = summarise(part, runs, measured)
+    held = all(c["held"] for c in checks.values())
+    reason = "; ".join(f"{name}: {'yes' if c['held'] else 'no'} ({c['rule']}: mean {c['value'][0]:+.3f}, "
+                       f"[{c['value'][1]:+.3f}, {c['value'][2]:+.3f}])" for name, c in checks.items())
+    (out / f"{part}_curves.json").write_text(json.dumps(runs))
+    return {
+        "setup": {
+            f"{part}_cohort": f"{cohort.task}: " + ", ".join(
+                f"{family} view {i}" for i, family in enumerate(cohort.families)),
+            f"{part}_regime": f"each member knows {KNOWN:.0%} of the items (SFT right {KNOWN_RIGHT:.0%} "
+                              f"there, {UNKNOWN_RIGHT:.0%} elsewhere), {steps} warm-up steps",
+            f"{part}_training": f"{settings['items']} items, {settings['steps']} steps x "
+                                f"{settings['prompts']} prompts x {settings['generations']} completions, "
+                                f"lr {LEARNING_RATE:g}, T {TEMPERATURE:g}, {n_seeds} seeds; accuracy greedy "
+                                "on the training items (test-time, as TTRL)",
+        },
+        "results": {
+            f"{part}_before_training": measured["members"],
+            f"{part}_pre_label_precision": measured["label_precision"],
+            f"{part}_arms": rows,
+            f"{part}_checks": [{"part": part, "check": k, "held": c["held"], "mean": c["value"][0],
+                                "ci": (c["value"][1], c["value"][2]), "rule": c["rule"]}
+                               for k, c in checks.items()],
+        },
+        "held": held,
+        "reason": reason,
+        "figures": [],
+    }
