@@ -59,25 +59,23 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from councilzoo.agents.base import Sampling  # noqa: E402
-from councilzoo.agents.prompts import member_prompt  # noqa: E402
-from councilzoo.envs.rewards import compute_rewards  # noqa: E402
-from councilzoo.learners.baselines import GRPO, TTRL, BaselineConfig  # noqa: E402
-from councilzoo.learners.cohort.config import DataConfig, EvalConfig, MemberConfig  # noqa: E402
-from councilzoo.learners.cohort.distributed import DistributedConfig  # noqa: E402
-from councilzoo.learners.corl import CoRL, CoRLConfig  # noqa: E402
-from councilzoo.learners.logging import read_metrics  # noqa: E402
-from councilzoo.repro import corl_sim, map_in_processes  # noqa: E402
+from councilzoo.learners.cohort.config import DataConfig, EvalConfig  # noqa: E402
+from councilzoo.repro import corl_modal, corl_sim, map_in_processes  # noqa: E402
+from councilzoo.repro.cohort_runs import (  # noqa: E402
+    MAJORITY_BAND,
+    majority_accuracy,
+    peer_label_stats,
+    sample_answers,
+    seed_ci,
+    train_cohort,
+)
 from councilzoo.repro.report import combine_parts  # noqa: E402
 from councilzoo.repro.tiny_lms import (  # noqa: E402
-    MAX_NEW_TOKENS,
     addition_problems,
     tiny_lm,
     tiny_lm_info,
-    torch_threads,
 )
-from councilzoo.tasks import Problem, answers_equivalent, answers_for_batch, plurality  # noqa: E402
-from councilzoo.theory.stats import mean_ci  # noqa: E402
+from councilzoo.tasks import Problem, answers_equivalent  # noqa: E402
 
 CLAIM = (
     "Peer rewards without labels (Co-RL) improve a cohort of different models and resist the "
@@ -123,8 +121,6 @@ REGIMES: dict[str, Regime] = {
 }
 PRIMARY = "in_regime"  # the claim's verdict is this regime's; "present" is the comparison row
 ARMS = tuple(REGIMES[PRIMARY].arms())
-MAJORITY_BAND = (0.55, 0.75)  # the in-regime precondition: each member's majority-of-G accuracy
-LEARNERS = {"grpo": (GRPO, BaselineConfig), "ttrl": (TTRL, BaselineConfig), "corl": (CoRL, CoRLConfig)}
 # Two regimes x 4 arms x 3 seeds within about 6 minutes on 2 cores (plan of 2026-12-03); the first
 # setting ran 20 steps and evaluated 250 items every 5 steps.
 FULL = {"seeds": 3, "steps": 12, "prompts": 8, "generations": 8, "eval_every": 6, "eval_items": 200,
@@ -141,55 +137,6 @@ FIGURES_DIR = Path(__file__).resolve().parents[2] / "docs" / "figures"  # full r
 
 
 # --- the majority precondition --------------------------------------------------------------
-
-
-def majority_accuracy(
-    answers: Sequence[Sequence[str | None]], golds: Sequence[str], kind: str | Sequence[str] = "numeric"
-) -> float:
-    """Share of items whose plurality answer (``tasks.plurality``: ties keep the first seen, no
-    answer counts wrong) equals the gold one; ``answers[i]`` are the G sampled answers of item i,
-    ``kind`` one answer kind for all items or one per item."""
-    if len(answers) != len(golds):
-        raise ValueError(f"{len(answers)} answer groups for {len(golds)} gold answers")
-    hits = [(label := plurality(list(group), k)[0]) is not None and answers_equivalent(label, gold, k)
-            for group, gold, k in zip(answers, golds, _kinds(kind, len(golds)), strict=True)]
-    return float(np.mean(hits)) if hits else float("nan")
-
-
-def peer_label_stats(
-    answers: Sequence[Sequence[Sequence[str | None]]], golds: Sequence[str], rule: str,
-    kind: str | Sequence[str] = "numeric",
-) -> dict[str, float]:
-    """The labels ``rule`` would give from samples ``answers[member][item][g]`` (``compute_rewards``):
-    per member, the share of items labeled (``coverage``) and of labeled items whose label is gold
-    (``precision``, the peer-label accuracy that decides which way a member is pushed), averaged."""
-    right, labeled = np.zeros(len(answers)), np.zeros(len(answers))
-    for i, (gold, k) in enumerate(zip(golds, _kinds(kind, len(golds)), strict=True)):
-        labels = compute_rewards(rule, [member[i] for member in answers], k).labels
-        for m, label in enumerate(labels):
-            labeled[m] += label is not None
-            right[m] += label is not None and answers_equivalent(label, gold, k)
-    precision = np.where(labeled > 0, right / np.maximum(labeled, 1), np.nan)
-    return {"precision": float(np.nanmean(precision)), "coverage": float(np.mean(labeled / len(golds)))}
-
-
-def _kinds(kind: str | Sequence[str], n: int) -> list[str]:
-    return [kind] * n if isinstance(kind, str) else list(kind)
-
-
-def sample_answers(model: str | Path, problems: Sequence[Problem], view: int, generations: int,
-                   temperature: float, seed: int, max_new_tokens: int = MAX_NEW_TOKENS,
-                   ) -> list[list[str | None]]:
-    """``generations`` sampled answers per item from a member's own prompt (its view, with the images
-    for a vision-language model), as in training; a program's answer is its output signature."""
-    from councilzoo.agents.generators.transformers_backend import TransformersGenerator
-
-    generator = TransformersGenerator(str(model), batch_size=256, seed=seed)
-    sampling = Sampling(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
-    prompts = [member_prompt(p, view, with_images=generator.accepts_images) for p in problems]
-    with torch_threads():
-        groups = generator.generate(prompts, n=generations, sampling=sampling)
-    return answers_for_batch([(p, [c.text for c in g]) for g, p in zip(groups, problems, strict=True)])
 
 
 def measure_regime(
@@ -231,68 +178,6 @@ def run_arm(
                         {"learning_rate": LEARNING_RATE, "temperature": REGIMES[regime].temperature})
 
 
-def train_cohort(
-    kind: str, rule: str, members: Sequence[tuple[str, str, int]], seed: int, settings: dict,
-    data: DataConfig, evaluation: EvalConfig, out: Path, trainer: dict[str, Any],
-    max_completion_length: int = MAX_NEW_TOKENS,
-) -> dict[str, list[float]]:
-    """Per-step curves of one cohort (members: (name, model folder, view)) trained by ``kind``'s
-    learner under ``rule`` on the engine users run (``councilzoo train``: one world per member):
-    greedy accuracy on ``evaluation`` (at eval steps, else NaN) and the learners' logged diagnostics
-    (label accuracy with unlabeled items counted wrong, label precision over labeled items only,
-    answer entropy, wrong consensus), means over members."""
-    learner_class, config_class = LEARNERS[kind]
-    cfg = config_class(
-        members=[MemberConfig(name=f"m{i}-{name}", model=model, view=view)
-                 for i, (name, model, view) in enumerate(members)],
-        reward_rule=rule,
-        num_generations=settings["generations"],
-        prompts_per_step=settings["prompts"],
-        max_steps=settings["steps"],
-        max_completion_length=max_completion_length,
-        seed=seed,
-        output_dir=str(out),
-        data=data,
-        eval=evaluation,
-        trainer=trainer,
-        distributed=DistributedConfig(port=_free_port()),
-        warm_start=True,  # many short runs: each world forks from one import of torch and TRL
-    )
-    learner_class(cfg).train(overwrite=True)
-    steps = settings["steps"]
-    curves: dict[str, list[float]] = {"accuracy": [float("nan")] * (steps + 1)}
-    per_member: dict[str, list[list[float]]] = {
-        k: [] for k in ("wrong_consensus", "label_accuracy", "label_precision", "answer_entropy")
-    }
-    evals: dict[int, list[float]] = {}
-    for i in range(len(cfg.members)):
-        rows = {r["step"]: r for r in read_metrics(cfg.member_dir(i) / "metrics.jsonl") if "reward" in r}
-        for r in rows.values():  # over labeled items only; NaN when the step labeled none
-            covered = 1.0 - _num(r.get("unlabeled", 0.0))
-            r["label_precision"] = _num(r.get("label_accuracy")) / covered if covered > 0 else None
-        for key, series in per_member.items():
-            series.append([_num(rows.get(s, {}).get(key)) for s in range(1, steps + 1)])
-        for r in read_metrics(cfg.member_dir(i) / "eval.jsonl"):
-            evals.setdefault(r["step"], []).append(r["accuracy"])
-    for step, values in evals.items():
-        curves["accuracy"][step] = float(np.mean(values))
-    for key, series in per_member.items():
-        curves[key] = [float(v) for v in np.nanmean(np.array(series, dtype=float), axis=0)]
-    return curves
-
-
-def _num(value) -> float:
-    return float("nan") if value is None else float(value)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run_job(job: tuple) -> dict[str, list[float]]:
     """``run_arm`` with one thread per member world (a process-pool task: one arm and seed)."""
     regime, arm, seed = job[:3]
@@ -304,12 +189,6 @@ def _run_job(job: tuple) -> dict[str, list[float]]:
 
 
 # --- aggregation and verdict ----------------------------------------------------------------
-
-
-def seed_ci(values) -> list[float]:
-    """[mean, lo, hi]: the mean over seeds and its 95% bootstrap interval (fixed bootstrap seed)."""
-    mean, lo, hi = mean_ci(np.asarray(values, dtype=float), seed=0)
-    return [mean, lo, hi]
 
 
 def _tail(curve: list[float]) -> float:
@@ -590,8 +469,6 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
         "reason": reason,
         "figures": ["corl_regimes.png", "corl_accuracy.png", "corl_collapse.png", "corl_sim.png"],
     }
-    from councilzoo.repro import corl_modal  # it builds on this module's helpers
-
     parts = {"text": text}
     for name in corl_modal.COHORTS:
         parts[name] = corl_modal.run_part(name, out, n_seeds, quick)

@@ -24,7 +24,7 @@ protocol the runs are test-time: each cohort trains without labels on the items 
 accuracy is measured on those same items (gold read only to report), because a 0.25M-parameter
 model that memorised answers has no skill that carries to unseen images or programs.
 
-Checks per part: every member's majority-of-G accuracy in ``corl.MAJORITY_BAND``; Co-RL ends above
+Checks per part: every member's majority-of-G accuracy in ``cohort_runs.MAJORITY_BAND``; Co-RL ends above
 its start (95% bootstrap CI of the gain above 0); Co-RL ends above TTRL (CI of the seed-paired
 difference above 0).
 """
@@ -46,7 +46,7 @@ from councilzoo.agents.prompts import member_prompt
 from councilzoo.config import cache_home
 from councilzoo.learners.cohort.config import DataConfig, EvalConfig
 from councilzoo.repro import map_in_processes
-from councilzoo.repro.corl import (
+from councilzoo.repro.cohort_runs import (
     MAJORITY_BAND,
     majority_accuracy,
     peer_label_stats,
