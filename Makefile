@@ -51,7 +51,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 browser:
 	@test -x /usr/bin/chromium || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium; }
 
-# The vLLM environment (a ~2.5 GB install, mostly download) is built while the core tiers run;
+# The vLLM environment (a 4.1 GB install, mostly download) is built while the core tiers run;
 # their output streams as it happens. Either failing fails the target.
 test: lint browser
 	$(MAKE) -j2 test-core vllm-env-logged

