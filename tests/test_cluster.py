@@ -66,11 +66,14 @@ def recipe(opening: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def cpu_config(folder: Path, models: Path, **changes) -> None:
-    """The CPU copy of the GPU config (and of the accelerate configs) under ``folder/configs``."""
+def cpu_config(folder: Path, models: Path, sharded: bool = False, **changes) -> None:
+    """The CPU copy of the GPU config (and of the accelerate configs) under ``folder/configs``;
+    ``sharded`` keeps the members' ZeRO-3 ``accelerate_config``."""
     data = yaml.safe_load((ROOT / GPU_CONFIG).read_text())
     for member in data["members"]:
-        del member["model"], member["devices"], member["accelerate_config"]
+        del member["model"], member["devices"]
+        if not sharded:
+            del member["accelerate_config"]
         member.update(tiny_family=FAMILIES[member["name"]], num_processes=2)
     trainer = data["trainer"]
     for key in ("use_vllm", "vllm_mode", "vllm_gpu_memory_utilization"):
@@ -234,6 +237,29 @@ def test_a_wrong_batch_setting_is_one_line_before_anything_starts(tmp_path, mode
     [line] = out.stderr.strip().splitlines()
     assert line.startswith("councilzoo train: error: members.0 (qwen): generation_batch_size 128 ")
     assert "use num_processes 2 or prompts_per_step 12" in line
+    assert not (tmp_path / RUN / "members").exists()  # nothing started
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU runs these recipes (scripts/gpu_check.sh)")
+@pytest.mark.parametrize(
+    "opening, config, backend",
+    [("One 8-GPU node, two members of 4 GPUs each", "zero3.yaml", "DEEPSPEED"),
+     ("FSDP instead of ZeRO-3", "fsdp.yaml", "FSDP")],
+    ids=["zero3", "fsdp"],
+)  # fmt: skip
+def test_a_sharded_recipe_on_a_cpu_stops_before_anything_starts(tmp_path, models, opening, config, backend):
+    """accelerate starts FSDP and DeepSpeed worlds only on GPUs; on a CPU it would silently train
+    them plain data parallel, so the launcher refuses the recipe, naming the back end."""
+    [(_, command)] = recipe(opening)
+    cpu_config(tmp_path, models, sharded=True)
+    out = subprocess.run(cpu_command(command), cwd=tmp_path, env=_env(), capture_output=True, text=True)
+    assert out.returncode == 2, out.stderr[-4000:]
+    [line] = out.stderr.strip().splitlines()
+    assert line == (
+        f"councilzoo train: error: members.0 (qwen): accelerate_config configs/accelerate/{config} asks for "
+        f"{backend}, which accelerate runs on GPUs only (on a CPU the world would silently be plain data "
+        "parallel); run it on a GPU machine or leave accelerate_config out"
+    )
     assert not (tmp_path / RUN / "members").exists()  # nothing started
 
 
