@@ -20,6 +20,7 @@ A CPU machine changes only what it must, by these rules (``cpu_config``, ``cpu_c
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -177,6 +178,10 @@ def assert_same_training(runs: dict[str, Path], alone: Path, models: Path) -> No
         rows, one = trained_rows(run, name), trained_rows(alone, name)
         assert [r["step"] for r in rows] == [1], name
         assert rows[0]["votes_per_item"] == 8  # every rank's completions of an item reached the vote
+        world = json.loads((run / "members" / name / "world.json").read_text())  # as accelerate set it up
+        assert world == {
+            "distributed_type": "MULTI_CPU", "num_processes": 2, "model_class": "DistributedDataParallel"
+        }  # fmt: skip
         for key in ("reward", "label_accuracy", "agreement", "completions/mean_length"):
             assert rows[0][key] == pytest.approx(one[0][key], abs=1e-6), (name, key)
         start = load_file(next(models.glob(f"{name}*/model.safetensors")))
