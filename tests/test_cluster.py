@@ -4,10 +4,11 @@ from the doc's own code blocks on this machine, so a test fails when the docs an
 A CPU machine changes only what it must, by these rules (``cpu_config``, ``cpu_command``):
 
 - ``configs/corl_gpu_qwen_llama.yaml`` becomes a CPU copy: tiny models of the members' families (qwen3,
-  llama; built once) instead of the hub models, fp32, no vLLM colocate and no ZeRO-3 (neither runs on
-  a CPU: docs/learners.md), synthetic items, one optimizer step of 8-token completions at learning
-  rate 1e-3 without warm-up (so that one step moves the weights),
-  ``seeded_sampling`` on (updates that do not depend on the world size), a free store port. The batch
+  llama; built once) instead of the hub models, fp32, no vLLM and no ZeRO-3 (except in the tests of
+  those recipes, which show how far a CPU gets: docs/learners.md), synthetic items, one optimizer
+  step of 8-token completions at learning rate 1e-3 without warm-up (so that one step moves the
+  weights), ``seeded_sampling`` on (updates that do not depend on the world size), a free store port.
+  The batch
   settings (prompts_per_step, num_generations, per_device_train_batch_size,
   gradient_accumulation_steps) stay as shipped: they are what the recipes must get right;
 - ``devices=...`` settings are dropped (gloo on CPU);
