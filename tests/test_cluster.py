@@ -8,8 +8,7 @@ A CPU machine changes only what it must, by these rules (``cpu_config``, ``cpu_c
   those recipes, which show how far a CPU gets: docs/learners.md), synthetic items, one optimizer
   step of 8-token completions at learning rate 1e-3 without warm-up (so that one step moves the
   weights), ``seeded_sampling`` on (updates that do not depend on the world size), a free store port.
-  The batch
-  settings (prompts_per_step, num_generations, per_device_train_batch_size,
+  The batch settings (prompts_per_step, num_generations, per_device_train_batch_size,
   gradient_accumulation_steps) stay as shipped: they are what the recipes must get right;
 - ``devices=...`` settings are dropped (gloo on CPU);
 - a world of more than 3 processes per node runs 2 when it is on one node, 1 per node when it spans
