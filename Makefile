@@ -44,7 +44,7 @@ vllm-env-logged:
 	@bash scripts/setup_vllm_env.sh > $(VLLM_LOG) 2>&1 || { tail -n 30 $(VLLM_LOG); exit 1; }
 
 test-vllm: setup vllm-env
-	$(VENV)/bin/pytest -q -m vllm
+	$(VENV)/bin/pytest -q -m "vllm and not cluster"  # the cluster tier runs its vLLM test
 
 # Headless Chromium for the viewer's browser tests (Debian's package; as root, or through sudo).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

