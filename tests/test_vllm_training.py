@@ -106,6 +106,9 @@ def run_cohort(root: Path) -> dict:
         "evals": read_metrics(cfg.member_dir(0) / "eval.jsonl"),
         "rewards": [r["reward"] for r in read_metrics(cfg.member_dir(0) / "metrics.jsonl") if "reward" in r],
         "pushes": len(pushes),
+        # the tiny model's folder as this (vLLM) environment names it: the cache key holds the
+        # torch and transformers versions, which differ from the test process's
+        "model": str(cfg.tiny_model_dir(0)),
     }
 
 
@@ -191,7 +194,7 @@ def test_held_out_accuracy_on_vllm_equals_transformers_on_the_same_weights(cohor
     problems = load_items(cfg.eval, cfg.seed)
     prompts = [member_prompt(p, 0, False) for p in problems]
     greedy = Sampling(max_new_tokens=cfg.max_completion_length, temperature=0.0)
-    weights = [cfg.tiny_model_dir(0)] + [root / "run0" / "members" / "m" / f"checkpoint-{k}" for k in (1, 2)]
+    weights = [Path(run["model"])] + [root / "run0" / "members" / "m" / f"checkpoint-{k}" for k in (1, 2)]
     expected = []
     for folder in weights:
         generator = TransformersGenerator(str(folder), dtype="float32")
