@@ -243,7 +243,9 @@ def test_a_wrong_batch_setting_is_one_line_before_anything_starts(tmp_path, mode
     assert out.returncode == 2
     [line] = out.stderr.strip().splitlines()
     assert line.startswith("councilzoo train: error: members.0 (qwen): generation_batch_size 128 ")
-    assert "use num_processes 2 or prompts_per_step 12" in line
+    # the suggested prompts_per_step makes the round split over the 3 processes (4 prompts' worth each)
+    suggested = int(re.search(r"use num_processes 2 or prompts_per_step (\d+)$", line).group(1))
+    assert suggested * 8 % (4 * 3) == 0
     assert not (tmp_path / RUN / "members").exists()  # nothing started
 
 

@@ -219,7 +219,7 @@ def test_one_problem_side_by_side_across_protocols(page, server, folder):
 @pytest.mark.browser
 def test_tracer_training_curves_and_controller_policies(page, server, folder):
     _open(page, server, "#training")
-    page.wait_for_selector(".chart-box svg path.line")
+    page.wait_for_selector(".chart-box svg path.line", state="attached")
     policies = folder.training(0)["policies"]
     for role, states in policies.items():
         chart = page.locator(".chart-box", has=page.locator("h3", has_text=f"{role}:"))
@@ -235,7 +235,8 @@ def test_cohort_curves_and_reports_of_a_repro_folder(page, quick_repro):
     server = ViewerServer(OutputFolder(quick_repro), port=0).start()
     try:
         page.goto(server.url + "#training")
-        page.wait_for_selector(".chart-box[data-metric='reward'] path.line")
+        # attached, not visible: a constant curve is a flat path whose box has no height
+        page.wait_for_selector(".chart-box[data-metric='reward'] path.line", state="attached")
         first_run = sorted((quick_repro / "corl" / "runs").iterdir())[0]
         members = {p.name for p in (first_run / "members").iterdir()}
         reward = page.locator(".chart-box[data-metric='reward']")
