@@ -52,10 +52,12 @@ browser:
 	@test -x /usr/bin/chromium || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium; }
 
 # The vLLM environment (a 4.1 GB install, mostly download) is built while the core tiers run;
-# their output streams as it happens. Either failing fails the target.
+# their output streams as it happens. Then the vLLM and cluster tiers run side by side (each
+# waits on servers and process start-up much of the time), each tier's output printed whole when
+# it ends. Any failing fails the target.
 test: lint browser
 	$(MAKE) -j2 test-core vllm-env-logged
-	$(MAKE) test-vllm test-cluster
+	$(MAKE) -j2 --output-sync=target test-vllm test-cluster
 
 clean:
 	rm -rf $(VENV) .venv-vllm $(VLLM_LOG) demo-out .pytest_cache .ruff_cache
