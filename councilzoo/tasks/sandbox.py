@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from councilzoo.processes import pid_alive
 from councilzoo.tasks import sandbox_worker as wire
 
 MODES = ("call", "stdin", "script")
@@ -279,18 +280,9 @@ def remove_abandoned_roots() -> None:
     """Delete the pool folders of processes that are gone (killed before they could close)."""
     for path in Path(tempfile.gettempdir()).glob(f"{ROOT_PREFIX}*-*"):
         owner = path.name[len(ROOT_PREFIX) :].split("-", 1)[0]
-        if owner.isdigit() and not _alive(int(owner)):
+        if owner.isdigit() and not pid_alive(int(owner)):
             wire.remove_tree(str(path))
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True
 
 
 _DEFAULT: dict[int, Sandbox] = {}  # by process id: a forked process gets its own pool

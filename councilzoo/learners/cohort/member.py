@@ -28,6 +28,7 @@ from councilzoo.learners.cohort import engine
 from councilzoo.learners.cohort.config import CohortConfig, load_items
 from councilzoo.learners.cohort.distributed import CohortLink
 from councilzoo.learners.cohort.seeded_sampling import SeededSampling
+from councilzoo.processes import pid_alive
 from councilzoo.tasks import Problem, answers_equivalent, answers_for_batch
 
 
@@ -301,7 +302,7 @@ def die_with_launcher() -> None:
     if launcher is None:
         return
     set_parent_death_signal()
-    if not _alive(int(launcher)):
+    if not pid_alive(int(launcher)):
         sys.exit(f"the cohort launcher (pid {launcher}) is gone")
 
 
@@ -310,15 +311,6 @@ def set_parent_death_signal(sig: int = signal.SIGKILL) -> None:
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:
