@@ -1,5 +1,5 @@
-"""Offline tiny models for tests and CI: local BPE tokenizer + random-init Qwen3 or Llama, and a
-tiny image-text-to-text model (``build_tiny_vlm``).
+"""Offline tiny models for tests, CI and the reproductions: local BPE tokenizer + random-init
+Qwen3 or Llama, and a tiny image-text-to-text model (``build_tiny_vlm``).
 
 ``build_tiny_model(path)`` needs no hub access and takes about a second. The model is random, so
 it says nothing sensible, but it exercises every real code path (chat template, tokenisation,
