@@ -183,6 +183,8 @@ def test_an_episode_reads_as_a_conversation_turn_by_turn(page, server, runs, fol
     heads = page.locator(".conversation .turn-head b").all_inner_texts()
     assert heads == [t["agent"] for t in record["turns"]]
     assert page.locator(".conversation .turn .chip.right, .conversation .turn .chip.wrong").count() >= 1
+    # the image loads after the turns are drawn: wait for it, then check that it decoded
+    page.wait_for_function("document.querySelector('.problem img')?.complete")
     assert page.evaluate("document.querySelector('.problem img').naturalWidth") > 0
 
 
