@@ -1,0 +1,51 @@
+"""Run a property under hypothesis and turn its failure into one readable ``AssertionError``.
+
+Every checker of the kit (``check_no_regret``, ``check_gate``, ...) is a plain function: it calls
+``falsify`` with a strategy and a property that raises on a counterexample. ``falsify`` asks
+hypothesis for the *smallest* failing example (``hypothesis.find``, which shrinks), then raises
+``AssertionError`` naming the checker, what went wrong on that example, and the example itself,
+so the checkers work the same under pytest, unittest or a plain script.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from hypothesis import find
+from hypothesis import settings as Settings
+from hypothesis.errors import NoSuchExample
+from hypothesis.strategies import SearchStrategy
+
+T = TypeVar("T")
+
+
+def _failure(prop: Callable[[T], None], example: T) -> str | None:
+    """What ``prop`` raised on ``example`` (``Type: message``), or None when it held."""
+    try:
+        prop(example)
+    except Exception as err:  # a crash of the unit under test is a counterexample too
+        text = str(err).strip() or "(no message)"
+        return text if isinstance(err, AssertionError) else f"{type(err).__name__}: {text}"
+    return None
+
+
+def falsify(
+    checker: str,
+    strategy: SearchStrategy[T],
+    prop: Callable[[T], None],
+    settings: Settings | None = None,
+) -> None:
+    """Raise ``AssertionError`` if hypothesis finds an example of ``strategy`` on which ``prop``
+    raises; the message names ``checker``, the failure and the shrunk example.
+
+    ``settings`` defaults to the currently loaded hypothesis profile. The example database is
+    off: a stored example of one checker must never be replayed against another.
+    """
+    run = Settings(settings if settings is not None else Settings(), database=None)
+    try:
+        example = find(strategy, lambda x: _failure(prop, x) is not None, settings=run)
+    except NoSuchExample:
+        return
+    failure = _failure(prop, example) or "it failed once and passed when run again (not deterministic)"
+    raise AssertionError(f"{checker} failed: {failure}\nShrunk counterexample: {example!r}")
