@@ -1,0 +1,180 @@
+"""Escalation-gate properties: strategies for COMED's signals and dev tables, and ``check_gate``.
+
+A gate decides twice in ``councilzoo/escalation-v0`` (docs/comed.md): after the anchor (ACCEPT,
+VERIFY = run the peer probe, ESCALATE = debate) and, when it probed, after the probe (ACCEPT,
+VERIFY = one adjudication, ESCALATE). ``check_gate`` plays the real game on generated signals
+(the anchor's samples, the router margin, the probe's answer) and asks the gate at both steps:
+
+- every decision is one of the env's legal modes;
+- for each signal named in ``monotone``, raising it (all else equal) never makes a decision
+  dearer (ACCEPT < VERIFY < ESCALATE), at the gate nor after a disagreeing probe. COMED's rule
+  claims this for ``anchor_consistency`` and ``router_margin`` (its thresholds are lower bounds
+  for accepting and upper bounds for escalating); the learned gates claim no monotonicity.
+
+The after-probe step is asked in the states the gate itself reaches (it chose VERIFY at the
+gate), or, with ``after_probe="all"``, in every state (the checker plays VERIFY at the gate).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+from hypothesis import settings as Settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from councilzoo.agents.comed import GateOutcomes
+from councilzoo.agents.learned_gate import FEATURES, LearnedGateController
+from councilzoo.envs.core import Action, Mode, TurnContext
+from councilzoo.envs.escalation_v0 import raw_env
+from councilzoo.tasks import Problem
+from councilzoo.testing.falsify import falsify
+
+PRICE = {Mode.ACCEPT: 0, Mode.VERIFY: 1, Mode.ESCALATE: 2}  # cheap to dear
+MONOTONE_SIGNALS = ("anchor_consistency", "router_margin")
+AFTER_PROBE = ("reached", "all")
+_DISAGREE = "-1"  # never among the anchor's answers
+
+
+@dataclass(frozen=True)
+class GateSignals:
+    """One problem's signals: ``agreeing`` of the anchor's ``samples`` give its plurality answer
+    (the others give distinct wrong ones), the router ``margin`` (None: no router), whether the
+    peer probe agrees, and how many numbers the question states."""
+
+    samples: int
+    agreeing: int
+    margin: float | None
+    probe_agrees: bool
+    numbers: int = 2
+
+
+@st.composite
+def gate_signals(draw, max_samples: int = 8, router: bool | None = None) -> GateSignals:
+    """COMED's signals; ``router`` forces a margin to be present (True) or absent (False)."""
+    n = draw(st.integers(1, max_samples))
+    present = draw(st.booleans()) if router is None else router
+    margin = draw(st.sampled_from([0.0, 0.5, -0.5]) | st.floats(-1.0, 1.0)) if present else None
+    return GateSignals(n, draw(st.integers(1, n)), margin, draw(st.booleans()), draw(st.integers(0, 4)))
+
+
+@st.composite
+def raised(draw, signals: GateSignals, signal: str) -> GateSignals:
+    """``signals`` with ``signal`` raised and everything else kept (unchanged if at its top)."""
+    if signal == "anchor_consistency":
+        return replace(signals, agreeing=draw(st.integers(signals.agreeing, signals.samples)))
+    if signal == "router_margin":
+        low = 0.0 if signals.margin is None else signals.margin
+        return replace(signals, margin=draw(st.floats(low, max(low, 1.0))))
+    raise ValueError(f"monotone signals must be among {MONOTONE_SIGNALS}, got {signal!r}")
+
+
+@st.composite
+def gate_outcomes(draw, min_problems: int = 3, max_problems: int = 12) -> GateOutcomes:
+    """Dev tables for fitting learned gates: ``learned_gate.FEATURES`` per problem, every path's
+    correctness, costs increasing from accepting to debating, probes agreeing or not."""
+    n = draw(st.integers(min_problems, max_problems))
+    x = np.c_[
+        draw(arrays(np.float64, n, elements=st.sampled_from([0.2, 0.4, 0.6, 0.8, 1.0]))),
+        draw(arrays(np.float64, n, elements=st.floats(0.0, 1.6))),
+        draw(arrays(np.float64, n, elements=st.floats(-1.0, 1.0))),
+        draw(arrays(np.float64, n, elements=st.sampled_from([0.0, 1.0]))),
+        draw(arrays(np.float64, n, elements=st.floats(1.0, 4.0))),
+        draw(arrays(np.float64, n, elements=st.integers(0, 5).map(float))),
+    ]
+    assert x.shape[1] == len(FEATURES)
+    x[:, 2] *= x[:, 3]  # no router, no margin
+    cost = np.array([5.0, 6.0, 7.0, 9.0, 8.0]) + draw(st.floats(0.0, 3.0))
+    return GateOutcomes(
+        consistency=x[:, 0],
+        margin=x[:, 2],
+        margin_present=x[:, 3] > 0,
+        probe_agrees=draw(arrays(np.bool_, n)),
+        correct=draw(arrays(np.bool_, (n, 5))),
+        cost=np.tile(cost, (n, 1)),
+        features=x,
+    )
+
+
+# ---- playing the gate in escalation-v0 ---------------------------------------------------------
+def _problem(signals: GateSignals) -> Problem:
+    numbers = " ".join(str(3 + k) for k in range(signals.numbers))
+    metadata = {} if signals.margin is None else {"router_margin": signals.margin}
+    question = f"How many in total? {numbers}".strip()
+    return Problem("gate-check", question, "7", kind="numeric", metadata=metadata)
+
+
+def _decide(controller: Any, context: TurnContext, step: str) -> Mode:
+    [mode] = controller.choose([context])
+    if not isinstance(mode, Mode) or mode not in context.legal_modes:
+        raise AssertionError(f"{step}: the gate chose {mode!r}, not one of the legal modes "
+                             f"{[m.name for m in context.legal_modes]}")
+    return mode
+
+
+def play_gate(controller: Any, signals: GateSignals, force_probe: bool = False) -> tuple[Mode, Mode | None]:
+    """The gate's decision after the anchor and, if the probe ran, after it (else None); the
+    probe runs when the gate chose VERIFY, or always with ``force_probe``."""
+    env = raw_env(problems=[_problem(signals)], anchor_samples=signals.samples)
+    env.reset(seed=0)
+    answers = ["7"] * signals.agreeing + [str(100 + k) for k in range(signals.samples - signals.agreeing)]
+    texts = tuple(f"The answer is \\boxed{{{a}}}" for a in answers)
+    env.step(Action(Mode.ANSWER, text=texts[0], samples=texts))
+    context = env.turn_context("controller")
+    first = _decide(controller, context, "after the anchor")
+    if first is not Mode.VERIFY and not force_probe:
+        return first, None
+    env.step(Action(Mode.VERIFY))
+    probe = context.extras["anchor_answer"] if signals.probe_agrees else _DISAGREE
+    env.step(Action(Mode.ANSWER, text=f"The answer is \\boxed{{{probe}}}"))
+    return first, _decide(controller, env.turn_context("controller"), "after the probe")
+
+
+def _controller(gate: Any, outcomes: GateOutcomes | None) -> Any:
+    if outcomes is not None:
+        gate = gate.fit(outcomes)
+    return gate if hasattr(gate, "choose") else LearnedGateController(gate)
+
+
+def check_gate(
+    gate: Any,
+    *,
+    monotone: tuple[str, ...] = (),
+    after_probe: str = "reached",
+    fit: bool = False,
+    settings: Settings | None = None,
+) -> None:
+    """Check an escalation gate's decisions (module docstring); raise ``AssertionError`` with a
+    shrunk counterexample on the first violation.
+
+    ``gate`` is a controller (``choose(contexts) -> modes``, e.g. ``ComedController``), a fitted
+    learned gate (``gate_scores``/``after_probe_scores``, played by ``LearnedGateController``), or
+    with ``fit=True`` an unfitted one, fitted (``gate.fit(outcomes)``) on a generated dev table
+    per example.
+    """
+    unknown = set(monotone) - set(MONOTONE_SIGNALS)
+    if unknown or after_probe not in AFTER_PROBE:
+        raise ValueError(f"monotone must be among {MONOTONE_SIGNALS} (got {sorted(unknown)}) and "
+                         f"after_probe one of {AFTER_PROBE} (got {after_probe!r})")
+    force = after_probe == "all"
+
+    @st.composite
+    def cases(draw):
+        base = draw(gate_signals(router=True if "router_margin" in monotone else None))
+        ups = {signal: draw(raised(base, signal)) for signal in monotone}
+        return base, ups, draw(gate_outcomes()) if fit else None
+
+    def prop(case) -> None:
+        base, ups, outcomes = case
+        controller = _controller(gate, outcomes)
+        low = play_gate(controller, base, force)
+        for signal, up in ups.items():
+            high = play_gate(controller, up, force)
+            for step, a, b in (("after the anchor", low[0], high[0]), ("after the probe", low[1], high[1])):
+                if a is not None and b is not None and PRICE[b] > PRICE[a]:
+                    raise AssertionError(f"not monotone in {signal} {step}: {a.name} at {base}, but "
+                                         f"the dearer {b.name} at {up}")
+
+    falsify("check_gate", cases(), prop, settings)
