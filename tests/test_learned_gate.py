@@ -21,6 +21,7 @@ from councilzoo.evaluation.council import CouncilConfig
 from councilzoo.evaluation.demo import DEMO_COUNCIL, DEMO_SIZE
 from councilzoo.evaluation.harness import Evaluation
 from councilzoo.tasks import load_problems, synthetic_problems
+from councilzoo.testing.gates import check_gate
 
 LEARNED = ("comed_learned", "comed_regret")
 
@@ -83,6 +84,15 @@ def test_on_the_demo_council_beats_accepting_and_costs_less_than_debate(name):
     assert gate["accuracy"] >= max(rows["single"]["accuracy"], rows["self_consistency"]["accuracy"])
     assert gate["calls"] < rows["debate"]["calls"] and gate["tokens"] < rows["debate"]["tokens"]
     assert gate["harm"] < rows["debate"]["harm"]
+
+
+@pytest.mark.parametrize("gate", [LogisticGate(0.02), RegretGate(0.02, iterations=100)],
+                         ids=["logistic", "regret"])
+def test_fitted_on_any_dev_table_the_gates_decide_legally_at_both_steps(gate):
+    """Fitted on generated dev tables (absent classes, no router, every probe agreeing ...), each
+    gate plays escalation-v0 to a legal decision after the anchor and after the probe; neither
+    claims monotonicity in a signal, so none is checked."""
+    check_gate(gate, fit=True, after_probe="all")
 
 
 def test_regret_gate_converges_to_the_best_path_of_a_cell():

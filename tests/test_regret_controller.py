@@ -13,6 +13,7 @@ from councilzoo.agents.regret_controller import (
 from councilzoo.envs.core import Mode, TurnContext
 from councilzoo.envs.review_v0 import FEATURE_NAMES
 from councilzoo.tasks import Problem
+from councilzoo.testing.regret import as_matcher, check_no_regret
 
 PROBLEM = Problem("q0", "1+1?", "2", kind="numeric")
 
@@ -105,3 +106,11 @@ def test_state_dict_round_trip_is_exact():
     contexts = [context(score=k % 3 - 1, transcript_len=k) for k in range(30)]
     assert a.choose(contexts) == b.choose(contexts)
     assert a.report() == b.report()
+
+
+@pytest.mark.parametrize("role", ["reviewer", "proposer"])
+def test_each_role_is_a_no_regret_learner(role):
+    """Fed any bounded value sequence in all 14 states (its training play), a role's external
+    regret stays within Delta sqrt(2 T); two copies in self-play approach a CCE."""
+    check_no_regret(lambda S, A: as_matcher(RegretMatchingController(), role),
+                    num_states=VoteTimeState().num_states, num_actions=2)

@@ -5,19 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
-from hypothesis.extra.numpy import arrays
 
+from councilzoo.testing.regret import controller_games
 from councilzoo.theory import ControllerGame, OutcomeModel, solve_controller_game
 
-probs = arrays(np.float64, (4,), elements=st.floats(0.0, 1.0))
 
-
-@given(p=probs, rescue=probs, harm=probs, cost=st.floats(0.0, 0.5))
-def test_exact_values_bound_and_equilibrium(p, rescue, harm, cost):
+@given(game=controller_games(max_cost=0.5))
+def test_exact_values_bound_and_equilibrium(game):
     """Exact values, uniform averaging: max_a v(a) - avg.v = max_a R_T(a)/T <= Delta sqrt(2/T)."""
-    game = ControllerGame(OutcomeModel(p, rescue, harm, cost))
-    T = 100
+    T, cost = 100, game.outcome_model.call_cost
     sol = solve_controller_game(game, T, variant="rm+", sampled=False)
     v = sol.action_values
     suboptimality = v.max(axis=1) - (sol.policy * v).sum(axis=1)
@@ -39,14 +35,13 @@ def test_sampled_outcomes_recover_the_equilibrium(variant):
     assert np.all(best_mass > 0.9), best_mass
 
 
-@given(p=probs, rescue=probs, harm=probs, cost=st.floats(0.0, 1.0))
-def test_sampled_values_average_to_exact_values(p, rescue, harm, cost):
-    game = ControllerGame(OutcomeModel(p, rescue, harm, cost))
-    n = 4000
-    samples = game.sample_action_values(np.repeat(np.arange(4), n), np.random.default_rng(0))
-    means = samples.reshape(4, n, 2).mean(axis=1)
+@given(game=controller_games(max_cost=1.0))
+def test_sampled_values_average_to_exact_values(game):
+    n, S, cost = 4000, game.num_states, game.outcome_model.call_cost
+    samples = game.sample_action_values(np.repeat(np.arange(S), n), np.random.default_rng(0))
+    means = samples.reshape(S, n, 2).mean(axis=1)
     np.testing.assert_allclose(means, game.action_values(), atol=5 * 2 / np.sqrt(n))
-    assert samples.min() >= -1 - cost and samples.max() <= 1.0  # width Delta = 2 + cost
+    assert samples.min() >= -1 - cost.max() and samples.max() <= 1.0  # width Delta = 2 + cost
 
 
 def test_outcome_model_validation():

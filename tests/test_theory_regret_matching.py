@@ -6,60 +6,33 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from hypothesis.extra.numpy import arrays
 
+from councilzoo.testing.regret import check_no_regret, played_regret, run_sequence, utility_sequences
 from councilzoo.theory import RegretMatcher, regret_bound
 
 RTOL = 1e-9
 
 
-@st.composite
-def payoff_sequences(draw):
-    """(T, S, A) values in [low, low + delta]; some states face an adaptive adversary."""
-    T = draw(st.integers(1, 120))
-    S = draw(st.integers(1, 4))
-    A = draw(st.integers(1, 5))
-    delta = draw(st.sampled_from([1.0, 2.0, 1e-3, 37.5]))
-    low = draw(st.floats(-100, 100))
-    unit = draw(arrays(np.float64, (T, S, A), elements=st.one_of(
-        st.sampled_from([0.0, 1.0]), st.floats(0.0, 1.0))))
-    adaptive = draw(arrays(np.bool_, (S,)))
-    return low, delta, unit, adaptive
-
-
-def _run(variant: str, low: float, delta: float, unit: np.ndarray, adaptive: np.ndarray):
-    """Feed the sequence; adaptive states get delta on their least-likely action, 0 elsewhere
-    (the adversary that maximises RM's regret growth). Returns the matcher and the log."""
-    T, S, A = unit.shape
-    m = RegretMatcher(S, A, variant=variant)
-    log_sigma, log_values = [], []
-    for t in range(T):
-        sigma = m.strategy()
-        attack = (sigma == sigma.min(axis=1, keepdims=True)).astype(np.float64)
-        values = low + delta * np.where(adaptive[:, None], attack, unit[t])
-        m.update(np.arange(S), values)
-        log_sigma.append(sigma)
-        log_values.append(values)
-    return m, np.array(log_sigma), np.array(log_values)
+@pytest.mark.parametrize("variant", ["rm", "rm+"])
+def test_no_regret_on_any_bounded_sequence(variant):
+    """For ANY bounded sequence, oblivious or adaptive: max_a R_T(a) <= Delta sqrt(A T) (RM and
+    RM+), recomputed from the played policies; and self-play's CCE gap within the bound / T."""
+    check_no_regret(lambda S, A: RegretMatcher(S, A, variant=variant))
 
 
 @pytest.mark.parametrize("variant", ["rm", "rm+"])
-@given(seq=payoff_sequences())
-def test_cumulative_regret_never_exceeds_bound(variant, seq):
-    """For ANY bounded sequence: max_a R_T(a) <= ||[R_T]+||_2 <= Delta sqrt(A T) (RM and RM+)."""
-    low, delta, unit, adaptive = seq
-    m, sigma, values = _run(variant, low, delta, unit, adaptive)
-    T, S, A = unit.shape
-    bound = regret_bound(delta, A, T)
+@given(seq=utility_sequences())
+def test_tracked_regret_is_the_true_regret_and_obeys_the_norm_bound(variant, seq):
+    """max_a R_T(a) <= ||[R_T]+||_2 <= Delta sqrt(A T); RM+'s clipped Q obeys the same bound."""
+    T, S, A = seq.shape
+    m = RegretMatcher(S, A, variant=variant)
+    policies, values = run_sequence(m, seq)
+    bound = regret_bound(seq.delta, A, T)
     assert np.all(m.visits == T)
-    assert np.all(m.cumulative_regret() <= bound * (1 + RTOL))
     assert np.all(np.linalg.norm(np.maximum(m.external_regrets, 0), axis=1) <= bound * (1 + RTOL))
-    # RM+'s clipped Q dominates the true regret and obeys the same bound.
     assert np.all(np.linalg.norm(np.maximum(m.regrets, 0), axis=1) <= bound * (1 + RTOL))
-    # The tracked regret is the true external regret of the played policies, recomputed here.
-    played = np.einsum("tsa,tsa->ts", sigma, values)
-    true = (values.sum(0) - played.sum(0)[:, None]).max(axis=1)
-    np.testing.assert_allclose(m.cumulative_regret(), true, rtol=1e-9, atol=1e-9 * delta * T)
+    np.testing.assert_allclose(m.cumulative_regret(), played_regret(policies, values), rtol=1e-9,
+                               atol=1e-9 * seq.delta * T)
 
 
 def test_regret_bound_formula():
