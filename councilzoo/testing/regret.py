@@ -33,6 +33,7 @@ from councilzoo.theory import ControllerGame, MatrixGame, OutcomeModel, cce_gap,
 RTOL = 1e-9  # the bounds are exact; this only absorbs float rounding
 # Payoff entries: a few round values (readable counterexamples) and any float in [-1, 1].
 _UNIT = st.one_of(st.sampled_from([0.0, 1.0]), st.floats(0.0, 1.0))
+SEQUENCE_KINDS = ("stationary", "adaptive", "oblivious", "mixed")
 _PAYOFF = st.one_of(st.sampled_from([0.0, 1.0, -1.0]), st.floats(-1.0, 1.0))
 
 
@@ -104,14 +105,20 @@ class UtilitySequence:
 @st.composite
 def utility_sequences(draw, num_states: int | None = None, num_actions: int | None = None,
                       max_rounds: int = 120) -> UtilitySequence:
-    """Bounded value sequences: sizes drawn unless fixed, widths from 1e-3 to 37.5, any offset."""
+    """Bounded value sequences: sizes drawn unless fixed, widths from 1e-3 to 37.5, any offset;
+    every state stationary, adaptive or oblivious, or a mix (``SEQUENCE_KINDS``)."""
     T = draw(st.integers(1, max_rounds))
     S = num_states or draw(st.integers(1, 4))
     A = num_actions or draw(st.integers(1, 5))
     delta = draw(st.sampled_from([1.0, 2.0, 1e-3, 37.5]))
     low = draw(st.sampled_from([0.0, -1.0]) | st.floats(-100, 100))
-    unit = draw(arrays(np.float64, (T, S, A), elements=_UNIT))
-    stationary, adaptive = draw(arrays(np.bool_, (S,))), draw(arrays(np.bool_, (S,)))
+    unit = draw(arrays(np.float64, (T, S, A), elements=_UNIT))  # mostly one fill value
+    unit[0] = draw(arrays(np.float64, (S, A), elements=_UNIT, fill=st.nothing()))  # every entry drawn
+    kind = draw(st.sampled_from(SEQUENCE_KINDS))
+    if kind == "mixed":
+        stationary, adaptive = draw(arrays(np.bool_, (S,))), draw(arrays(np.bool_, (S,)))
+    else:
+        stationary, adaptive = np.full(S, kind == "stationary"), np.full(S, kind == "adaptive")
     return UtilitySequence(low, delta, unit, stationary, adaptive)
 
 
@@ -123,9 +130,9 @@ def normal_form_games(draw, num_actions: tuple[int, int] | int | None = None, ma
         shape = (draw(st.integers(1, max_actions)), draw(st.integers(1, max_actions)))
     else:
         shape = (num_actions, num_actions) if isinstance(num_actions, int) else tuple(num_actions)
-    row = draw(arrays(np.float64, shape, elements=_PAYOFF))
+    row = draw(arrays(np.float64, shape, elements=_PAYOFF, fill=st.nothing()))
     zero_sum = draw(st.booleans()) if zero_sum is None else zero_sum
-    col = -row if zero_sum else draw(arrays(np.float64, shape, elements=_PAYOFF))
+    col = -row if zero_sum else draw(arrays(np.float64, shape, elements=_PAYOFF, fill=st.nothing()))
     return MatrixGame(np.stack([row, col]), "zero_sum" if zero_sum else "general_sum")
 
 
@@ -134,7 +141,8 @@ def controller_games(draw, num_states: int | None = None, max_cost: float = 1.0)
     """TRACER's skip/speak games: any outcome probabilities, a call cost in ``[0, max_cost]``
     (so every sampled value lies in ``[-1 - cost, 1]``)."""
     S = num_states or draw(st.integers(1, 4))
-    probs = arrays(np.float64, (S,), elements=st.sampled_from([0.0, 0.5, 1.0]) | st.floats(0.0, 1.0))
+    probs = arrays(np.float64, (S,), elements=st.sampled_from([0.0, 0.5, 1.0]) | st.floats(0.0, 1.0),
+                   fill=st.nothing())
     cost = draw(st.sampled_from([0.0]) | st.floats(0.0, max_cost))
     return ControllerGame(OutcomeModel(draw(probs), draw(probs), draw(probs), cost))
 
