@@ -11,9 +11,9 @@ when it says so. ``check_learner`` runs a cohort learner's member (``CohortLearn
    rows never carry gold). Those problems get poisoned answers (drawn by hypothesis: another
    problem's gold, or a value no answer equals); the update must stay bit-identical.
 
-Every run is seeded, so any difference is the learner's doing. With tiny members (a config's
-``tiny_family``, built once and cached by ``councilzoo.tiny_models``) the check takes about 30 s
-on one CPU core.
+Every run is seeded, so any difference is the learner's doing. A check is 4 or 5 tiny-member runs
+(a config's ``tiny_family``, built once and cached by ``councilzoo.tiny_models``); measured with
+RENT on 2 shared CPU cores at load average ~20: 114 s (docs/testing.md, "Learners").
 """
 
 from __future__ import annotations
