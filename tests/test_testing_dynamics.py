@@ -40,7 +40,8 @@ class UniformController(RegretMatchingController):
 
 def test_a_controller_that_ignores_its_regrets_fails_with_the_shortest_losing_sequence():
     with pytest.raises(AssertionError) as failure:
-        check_no_regret(lambda S, A: as_matcher(UniformController(OneState())), num_states=1, num_actions=2)
+        check_no_regret(lambda S, A: as_matcher(UniformController(OneState())), num_states=1, num_actions=2,
+                        max_rounds=30)
     message = str(failure.value)
     # uniform play against one action paying 1 every round: regret T/2 > sqrt(2 T) from T = 9
     assert message.startswith("check_no_regret failed: state 0: external regret 4.5 > bound 4.24264")
