@@ -5,7 +5,8 @@ when it says so. ``check_learner`` runs a cohort learner's member (``CohortLearn
 1. **trains**: the member's final weights differ from the model it started from;
 2. **resumes exactly**: a second run of the same config, started as a real process
    (``python -m councilzoo.learners.cohort.member``), is killed with SIGKILL as soon as its first
-   checkpoint appears; resumed, it ends with bit-identical weights to the uninterrupted run;
+   checkpoint is complete; resumed, it continues from that checkpoint (not from scratch) and
+   ends with bit-identical weights to the uninterrupted run;
 3. **label-free** (``label_free=True``): labels reach a cohort learner only through the problems
    handed to its reward functions (``reward_functions(cfg, index, problems, link)``; the dataset
    rows never carry gold). Those problems get poisoned answers (drawn by hypothesis: another
@@ -82,9 +83,10 @@ def _spec(cls: type) -> tuple[str, str]:
 
 
 def _killed_then_resumed(cls: type, config: dict, out: Path, member: int) -> Path:
-    """Start member ``member``'s run as a process, SIGKILL it once ``checkpoint-1`` appears,
-    resume it in this process; return its final folder."""
+    """Start member ``member``'s run as a process, SIGKILL it once ``checkpoint-1`` is complete
+    (its manifest is written last), resume it in this process; return its final folder."""
     from councilzoo.config import load_config
+    from councilzoo.learners.checkpoint import MANIFEST
     from councilzoo.learners.cohort.member import run_member
 
     cfg = load_config({**config, "output_dir": str(out)}, cls.config_class)
@@ -92,12 +94,14 @@ def _killed_then_resumed(cls: type, config: dict, out: Path, member: int) -> Pat
     path = out.parent / f"{out.name}.yaml"
     path.write_text(json.dumps({**config, "output_dir": str(out)}))  # JSON is YAML
     spec, root = _spec(cls)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    paths = [root, *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     command = [sys.executable, "-m", "councilzoo.learners.cohort.member", str(path),
                "--learner", spec, "--member", str(member)]
-    proc = subprocess.Popen(command, env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    first = cfg.member_dir(member) / "checkpoint-1"
+    log = out.parent / f"{out.name}.log"  # a file, not a pipe: a full pipe would stall the run
+    with log.open("w") as sink:
+        proc = subprocess.Popen(command, env=env, start_new_session=True, stdout=sink, stderr=sink)
+    first = cfg.member_dir(member) / "checkpoint-1" / MANIFEST
     deadline = time.monotonic() + _KILL_TIMEOUT_S
     try:
         while not first.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -105,11 +109,15 @@ def _killed_then_resumed(cls: type, config: dict, out: Path, member: int) -> Pat
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-        _, err = proc.communicate()
-    if proc.returncode != -signal.SIGKILL:
-        raise AssertionError(f"the run to kill ended by itself (exit {proc.returncode}) before its "
-                             f"first checkpoint: {err.strip()[-2000:]}")
+        proc.wait()
+    if proc.returncode != -signal.SIGKILL or not first.exists():
+        raise AssertionError(f"the run to kill (exit {proc.returncode}) wrote no complete checkpoint-1 "
+                             f"within {_KILL_TIMEOUT_S} s: {log.read_text().strip()[-2000:]}")
+    saved = first.stat().st_mtime_ns
     run_member(cfg, member, cls.reward_functions, resume=True)
+    if first.stat().st_mtime_ns != saved:
+        raise AssertionError("killed after its first checkpoint, the run started over on resume "
+                             "instead of continuing from checkpoint-1")
     return cfg.member_dir(member) / "final"
 
 
