@@ -8,9 +8,9 @@ played and the values it was fed.
 
 What is checked (docs/theory.md, sections 1 and 2):
 
-- for every bounded value sequence, oblivious or adaptive (the adversary sees the policy), each
-  state's cumulative external regret ``max_a sum_t [v_t(a) - sigma_t . v_t]`` stays within
-  ``regret_bound(Delta, A, T) = Delta sqrt(A T)``;
+- for every bounded value sequence, stationary, oblivious or adaptive (the adversary sees the
+  policy), each state's cumulative external regret ``max_a sum_t [v_t(a) - sigma_t . v_t]``
+  stays within ``regret_bound(Delta, A, T) = Delta sqrt(A T)``;
 - two copies in simultaneous self-play on a normal-form game: the CCE gap of the empirical joint
   play ``mean_t x_t ⊗ y_t`` is at most ``max_i Delta_i sqrt(A_i / T)``, so it shrinks like
   ``1 / sqrt(T)``.
@@ -31,9 +31,9 @@ from councilzoo.testing.falsify import falsify
 from councilzoo.theory import ControllerGame, MatrixGame, OutcomeModel, cce_gap, regret_bound
 
 RTOL = 1e-9  # the bounds are exact; this only absorbs float rounding
-# Payoff entries: a few round values (readable counterexamples) and any float in [-1, 1].
-_UNIT = st.one_of(st.sampled_from([0.0, 1.0]), st.floats(0.0, 1.0))
 SEQUENCE_KINDS = ("stationary", "adaptive", "oblivious", "mixed")
+# Entries: a few round values (readable counterexamples) and any float in the range.
+_UNIT = st.one_of(st.sampled_from([0.0, 1.0]), st.floats(0.0, 1.0))
 _PAYOFF = st.one_of(st.sampled_from([0.0, 1.0, -1.0]), st.floats(-1.0, 1.0))
 
 
