@@ -71,26 +71,37 @@ def raised(draw, signals: GateSignals, signal: str) -> GateSignals:
     raise ValueError(f"monotone signals must be among {MONOTONE_SIGNALS}, got {signal!r}")
 
 
+@dataclass(frozen=True)
+class GateCase:
+    """One example of ``check_gate``: the signals, a raised copy per monotone signal, and the dev
+    table the gate is fitted on (None for a gate given fitted)."""
+
+    signals: GateSignals
+    raised: dict[str, GateSignals]
+    outcomes: GateOutcomes | None
+
+
 @st.composite
 def gate_outcomes(draw, min_problems: int = 3, max_problems: int = 12) -> GateOutcomes:
     """Dev tables for fitting learned gates: ``learned_gate.FEATURES`` per problem, every path's
     correctness, costs increasing from accepting to debating, probes agreeing or not."""
     n = draw(st.integers(min_problems, max_problems))
-    x = np.c_[
-        draw(arrays(np.float64, n, elements=st.sampled_from([0.2, 0.4, 0.6, 0.8, 1.0]))),
-        draw(arrays(np.float64, n, elements=st.floats(0.0, 1.6))),
-        draw(arrays(np.float64, n, elements=st.floats(-1.0, 1.0))),
-        draw(arrays(np.float64, n, elements=st.sampled_from([0.0, 1.0]))),
-        draw(arrays(np.float64, n, elements=st.floats(1.0, 4.0))),
-        draw(arrays(np.float64, n, elements=st.integers(0, 5).map(float))),
-    ]
-    assert x.shape[1] == len(FEATURES)
-    x[:, 2] *= x[:, 3]  # no router, no margin
+    column = {  # by name, so a change of FEATURES fails here rather than shifting columns
+        "anchor_consistency": st.sampled_from([0.2, 0.4, 0.6, 0.8, 1.0]),
+        "anchor_entropy": st.floats(0.0, 1.6),
+        "router_margin": st.floats(-1.0, 1.0),
+        "has_router_margin": st.sampled_from([0.0, 1.0]),
+        "log_words": st.floats(1.0, 4.0),
+        "numbers": st.integers(0, 5).map(float),
+    }
+    x = np.stack([draw(arrays(np.float64, n, elements=column[name])) for name in FEATURES], axis=1)
+    margin, present = FEATURES.index("router_margin"), FEATURES.index("has_router_margin")
+    x[:, margin] *= x[:, present]  # no router, no margin
     cost = np.array([5.0, 6.0, 7.0, 9.0, 8.0]) + draw(st.floats(0.0, 3.0))
     return GateOutcomes(
-        consistency=x[:, 0],
-        margin=x[:, 2],
-        margin_present=x[:, 3] > 0,
+        consistency=x[:, FEATURES.index("anchor_consistency")],
+        margin=x[:, margin],
+        margin_present=x[:, present] > 0,
         probe_agrees=draw(arrays(np.bool_, n)),
         correct=draw(arrays(np.bool_, (n, 5))),
         cost=np.tile(cost, (n, 1)),
@@ -161,14 +172,14 @@ def check_gate(
     force = after_probe == "all"
 
     @st.composite
-    def cases(draw):
+    def cases(draw) -> GateCase:
         base = draw(gate_signals(router=True if "router_margin" in monotone else None))
         ups = {signal: draw(raised(base, signal)) for signal in monotone}
-        return base, ups, draw(gate_outcomes()) if fit else None
+        return GateCase(base, ups, draw(gate_outcomes()) if fit else None)
 
-    def prop(case) -> None:
-        base, ups, outcomes = case
-        controller = _controller(gate, outcomes)
+    def prop(case: GateCase) -> None:
+        base, ups = case.signals, case.raised
+        controller = _controller(gate, case.outcomes)
         low = play_gate(controller, base, force)
         for signal, up in ups.items():
             high = play_gate(controller, up, force)
