@@ -12,7 +12,8 @@ when it says so. ``check_learner`` runs a cohort learner's member (``CohortLearn
    rows never carry gold). Those problems get poisoned answers (drawn by hypothesis: another
    problem's gold, or a value no answer equals); the update must stay bit-identical.
 
-Every run is seeded, so any difference is the learner's doing. A check is 4 or 5 tiny-member runs
+They run in the order 1, 3, 2, so a learner that reads labels fails before the kill. Every run is
+seeded, so any difference is the learner's doing. A check is 4 or 5 tiny-member runs
 (a config's ``tiny_family``, built once and cached by ``councilzoo.tiny_models``); measured with
 RENT on 2 shared CPU cores at load average ~20: 114 s (docs/testing.md, "Learners").
 """
@@ -161,13 +162,18 @@ def check_learner(
         raise AssertionError(f"check_learner failed: {cls.__name__} left every weight unchanged "
                              f"after {STEPS} steps")
 
+    if label_free:
+        _check_label_free(cls, configured, trained, member, settings)
     changed = _diff(trained, _weights(_killed_then_resumed(cls, config, workdir / "killed", member)))
     if changed:
         raise AssertionError(f"check_learner failed: killed after its first checkpoint and resumed, "
                              f"{cls.__name__} ends with other weights than the run left alone "
                              f"({len(changed)} tensors differ, e.g. {changed[:3]})")
-    if not label_free:
-        return
+
+
+def _check_label_free(cls: type, configured, trained: dict, member: int, settings: Settings | None) -> None:
+    """Runs with poisoned labels must end where the run with the true labels ended."""
+    from councilzoo.learners.cohort.member import run_member
 
     runs = itertools.count()
 
