@@ -15,7 +15,7 @@ when it says so. ``check_learner`` runs a cohort learner's member (``CohortLearn
 They run in the order 1, 3, 2, so a learner that reads labels fails before the kill. Every run is
 seeded, so any difference is the learner's doing. A check is 4 or 5 tiny-member runs
 (a config's ``tiny_family``, built once and cached by ``councilzoo.tiny_models``); measured with
-RENT on 2 shared CPU cores at load average ~20: 114 s (docs/testing.md, "Learners").
+RENT on 2 shared CPU cores at load average ~33: 164 s (docs/testing.md, "Learners").
 """
 
 from __future__ import annotations
