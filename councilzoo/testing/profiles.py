@@ -11,7 +11,7 @@ with hypothesis' own ``settings.load_profile("councilzoo-ci")`` once this module
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 PROFILES = {
     "ci": dict(
@@ -19,6 +19,7 @@ PROFILES = {
         max_examples=10,
         deadline=None,
         database=None,
+        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],  # no slow "explain" phase
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     ),
     "deep": dict(

@@ -333,15 +333,28 @@ def turn_contexts(
     draw, env: str | Callable[[], Any] | None = None, roles: Sequence[str] | None = None, **kwargs: Any
 ) -> TurnContext:
     """A TurnContext an agent of ``env`` (default: any registered game) sees at some point of a
-    randomly played episode; with ``roles``, one of an agent in those roles (play is steered
-    towards them; rejected when the game never gives them a turn)."""
-    factory = env_factory(draw(games()) if env is None else env, **kwargs)
+    randomly played episode (the n-th turn of ``roles``, n drawn; play is steered towards
+    ``roles`` and stops there, so a context shrinks towards the first turn); rejected when the
+    game never gives ``roles`` a turn."""
+    env = env_factory(draw(games()) if env is None else env, **kwargs)()
     wanted = None if roles is None else frozenset(roles)
-    seed = draw(st.integers(0, 2**16))
-    episode = play(factory(), seed, _steered(draw, wanted, [False]))
-    contexts = [s.context for s in episode.steps if wanted is None or s.context.role in wanted]
-    assume(contexts)
-    return draw(st.sampled_from(contexts))
+    env.reset(seed=draw(st.integers(0, 2**16)))
+    wait = draw(st.integers(0, 40))
+    choose = _steered(draw, wanted, [False])
+    last = None
+    while env.agents:
+        agent = env.agent_selection
+        if env.terminations[agent] or env.truncations[agent]:
+            env.step(None)
+            continue
+        context = env.turn_context(agent)
+        if wanted is None or context.role in wanted:
+            last, wait = context, wait - 1
+            if wait < 0:
+                break
+        env.step(choose(env, context, env.observe(agent)))
+    assume(last is not None)
+    return last
 
 
 # ---- agents configs ----------------------------------------------------------------------------
