@@ -119,7 +119,7 @@ def _check_episodes(factory, name: str, reward: Rule | None, max_steps: int, set
         steps: list[Step] = []
 
         def choose(env: Any, context: TurnContext, obs: Any) -> Action:
-            so_far = Episode(name, seed, list(steps), {}, None, env, False)
+            so_far = Episode(env_name(env), seed, list(steps), {}, None, env, False)
             _check_observation(name, env, context, obs, so_far)
             modes = mask_modes(obs)
             modes = list(context.legal_modes if modes is None else modes)
@@ -136,7 +136,7 @@ def _check_episodes(factory, name: str, reward: Rule | None, max_steps: int, set
                 name,
                 "a masked action crashed the game",
                 f"step {len(steps) - 1} raised {type(err).__name__}: {err}",
-                Episode(name, seed, steps, {}, None, env, False),
+                Episode(env_name(env), seed, steps, {}, None, env, False),
             )
         if not episode.ended:
             _fail(

@@ -221,7 +221,7 @@ class Episode:
         return [s.action for s in self.steps]
 
     def __repr__(self) -> str:
-        moves = "\n".join(f"  {i}. {s!r}" for i, s in enumerate(self.steps))
+        moves = "".join(f"\n  {i}. {s!r}" for i, s in enumerate(self.steps))
         outcome = (
             ""
             if self.record is None
@@ -230,7 +230,8 @@ class Episode:
                 f"reward {self.record.reward}"
             )
         )
-        return f"Episode({self.name}, reset(seed={self.seed}), {len(self.steps)} steps:\n{moves}{outcome})"
+        head = f"Episode({self.name}, reset(seed={self.seed}), {len(self.steps)} steps"
+        return f"{head}{':' if moves else ''}{moves}{outcome})"
 
 
 def mask_modes(observation: Any) -> tuple[Mode, ...] | None:
