@@ -69,7 +69,7 @@ from councilzoo.testing.strategies import (
     turn_contexts,
 )
 
-__all__ = ["check_agent", "check_env", "describe_context"]
+__all__ = ["check_agent", "check_env", "check_episode", "declared_returns", "describe_context"]
 
 Rule = Callable[[Episode], dict[str, float]]
 
@@ -108,7 +108,7 @@ def check_env(
         )
     _check_episodes(factory, name, reward, max_steps, _settings(settings))
     if pettingzoo_tests:
-        _pettingzoo_tests(env, factory, name, cycles)
+        _pettingzoo_tests(env, factory, name, cycles, kwargs)
 
 
 def _check_episodes(factory, name: str, reward: Rule | None, max_steps: int, settings: Settings) -> None:
@@ -145,8 +145,7 @@ def _check_episodes(factory, name: str, reward: Rule | None, max_steps: int, set
                 f"agents {env.agents} still playing after {max_steps} steps",
                 episode,
             )
-        _check_costs(name, episode)
-        _check_rewards(name, episode, reward)
+        check_episode(episode, reward=reward)
         _check_replay(name, factory, episode)
         _check_branch(
             name, factory, episode, data.draw(st.integers(0, len(episode.steps)), label="branch at step")
@@ -280,6 +279,15 @@ def declared_returns(episode: Episode) -> dict[str, float] | None:
     return None
 
 
+def check_episode(episode: Episode, *, reward: Rule | None = None) -> None:
+    """The contracts one played episode must meet on its own (for your own ``@given`` tests over
+    ``strategies.episodes``): costs add up per agent and match the actions, and rewards follow
+    ``reward`` or the game's declared rule."""
+    name = f"check_episode({episode.name})"
+    _check_costs(name, episode)
+    _check_rewards(name, episode, reward)
+
+
 def _check_rewards(name: str, episode: Episode, reward: Rule | None) -> None:
     expected = reward(episode) if reward is not None else declared_returns(episode)
     if expected is None:
@@ -374,7 +382,7 @@ def _accepts_render_mode(factory) -> bool:
     return any(p.kind is p.VAR_KEYWORD or p.name == "render_mode" for p in params)
 
 
-def _pettingzoo_tests(env, factory, name: str, cycles: int) -> None:
+def _pettingzoo_tests(env, factory, name: str, cycles: int, kwargs: dict | None = None) -> None:
     """PettingZoo's own tests that apply; any failure becomes an AssertionError naming the test."""
     tests = {
         "api_test": lambda: api_test(factory(), num_cycles=cycles),
@@ -383,7 +391,7 @@ def _pettingzoo_tests(env, factory, name: str, cycles: int) -> None:
     if _accepts_render_mode(factory) and factory().metadata.get("render_modes"):
         tests["render_test"] = lambda: render_test(factory)
     if isinstance(env, str) and env in PARALLEL_GAMES:
-        parallel = partial(make_parallel, env)
+        parallel = partial(make_parallel, env, **(kwargs or {}))
         tests["parallel_api_test"] = lambda: parallel_api_test(parallel(), num_cycles=cycles)
         tests["parallel_seed_test"] = lambda: parallel_seed_test(parallel, num_cycles=cycles)
         tests["max_cycles_test"] = lambda: max_cycles_test(
