@@ -5,12 +5,16 @@
 - ``councilzoo.testing.strategies``: hypothesis strategies for problems, model texts, actions,
   turn contexts, whole episodes and agents configs;
 - ``councilzoo.testing.profiles``: the ``councilzoo-ci`` and ``councilzoo-deep`` hypothesis
-  profiles, registered on import; ``load_profile("ci")`` loads one;
+  profiles, registered when it (or ``checks`` or ``strategies``) is imported;
+  ``load_profile("ci")`` loads one;
 - ``councilzoo.testing.models``: tiny random Qwen3/Llama and VLMs built offline in a second
   (re-exported here, so ``from councilzoo.testing import build_tiny_model`` works).
+
+``checks``, ``strategies`` and ``profiles`` import hypothesis and ``pettingzoo.test``, so they are
+imported when named (``from councilzoo.testing import checks``), not with the package: processes
+that only build tiny models skip that second of imports.
 """
 
-from councilzoo.testing import checks, strategies
 from councilzoo.testing.models import (
     CHAT_TEMPLATE,
     EOS,
@@ -22,7 +26,14 @@ from councilzoo.testing.models import (
     build_tiny_model,
     build_tiny_vlm,
 )
-from councilzoo.testing.profiles import load_profile
+
+
+def load_profile(name: str) -> None:
+    """Load the hypothesis profile ``name`` ("ci" or "deep"; see ``councilzoo.testing.profiles``)."""
+    from councilzoo.testing import profiles
+
+    profiles.load_profile(name)
+
 
 __all__ = [
     "CHAT_TEMPLATE",
@@ -34,7 +45,5 @@ __all__ = [
     "VLM_FAMILIES",
     "build_tiny_model",
     "build_tiny_vlm",
-    "checks",
     "load_profile",
-    "strategies",
 ]

@@ -36,6 +36,7 @@ from councilzoo.envs.base import MAX_UTTERANCE_CHARS
 from councilzoo.envs.core import Action, EpisodeRecord, Mode, TurnContext
 from councilzoo.tasks import Problem, format_answer, synthetic_problems
 from councilzoo.tasks.synthetic import TASKS
+from councilzoo.testing import profiles  # noqa: F401 - registers councilzoo-ci and councilzoo-deep
 
 SAMPLING_ROLES = frozenset({"anchor", "member"})  # roles whose turn may carry several samples
 MAX_STEPS = 10_000  # an episode longer than this is reported as one that never ends
