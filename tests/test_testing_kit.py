@@ -166,7 +166,7 @@ def test_agents_configs_load_and_build(config):
 
 
 def test_profiles_load_by_short_and_full_name():
-    before = settings._current_profile
+    before = settings.get_current_profile_name()
     try:
         load_profile("ci")
         assert settings.default.max_examples == 10 and settings.default.derandomize
