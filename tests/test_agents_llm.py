@@ -61,13 +61,12 @@ def test_llm_agent_plays_every_game_to_the_end(generator, env_id, kwargs):
 
 
 def test_random_model_output_parses_to_no_answer(generator):
-    """The untrained model writes noise: the agent returns actions with no answer, never raises."""
+    """The untrained model writes noise: every action states no answer (check_agent below covers
+    one legal action per context, calls, and never raising)."""
     problems = synthetic_problems("numeric", 4, seed=1)
     contexts = [TurnContext(0, "peer_0", "peer", 1, p, (), (Mode.SPEAK,), None, {}) for p in problems]
     actions = LLMAgent(generator, sampling=SAMPLING).act(contexts)
-    assert len(actions) == 4
-    assert all(a.mode is Mode.SPEAK and a.answer is None and a.calls == 1 for a in actions)
-    assert all(a.completion_tokens > 0 and a.prompt_tokens > 0 for a in actions)
+    assert all(a.answer is None and a.completion_tokens > 0 and a.prompt_tokens > 0 for a in actions)
 
 
 def test_llm_agent_on_the_random_model_passes_check_agent(generator):
