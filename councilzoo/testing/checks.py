@@ -69,9 +69,17 @@ from councilzoo.testing.strategies import (
     turn_contexts,
 )
 
-__all__ = ["check_agent", "check_env", "check_episode", "declared_returns", "describe_context"]
+__all__ = [
+    "ContractViolation",
+    "check_agent",
+    "check_env",
+    "check_episode",
+    "declared_returns",
+    "describe_context",
+]
 
 Rule = Callable[[Episode], dict[str, float]]
+RENDERED = (CouncilEnv, cohort_v0.parallel_env)  # games whose transcript text councilzoo renders
 
 
 def _settings(settings: Settings | None) -> Settings:
@@ -79,8 +87,12 @@ def _settings(settings: Settings | None) -> Settings:
     return Settings(settings or Settings(), report_multiple_bugs=False, deadline=None)
 
 
+class ContractViolation(AssertionError):
+    """A broken contract, with the (shrunk) example that shows it."""
+
+
 def _fail(name: str, contract: str, detail: str, example: Any) -> None:
-    raise AssertionError(f"{name}: {contract}: {detail}\nshrunk counterexample: {example!r}")
+    raise ContractViolation(f"{name}: {contract}: {detail}\nshrunk counterexample: {example!r}")
 
 
 # ---- check_env ---------------------------------------------------------------------------------
@@ -129,7 +141,7 @@ def _check_episodes(factory, name: str, reward: Rule | None, max_steps: int, set
 
         try:
             episode = play(env, seed, choose, max_steps)
-        except AssertionError:
+        except ContractViolation:
             raise
         except Exception as err:  # noqa: BLE001 - any exception from the game is the finding
             _fail(
@@ -186,7 +198,7 @@ def _check_observation(name: str, env: Any, context: TurnContext, obs: Any, so_f
             f"{agent}: obs {obs['features']} vs context {context.features}",
             so_far,
         )
-    if isinstance(obs, dict) and isinstance(obs.get("transcript"), str):
+    if isinstance(env.unwrapped, RENDERED) and isinstance(obs.get("transcript"), str):
         text = obs["transcript"]
         head = to_printable(render_problem(context.problem))[:200]
         if not text.startswith(head):
