@@ -176,3 +176,14 @@ def test_profiles_load_by_short_and_full_name():
             load_profile("fast")
     finally:
         settings.load_profile(before)
+
+
+def test_check_agent_takes_the_contexts_of_the_seats_an_agent_plays():
+    class Reviewer:  # only knows how to review: fine when it only gets reviewer turns
+        def act(self, contexts):
+            return [Action(Mode.SPEAK, "Verdict: RIGHT", calls=1) for _ in contexts]
+
+    reviewers = strategies.turn_contexts("councilzoo/review-v0", roles=["reviewer"])
+    checks.check_agent(Reviewer(), contexts=reviewers, settings=CI)
+    with pytest.raises(AssertionError, match="illegal mode"):
+        checks.check_agent(Reviewer(), settings=CI)

@@ -479,7 +479,8 @@ def check_agent(
     if not callable(getattr(agent, "act", None)):
         raise TypeError(f"check_agent: {type(agent).__name__} has no act(contexts) (the Agent protocol)")
     name = f"check_agent({getattr(agent, 'name', type(agent).__name__)})"
-    batches = st.lists(contexts or contexts_with_odd_problems(), min_size=1, max_size=max_batch).map(_Batch)
+    contexts = contexts_with_odd_problems() if contexts is None else contexts
+    batches = st.lists(contexts, min_size=1, max_size=max_batch).map(_Batch)
 
     @_settings(settings)
     @given(batches)
