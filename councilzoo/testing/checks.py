@@ -66,6 +66,7 @@ from councilzoo.testing.strategies import (
     mask_modes,
     play,
     problems,
+    shorten,
     turn_contexts,
 )
 
@@ -424,12 +425,11 @@ def _pettingzoo_tests(env, factory, name: str, cycles: int, kwargs: dict | None 
 def describe_context(context: TurnContext) -> str:
     """One line per context: who is on turn, what is legal, which problem (a readable example)."""
     p = context.problem
-    question = p.question if len(p.question) <= 50 else f"{p.question[:40]}... ({len(p.question)} chars)"
     return (
         f"{context.agent} ({context.role}, round {context.round}, legal "
         f"{[Mode(m).name for m in context.legal_modes]}, {len(context.transcript)} turns seen) on "
-        f"{p.kind} problem {p.id!r} {question!r}" + (f" with {len(p.images)} images" if p.images else "")
-    )
+        f"{p.kind} problem {p.id!r} {shorten(p.question)}"
+    ) + (f" with {len(p.images)} images" if p.images else "")
 
 
 class _Batch(list):

@@ -182,6 +182,11 @@ def actions(draw, context: TurnContext, modes: Sequence[Mode] | None = None) -> 
 
 
 # ---- episodes ----------------------------------------------------------------------------------
+def shorten(text: str, limit: int = 60) -> str:
+    """``repr(text)``, or for a long text the repr of its start and its length."""
+    return repr(text) if len(text) <= limit else f"{text[: limit - 20]!r}... ({len(text)} chars)"
+
+
 @dataclass
 class Step:
     """One agent-step: what the agent observed and saw, and what it did."""
@@ -192,15 +197,10 @@ class Step:
     action: Action
 
     def __repr__(self) -> str:
-        text = (
-            self.action.text
-            if len(self.action.text) <= 60
-            else f"{self.action.text[:40]!r}... ({len(self.action.text)} chars)"
-        )
         extra = f", {len(self.action.samples)} samples" if self.action.samples else ""
         return (
             f"{self.agent} ({self.context.role}, round {self.context.round}): {self.action.mode.name} "
-            f"{text!r}{extra}, calls={self.action.calls}"
+            f"{shorten(self.action.text)}{extra}, calls={self.action.calls}"
         )
 
 
