@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 from councilzoo.agents import FixedController, SimulatedAgent
 from councilzoo.envs.core import Mode, TurnContext
 from councilzoo.rollout import RolloutEngine
 from councilzoo.tasks import answers_equivalent, extract_answer, plurality, synthetic_problems
+from councilzoo.testing import checks
+
+CI = settings.get_profile("councilzoo-ci")
 
 
 def first_answers(agent: SimulatedAgent, problems) -> list[str | None]:
@@ -156,9 +160,7 @@ def test_unlabeled_problem_is_a_clear_error():
         first_answers(SimulatedAgent("x", 0.5), [problem])
 
 
-def test_draws_do_not_depend_on_the_batch():
-    problems = synthetic_problems("numeric", 50, seed=19)
-    agent = SimulatedAgent("a", 0.5, seed=9)
-    together = first_answers(agent, problems)
-    alone = [first_answers(agent, [p])[0] for p in problems]
-    assert together == alone
+def test_passes_check_agent_and_draws_do_not_depend_on_the_batch():
+    """One legal action per context of every game and role (odd problems too), with costs; each
+    action the same alone as in any batch."""
+    checks.check_agent(SimulatedAgent("a", 0.5, seed=9), deterministic=True, settings=CI)

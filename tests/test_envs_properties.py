@@ -1,15 +1,16 @@
-"""Properties of random legal play in every turn-based game (hypothesis)."""
+"""Properties of random legal play (with garbage model text) in every turn-based game, over drawn
+game arguments: the kit's episode contracts (costs, declared rewards) and each game's own bounds."""
 
 from __future__ import annotations
 
-import pytest
+from functools import partial
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from councilzoo.envs import debate_v0, escalation_v0, review_v0
-from councilzoo.envs.core import Cost
-from councilzoo.envs.scripted import ScriptedPlayer, play_episode
-from councilzoo.tasks import synthetic_problems
+from councilzoo.tasks import answers_equivalent, synthetic_problems
+from councilzoo.testing import checks, strategies
 
 PROBLEMS = synthetic_problems("numeric", 8, seed=2) + synthetic_problems("multiple_choice", 4, seed=2)
 
@@ -36,46 +37,30 @@ GAMES = st.one_of(
 )
 
 
-@given(GAMES, st.integers(0, 2**16), st.floats(0.0, 1.0), st.sampled_from(["calls", "tokens"]))
-def test_random_legal_play(game, seed, p_correct, cost_unit):
+@given(GAMES, st.sampled_from(["calls", "tokens"]), st.data())
+def test_random_legal_play(game, cost_unit, data):
     module, kwargs, max_steps = game
-    env = module.env(problems=PROBLEMS, lam=0.01, cost_unit=cost_unit, **kwargs)
-    steps = play_episode(env, ScriptedPlayer(seed, p_correct), seed=seed)
-    raw = env.unwrapped
-    record = raw.episode_record()
+    factory = partial(module.env, problems=PROBLEMS, lam=0.01, cost_unit=cost_unit, **kwargs)
+    episode = data.draw(strategies.episodes(factory))
+    checks.check_episode(episode)  # costs add up per agent and turn; rewards are correct - lam * cost
+    record, raw = episode.record, episode.env.unwrapped
     # terminates within the round limit
-    assert 1 <= steps == len(record.turns) <= max_steps and env.agents == []
+    assert episode.ended and 1 <= len(episode.steps) == len(record.turns) <= max_steps
     assert max(t.round for t in record.turns) <= kwargs.get("rounds", kwargs.get("debate_rounds"))
-    # total cost equals the sum of per-turn costs, and of per-agent costs
-    per_turn, per_agent = Cost(), Cost()
-    for turn in record.turns:
-        per_turn.add(turn.cost)
-    for cost in record.cost_by_agent.values():
-        per_agent.add(cost)
-    assert record.cost == per_turn == per_agent
-    spent = record.cost.calls if cost_unit == "calls" else record.cost.tokens
-    assert record.reward == pytest.approx(float(bool(record.correct)) - 0.01 * spent)
     # the final answer appeared in the transcript (or is None)
     assert record.final_answer is None or record.final_answer in {t.answer for t in record.turns}
     # grading agrees with the gold answer
     assert record.correct == (
         record.final_answer is not None
         and raw.problem.answer is not None
-        and _equal(record.final_answer, raw.problem)
+        and answers_equivalent(record.final_answer, raw.problem.answer, raw.problem.kind)
     )
 
 
-def _equal(answer, problem):
-    from councilzoo.tasks import answers_equivalent
-
-    return answers_equivalent(answer, problem.answer, problem.kind)
-
-
-@given(st.integers(0, 2**16), st.integers(1, 3), st.floats(0.0, 1.0))
-def test_rescue_harm_labels_agree_with_outcomes(seed, num_peers, p_correct):
-    env = escalation_v0.env(problems=PROBLEMS, num_peers=num_peers)
-    play_episode(env, ScriptedPlayer(seed, p_correct), seed=seed)
-    record = env.unwrapped.episode_record()
+@given(st.integers(1, 3), st.data())
+def test_rescue_harm_labels_agree_with_outcomes(num_peers, data):
+    factory = partial(escalation_v0.env, problems=PROBLEMS, num_peers=num_peers)
+    record = data.draw(strategies.episodes(factory)).record
     info = record.info
     e, y_a, y_c = info["escalated"], info["anchor_correct"], info["collab_correct"]
     assert e == int(info["path"] in ("probe_verify", "escalate", "probe_escalate"))

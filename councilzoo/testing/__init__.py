@@ -1,7 +1,18 @@
 """Testing tools for users' own agents, controllers, games and learners, and the tiny offline models.
 
+- ``councilzoo.testing.checks``: ``check_env(env)`` and ``check_agent(agent)``, plain functions
+  that raise AssertionError with a shrunk counterexample (docs/testing.md);
+- ``councilzoo.testing.strategies``: hypothesis strategies for problems, model texts, actions,
+  turn contexts, whole episodes and agents configs;
+- ``councilzoo.testing.profiles``: the ``councilzoo-ci`` and ``councilzoo-deep`` hypothesis
+  profiles, registered when it (or ``checks`` or ``strategies``) is imported;
+  ``load_profile("ci")`` loads one;
 - ``councilzoo.testing.models``: tiny random Qwen3/Llama and VLMs built offline in a second
   (re-exported here, so ``from councilzoo.testing import build_tiny_model`` works).
+
+``checks``, ``strategies`` and ``profiles`` import hypothesis and ``pettingzoo.test``, so they are
+imported when named (``from councilzoo.testing import checks``), not with the package: processes
+that only build tiny models skip that second of imports.
 """
 
 from councilzoo.testing.models import (
@@ -16,6 +27,14 @@ from councilzoo.testing.models import (
     build_tiny_vlm,
 )
 
+
+def load_profile(name: str) -> None:
+    """Load the hypothesis profile ``name`` ("ci" or "deep"; see ``councilzoo.testing.profiles``)."""
+    from councilzoo.testing import profiles
+
+    profiles.load_profile(name)
+
+
 __all__ = [
     "CHAT_TEMPLATE",
     "EOS",
@@ -26,4 +45,5 @@ __all__ = [
     "VLM_FAMILIES",
     "build_tiny_model",
     "build_tiny_vlm",
+    "load_profile",
 ]
