@@ -2,7 +2,8 @@
 gate that is not monotone and a learner that peeks at labels each fail with a readable shrunk
 example, and the correct ones pass (RegretMatcher and RegretMatchingController pass
 ``check_no_regret`` in tests/test_theory_regret_matching.py and tests/test_regret_controller.py;
-the learned gates pass ``check_gate`` in tests/test_learned_gate.py)."""
+the learned gates pass ``check_gate`` in tests/test_learned_gate.py; RENT passes
+``check_learner`` as docs/testing.md's example, run by tests/test_docs_testing.py)."""
 
 from __future__ import annotations
 
@@ -125,11 +126,6 @@ class PeekingRENT(RENT):
     @staticmethod
     def reward_functions(cfg, index, problems, link):
         return [PeekingReward(problems)]
-
-
-@pytest.mark.slow
-def test_rent_trains_resumes_exactly_after_a_kill_and_never_reads_labels(tmp_path):
-    check_learner(RENT, CONFIG, tmp_path, label_free=True)
 
 
 @pytest.mark.slow

@@ -1,9 +1,12 @@
 """Testing tools for users' own agents, controllers, games and learners, and the tiny offline models.
 
-- ``councilzoo.testing.checks``: ``check_env(env)`` and ``check_agent(agent)``, plain functions
-  that raise AssertionError with a shrunk counterexample (docs/testing.md);
+- ``councilzoo.testing.checks``: ``check_env(env)``, ``check_agent(agent)``,
+  ``check_no_regret(make)``, ``check_gate(gate)`` and ``check_learner(learner, config, dir)``,
+  plain functions that raise AssertionError with a shrunk counterexample (docs/testing.md; the
+  last three live in ``regret``, ``gates`` and ``learners``, one module per kind of unit);
 - ``councilzoo.testing.strategies``: hypothesis strategies for problems, model texts, actions,
-  turn contexts, whole episodes and agents configs;
+  turn contexts, whole episodes, agents configs, games, utility sequences, gate signals and
+  poisoned labels;
 - ``councilzoo.testing.profiles``: the ``councilzoo-ci`` and ``councilzoo-deep`` hypothesis
   profiles, registered when it (or ``checks`` or ``strategies``) is imported;
   ``load_profile("ci")`` loads one;

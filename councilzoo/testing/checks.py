@@ -56,6 +56,10 @@ from councilzoo.envs.base import (
 )
 from councilzoo.envs.core import SILENT_MODES, Action, Cost, Mode, TurnContext
 from councilzoo.envs.rewards import compute_rewards
+from councilzoo.testing.falsify import ContractViolation, falsify
+from councilzoo.testing.gates import check_gate
+from councilzoo.testing.learners import check_learner
+from councilzoo.testing.regret import as_matcher, check_no_regret
 from councilzoo.testing.strategies import (
     MAX_STEPS,
     Episode,
@@ -72,11 +76,16 @@ from councilzoo.testing.strategies import (
 
 __all__ = [
     "ContractViolation",
+    "as_matcher",
     "check_agent",
     "check_env",
     "check_episode",
+    "check_gate",
+    "check_learner",
+    "check_no_regret",
     "declared_returns",
     "describe_context",
+    "falsify",
 ]
 
 Rule = Callable[[Episode], dict[str, float]]
@@ -86,10 +95,6 @@ RENDERED = (CouncilEnv, cohort_v0.parallel_env)  # games whose transcript text c
 def _settings(settings: Settings | None) -> Settings:
     """The given settings, or the loaded profile's, reporting one bug (the first shrunk)."""
     return Settings(settings or Settings(), report_multiple_bugs=False, deadline=None)
-
-
-class ContractViolation(AssertionError):
-    """A broken contract, with the (shrunk) example that shows it."""
 
 
 def _fail(name: str, contract: str, detail: str, example: Any) -> None:

@@ -20,6 +20,11 @@ from hypothesis.strategies import SearchStrategy
 T = TypeVar("T")
 
 
+class ContractViolation(AssertionError):
+    """A broken contract, with the (shrunk) example that shows it: every checker of the kit
+    raises this (an ``AssertionError``, so any test runner reports it as a failure)."""
+
+
 def _failure(prop: Callable[[T], None], example: T) -> str | None:
     """What ``prop`` raised on ``example`` (``Type: message``), or None when it held."""
     try:
@@ -36,7 +41,7 @@ def falsify(
     prop: Callable[[T], None],
     settings: Settings | None = None,
 ) -> None:
-    """Raise ``AssertionError`` if hypothesis finds an example of ``strategy`` on which ``prop``
+    """Raise ``ContractViolation`` if hypothesis finds an example of ``strategy`` on which ``prop``
     raises; the message names ``checker``, the failure and the shrunk example.
 
     ``settings`` defaults to the currently loaded hypothesis profile. The example database is
@@ -55,4 +60,4 @@ def falsify(
         example = find(strategy, fails, settings=run)
     except NoSuchExample:
         return
-    raise AssertionError(f"{checker} failed: {failures[-1]}\nShrunk counterexample: {example!r}")
+    raise ContractViolation(f"{checker} failed: {failures[-1]}\nShrunk counterexample: {example!r}")

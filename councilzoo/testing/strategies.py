@@ -37,22 +37,35 @@ from councilzoo.envs.core import Action, EpisodeRecord, Mode, TurnContext
 from councilzoo.tasks import Problem, format_answer, synthetic_problems
 from councilzoo.tasks.synthetic import TASKS
 from councilzoo.testing import profiles  # noqa: F401 - registers councilzoo-ci and councilzoo-deep
+from councilzoo.testing.gates import GateCase, GateSignals, gate_outcomes, gate_signals
+from councilzoo.testing.learners import Poison, poisons
+from councilzoo.testing.regret import UtilitySequence, controller_games, normal_form_games, utility_sequences
 
 SAMPLING_ROLES = frozenset({"anchor", "member"})  # roles whose turn may carry several samples
 MAX_STEPS = 10_000  # an episode longer than this is reported as one that never ends
 
 __all__ = [
     "Episode",
+    "GateCase",
+    "GateSignals",
+    "Poison",
     "Step",
+    "UtilitySequence",
     "actions",
     "agents_configs",
+    "controller_games",
     "env_factory",
     "episodes",
     "games",
+    "gate_outcomes",
+    "gate_signals",
     "images",
     "model_texts",
+    "normal_form_games",
+    "poisons",
     "problems",
     "turn_contexts",
+    "utility_sequences",
 ]
 
 
