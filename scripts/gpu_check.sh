@@ -401,7 +401,7 @@ PY
 
 # one_member NAME LEARNER JSON: a one-member run of LEARNER from the shared models and data, with
 # the member and run settings of JSON (merged over the defaults below), held-out evaluation at every
-# step and seeded sampling; then the checks every sharded or multi-GPU phase shares: 2 steps logged,
+# step; then the checks every sharded or multi-GPU phase shares: 2 steps logged,
 # evaluations at steps 0, 1, 2, and final/ loads with from_pretrained holding every weight.
 one_member() {
     NAME="$1" LEARNER="$2" SETTINGS="$3" "$PYTHON" - <<'PY'
@@ -427,7 +427,7 @@ trainer = {"bf16": True, "learning_rate": 1e-6, "temperature": 1.0, "logging_ste
 config = {
     "members": [member], "reward_rule": "ground_truth", "num_generations": 8, "prompts_per_step": 4,
     "max_completion_length": 128, "max_steps": 2, "seed": 0, "output_dir": str(out / name),
-    "save_steps": 0, "report_to": ["none"], "data": corl["data"], "seeded_sampling": True,
+    "save_steps": 0, "report_to": ["none"], "data": corl["data"],
     "eval": {"dataset": "synthetic:multiple_choice", "split": "test", "num_problems": 16, "eval_steps": 1},
     "distributed": corl["distributed"], "trainer": trainer, **settings,
 }
@@ -485,7 +485,7 @@ server() {
     # TRL's own rounds generate through the server
     one_member server grpo "{\"member\": {\"devices\": \"0\"}, \"trainer\": {\"use_vllm\": true,
         \"vllm_mode\": \"server\", \"vllm_server_base_url\": \"http://127.0.0.1:$port\",
-        \"vllm_server_timeout\": 240}}" || status=$?
+        \"vllm_server_timeout\": 240}, \"seeded_sampling\": true}" || status=$?
     kill -- -"$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
     if [[ $status != 0 ]]; then tail -n 40 "$log"; fi
@@ -500,7 +500,7 @@ multi_gpu() {
         return 0
     fi
     # one member's torchrun world over GPUs 0 and 1 (NCCL), seeded sampling, evaluation on both ranks
-    one_member multi_gpu grpo '{"member": {"num_processes": 2, "devices": "0,1"}}'
+    one_member multi_gpu grpo '{"member": {"num_processes": 2, "devices": "0,1"}, "seeded_sampling": true}'
 }
 
 learner_step() {
