@@ -71,10 +71,11 @@ def tiny_member_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def trl_vllm_server(tiny_member_dir, tmp_path_factory):
+def trl_vllm_server_boot(tiny_member_dir, tmp_path_factory):
     """A vLLM CPU server for TRL's server mode (the flags ``trl vllm-serve`` adds; tests/vllm_server.py)
-    serving ``tiny_member_dir``, booted once per session (~45 s on 2 busy cores); its base URL.
-    Chunked prefill is off: seeded requests crash a chunked CPU prefill (docs/generators.md)."""
+    serving ``tiny_member_dir``, started once per session and not awaited (a test may run meanwhile):
+    (process, base URL, log). Chunked prefill is off: seeded requests crash a chunked CPU prefill
+    (docs/generators.md)."""
     import vllm_server
 
     if not vllm_server.VLLM_PYTHON.exists():
@@ -83,11 +84,18 @@ def trl_vllm_server(tiny_member_dir, tmp_path_factory):
     proc, url = vllm_server.start_for_trl(
         tiny_member_dir, log, max_model_len=1024, extra_args=("--no-enable-chunked-prefill",)
     )
-    try:
-        vllm_server.wait_healthy(proc, url, log)
-        yield url
-    finally:
-        vllm_server.kill(proc)
+    yield proc, url, log
+    vllm_server.kill(proc)
+
+
+@pytest.fixture(scope="session")
+def trl_vllm_server(trl_vllm_server_boot) -> str:
+    """The base URL of ``trl_vllm_server_boot``'s server once it answers (~45 s on 2 busy cores)."""
+    import vllm_server
+
+    proc, url, log = trl_vllm_server_boot
+    vllm_server.wait_healthy(proc, url, log)
+    return url
 
 
 @pytest.fixture(scope="session")

@@ -162,7 +162,8 @@ def _worker(tiny_model_dir, tmp_path_factory, mode: str, *extra: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def colocate(tiny_model_dir, tmp_path_factory) -> dict:
+def colocate(tiny_model_dir, tmp_path_factory, trl_vllm_server_boot) -> dict:
+    """Runs while the session's server (conftest) boots for the server-mode tests."""
     return _worker(tiny_model_dir, tmp_path_factory, "colocate")
 
 
