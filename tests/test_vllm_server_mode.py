@@ -12,8 +12,10 @@ What only a GPU covers: TRL pushes weights to a server over NCCL (``init_communi
 needs CUDA, so on a CPU a server-mode trainer stops at its first push. The worker swaps in the
 file-based push of tests/test_trl_vllm.py (workaround 3 there: the same tensors, handed over as a
 safetensors file through the dev-mode ``/collective_rpc``); everything else is the real path. The
-NCCL push itself runs in ``scripts/gpu_check.sh server`` (2 GPUs: one for the server, one for the
-member). About 1 minute on 2 busy cores, plus the shared server's boot.
+NCCL push itself runs in ``scripts/gpu_check.sh``'s ``server`` phase (2 GPUs: one for the server,
+one for the member). The worker took 62 s at load ~3 and 114 s at load 16 on 2 cores (18 s of CPU);
+the tiny member's warm-up adds ~20 s to the session, and the server boots while
+tests/test_trl_vllm.py's colocate run trains.
 """
 
 from __future__ import annotations
