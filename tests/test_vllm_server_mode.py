@@ -13,7 +13,7 @@ needs CUDA, so on a CPU a server-mode trainer stops at its first push. The worke
 file-based push of tests/test_trl_vllm.py (workaround 3 there: the same tensors, handed over as a
 safetensors file through the dev-mode ``/collective_rpc``); everything else is the real path. The
 NCCL push itself runs in ``scripts/gpu_check.sh``'s ``server`` phase (2 GPUs: one for the server,
-one for the member). The worker took 62 s at load ~3 and 114 s at load 16 on 2 cores (18 s of CPU);
+one for the member). The worker took 114 s at load 16 on 2 cores (18 s of CPU time);
 the tiny member's warm-up adds ~20 s to the session, and the server boots while
 tests/test_trl_vllm.py's colocate run trains.
 """
