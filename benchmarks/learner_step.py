@@ -65,6 +65,7 @@ MODEL_SIZES = {  # build_tiny_model arguments
     "0.5b": dict(hidden_size=1280, num_layers=24, num_heads=20, head_dim=64, vocab_size=VOCAB),
 }
 TOP_OPS = 12
+HOST_FUNCTIONS = 300  # functions kept per host profile, by self time
 
 
 # --- one measured configuration (the child process) --------------------------------------------
@@ -168,10 +169,12 @@ def host_attribution(profile, wall_s: float) -> dict:
             if not caller[0].startswith(PACKAGE):
                 key = f"{Path(file).relative_to(ROOT)}:{line} {name}"
                 entries[key] = entries.get(key, 0.0) + cumulative
+    own = {f"{Path(file).name}:{line} {name}": row[2] for (file, line, name), row in stats.items()}
     return {
         "step_wall_s": wall_s,
         "councilzoo_s": sum(entries.values()),
         "councilzoo_entries_s": dict(sorted(entries.items(), key=lambda kv: -kv[1])[:TOP_OPS]),
+        "self_s_by_function": dict(sorted(own.items(), key=lambda kv: -kv[1])[:HOST_FUNCTIONS]),
     }
 
 
@@ -444,6 +447,7 @@ def host_profile(args) -> int:
         "councilzoo_s_per_step": ours["councilzoo_s"],
         "councilzoo_share_of_step": round(ours["councilzoo_s"] / ours["step_wall_s"], 6),
         "plain_trl_councilzoo_s": plain["councilzoo_s"],
+        "top_self_time_difference_s": self_time_difference(ours, plain),
         "load_average_1_5_15": {"before": [round(x, 2) for x in load_before],
                                 "after": [round(x, 2) for x in os.getloadavg()]},
         "cpus": os.cpu_count(),
@@ -454,6 +458,10 @@ def host_profile(args) -> int:
           f"{ours['councilzoo_s']:.3f} s = {100 * summary['councilzoo_share_of_step']:.4f}% of our step")
     for entry, seconds in ours["councilzoo_entries_s"].items():
         print(f"  {seconds:8.3f} s  {entry}")
+    print("functions whose self time differs most (s, ours - plain TRL):")
+    for row in summary["top_self_time_difference_s"]:
+        mine, theirs = row["ours"], row["plain_trl"]
+        print(f"  {row['difference']:+8.3f}  {row['function']}  ({mine:.3f} vs {theirs:.3f})")
     config = {"quick": args.quick, "model_size": args.model_size, "shape": [prompts, generations, tokens],
               "steps": base["steps"], "profiled_step": 2, "torch_threads": args.threads,
               "device": "cuda" if __import__("torch").cuda.is_available() else "cpu"}  # fmt: skip
@@ -461,6 +469,16 @@ def host_profile(args) -> int:
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps({"config": config, "runs": results, "summary": summary}, indent=2) + "\n")
     return 0
+
+
+def self_time_difference(ours: dict, plain: dict) -> list[dict]:
+    """The functions whose self time in the cProfiled step differs most (ours minus plain TRL)."""
+    a, b = ours["self_s_by_function"], plain["self_s_by_function"]
+    diff = {f: a.get(f, 0.0) - b.get(f, 0.0) for f in set(a) | set(b)}
+    top = sorted(diff, key=lambda f: -abs(diff[f]))[:TOP_OPS]
+    return [
+        {"function": f, "ours": a.get(f, 0.0), "plain_trl": b.get(f, 0.0), "difference": diff[f]} for f in top
+    ]
 
 
 def profile_difference(ours: dict, plain: dict, folder: Path) -> dict:
