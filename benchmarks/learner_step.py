@@ -27,8 +27,14 @@ vocabulary) instead of the toy, so the ratio is measured at a real step size (a 
 ``--profile DIR`` records one timed step of each trainer with ``torch.profiler`` (a Chrome trace
 per trainer in DIR) and lists the operators whose self time differs most between the two
 (CUDA self time on a GPU, CPU self time otherwise): where an extra cost comes from.
+``--host-profile`` instead runs each trainer once under ``cProfile`` for one whole optimizer step
+(step 2: generation, reward, loss, backward, optimizer, callbacks, logging) and attributes the
+host time to councilzoo: the inclusive time of every call from TRL, transformers or torch into a
+councilzoo function (our reward, callbacks, progress line, metrics file), by entry point, against
+the step's total; written to ``benchmarks/results/learner_step_host.json``.
 
     python benchmarks/learner_step.py [--quick] [--model-size toy|0.5b] [--profile DIR] [--ratio-only]
+    python benchmarks/learner_step.py --host-profile [--quick]
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = ROOT / "benchmarks" / "results" / "learner_step.json"
+HOST_RESULT = ROOT / "benchmarks" / "results" / "learner_step_host.json"
+PACKAGE = str(ROOT / "councilzoo")
 VOCAB, TARGET = 32000, 1.1
 SHAPES = {  # prompts, completions per prompt, completion tokens, micro-batch of the memory sweep
     "default": (8, 8, 64, 16),
@@ -57,6 +65,7 @@ MODEL_SIZES = {  # build_tiny_model arguments
     "0.5b": dict(hidden_size=1280, num_layers=24, num_heads=20, head_dim=64, vocab_size=VOCAB),
 }
 TOP_OPS = 12
+HOST_FUNCTIONS = 300  # functions kept per host profile, by self time
 
 
 # --- one measured configuration (the child process) --------------------------------------------
@@ -88,9 +97,13 @@ def _cohort_config(spec: dict):
     )
 
 
-def _step_clock(profile_to: str | None):
+def _step_clock(profile_to: str | None, host_profile: bool = False):
     """Wall clock and CPU time at the end of every optimizer step; with ``profile_to``, a
-    ``torch.profiler`` record of step 2 (the first timed one) written there as a Chrome trace."""
+    ``torch.profiler`` record of step 2 (the first timed one) written there as a Chrome trace; with
+    ``host_profile``, a ``cProfile`` record of step 2, from its start to step 3's start (or the end
+    of training), so that the step's callbacks and logging are in it (``host_times``)."""
+    import cProfile
+
     import torch
     from transformers import TrainerCallback
 
@@ -99,8 +112,26 @@ def _step_clock(profile_to: str | None):
             self.ends: list[tuple[float, float]] = []
             self.profiler = None
             self.self_times: dict[str, float] = {}
+            self.host: cProfile.Profile | None = None
+            self.host_times: dict = {}
+
+        def _stop_host(self) -> None:
+            if self.host is not None:
+                self.host.disable()
+                wall, cpu = time.perf_counter() - self.host_start, time.process_time() - self.host_cpu
+                self.host_times = {**host_attribution(self.host, wall), "step_cpu_s": cpu}
+                self.host = None
+
+        def on_train_end(self, args, state, control, **kwargs):
+            self._stop_host()
 
         def on_step_begin(self, args, state, control, **kwargs):
+            if host_profile and state.global_step == 2:
+                self._stop_host()
+            if host_profile and state.global_step == 1:
+                self.host_start, self.host_cpu = time.perf_counter(), time.process_time()
+                self.host = cProfile.Profile()
+                self.host.enable()
             if profile_to and state.global_step == 1:
                 activities = [torch.profiler.ProfilerActivity.CPU]
                 if torch.cuda.is_available():
@@ -122,6 +153,29 @@ def _step_clock(profile_to: str | None):
                 self.profiler = None
 
     return StepClock()
+
+
+def host_attribution(profile, wall_s: float) -> dict:
+    """Host seconds of one profiled step: its wall clock, and the inclusive time of every call from
+    outside councilzoo into a councilzoo function (one entry per such function, largest first)."""
+    import pstats
+
+    stats = pstats.Stats(profile).stats
+    entries: dict[str, float] = {}
+    for (file, line, name), (_, _, _, _, callers) in stats.items():
+        if not file.startswith(PACKAGE):
+            continue
+        for caller, (_, _, _, cumulative) in callers.items():
+            if not caller[0].startswith(PACKAGE):
+                key = f"{Path(file).relative_to(ROOT)}:{line} {name}"
+                entries[key] = entries.get(key, 0.0) + cumulative
+    own = {f"{Path(file).name}:{line} {name}": row[2] for (file, line, name), row in stats.items()}
+    return {
+        "step_wall_s": wall_s,
+        "councilzoo_s": sum(entries.values()),
+        "councilzoo_entries_s": dict(sorted(entries.items(), key=lambda kv: -kv[1])[:TOP_OPS]),
+        "self_s_by_function": dict(sorted(own.items(), key=lambda kv: -kv[1])[:HOST_FUNCTIONS]),
+    }
 
 
 def _plain_trl(cfg, clock) -> list[dict]:
@@ -176,7 +230,7 @@ def child(spec: dict) -> dict:
     from councilzoo.learners.logging import read_metrics
 
     cfg = _cohort_config(spec)
-    clock = _step_clock(spec.get("profile_to"))
+    clock = _step_clock(spec.get("profile_to"), spec.get("host_profile", False))
     start = time.perf_counter()
     if spec["kind"] == "ours":
         run_member(cfg, 0, GRPO.reward_functions, callbacks=[clock])
@@ -184,7 +238,7 @@ def child(spec: dict) -> dict:
     else:
         logged = _plain_trl(cfg, clock)
     out = {"seconds_total": time.perf_counter() - start, "step_ends": clock.ends, "logged": logged,
-           "profile_self_us": clock.self_times}
+           "profile_self_us": clock.self_times, "host_times": clock.host_times}
     if torch.cuda.is_available():
         out["gpu_peak_mib"] = torch.cuda.max_memory_allocated() / 2**20
     if spec.get("weights_changed"):
@@ -290,7 +344,9 @@ def main() -> int:
     parser.add_argument("--profile", metavar="DIR", help="torch.profiler traces of one step of each trainer")
     parser.add_argument("--ratio-only", action="store_true",
                         help="time ours against plain TRL only (no memory sweep, no bf16 weight check)")
-    parser.add_argument("--output", default=str(RESULT), help="result file (default: the results folder)")
+    parser.add_argument("--host-profile", action="store_true",
+                        help="cProfile one step of each trainer: the host time spent in councilzoo's code")
+    parser.add_argument("--output", default=None, help="result file (default: the results folder)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -301,6 +357,8 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(args.threads)  # the model build, too
+    if args.host_profile:
+        return host_profile(args)
     load_before = os.getloadavg()
     prompts, generations, tokens, micro = SHAPES["quick" if args.quick else "default"]
     tokens = args.tokens or tokens
@@ -361,10 +419,66 @@ def main() -> int:
               "steps": args.steps, "repeats": args.repeats, "torch_threads": args.threads,
               "reward_rule": "ground_truth", "data": "synthetic:multiple_choice", "bf16_shape": BF16_SHAPE,
               "bf16_steps": BF16_STEPS, "device": "cuda" if torch.cuda.is_available() else "cpu"}
-    output = Path(args.output)
+    output = Path(args.output or RESULT)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps({"config": config, "table": rows, "summary": summary}, indent=2) + "\n")
     return 0
+
+
+def host_profile(args) -> int:
+    """``--host-profile``: one cProfiled step of ours and of plain TRL (3 optimizer steps a run, step
+    2 profiled), a table of the host time in councilzoo's code against the step."""
+    load_before = os.getloadavg()
+    prompts, generations, tokens, _ = SHAPES["quick" if args.quick else "default"]
+    tokens = args.tokens or tokens
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        model = str(build_model(tmp / "model", args.model_size))
+        base = dict(model=model, prompts=prompts, generations=generations, tokens=tokens, lr=1e-6, bf16=False,
+                    steps=max(args.steps, 3), host_profile=True)  # fmt: skip
+        for name, kind in (("ours", "ours"), ("plain TRL", "trl")):
+            spec = dict(base, kind=kind, name=name, out=str(tmp / kind))
+            results[name] = run_child(spec, tmp / f"{kind}.log", args.threads)["host_times"]
+    ours, plain = results["ours"], results["plain TRL"]
+    summary = {
+        "step_wall_s_under_cprofile": {"ours": ours["step_wall_s"], "plain_trl": plain["step_wall_s"]},
+        "step_cpu_s_under_cprofile": {"ours": ours["step_cpu_s"], "plain_trl": plain["step_cpu_s"]},
+        "councilzoo_s_per_step": ours["councilzoo_s"],
+        "councilzoo_share_of_step": round(ours["councilzoo_s"] / ours["step_wall_s"], 6),
+        "plain_trl_councilzoo_s": plain["councilzoo_s"],
+        "top_self_time_difference_s": self_time_difference(ours, plain),
+        "load_average_1_5_15": {"before": [round(x, 2) for x in load_before],
+                                "after": [round(x, 2) for x in os.getloadavg()]},
+        "cpus": os.cpu_count(),
+    }
+    print(f"one cProfiled optimizer step ({prompts}x{generations}x{tokens}, {args.model_size} model): "
+          f"ours {ours['step_wall_s']:.2f} s ({ours['step_cpu_s']:.2f} CPU s), "
+          f"plain TRL {plain['step_wall_s']:.2f} s ({plain['step_cpu_s']:.2f} CPU s); in councilzoo's code "
+          f"{ours['councilzoo_s']:.3f} s = {100 * summary['councilzoo_share_of_step']:.4f}% of our step")
+    for entry, seconds in ours["councilzoo_entries_s"].items():
+        print(f"  {seconds:8.3f} s  {entry}")
+    print("functions whose self time differs most (s, ours - plain TRL):")
+    for row in summary["top_self_time_difference_s"]:
+        mine, theirs = row["ours"], row["plain_trl"]
+        print(f"  {row['difference']:+8.3f}  {row['function']}  ({mine:.3f} vs {theirs:.3f})")
+    config = {"quick": args.quick, "model_size": args.model_size, "shape": [prompts, generations, tokens],
+              "steps": base["steps"], "profiled_step": 2, "torch_threads": args.threads,
+              "device": "cuda" if __import__("torch").cuda.is_available() else "cpu"}  # fmt: skip
+    output = Path(args.output or HOST_RESULT)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps({"config": config, "runs": results, "summary": summary}, indent=2) + "\n")
+    return 0
+
+
+def self_time_difference(ours: dict, plain: dict) -> list[dict]:
+    """The functions whose self time in the cProfiled step differs most (ours minus plain TRL)."""
+    a, b = ours["self_s_by_function"], plain["self_s_by_function"]
+    diff = {f: a.get(f, 0.0) - b.get(f, 0.0) for f in set(a) | set(b)}
+    top = sorted(diff, key=lambda f: -abs(diff[f]))[:TOP_OPS]
+    return [
+        {"function": f, "ours": a.get(f, 0.0), "plain_trl": b.get(f, 0.0), "difference": diff[f]} for f in top
+    ]
 
 
 def profile_difference(ours: dict, plain: dict, folder: Path) -> dict:

@@ -16,14 +16,21 @@
 # held-out evaluation on, 2 steps; final/ must load with from_pretrained), DeepSpeed installed from
 # a wheel folder when one is given; then benchmarks/learner_step.py twice, the toy step and a
 # ~0.48B-parameter Qwen3 step, each with a torch.profiler trace of one step of ours and of plain
-# TRL and the operators whose self time differs most.
+# TRL and the operators whose self time differs most. Then three phases of what no CPU runs:
+# fsdp (configs/accelerate/fsdp.yaml over 2 GPUs, or 1 where there is one; held-out evaluation on;
+# final/ must load with from_pretrained and hold every weight), server (a vLLM server on GPU 1 by
+# `trl vllm-serve`, a member on GPU 0 in vllm_mode: server with seeded sampling and held-out
+# evaluation: TRL's NCCL weight push and our paths through the server) and multi_gpu (one member's
+# world over GPUs 0 and 1, seeded sampling, held-out evaluation on every rank). server and
+# multi_gpu print SKIP with the reason on a machine with fewer than 2 GPUs (and in the CPU dry
+# run), as fsdp does in the CPU dry run.
 #
 # Usage: scripts/gpu_check.sh [OUT_DIR]        (default: a fresh temporary folder)
 # Env:   PYTHON (default python3; councilzoo is imported through the caller's PYTHONPATH)
 #        GPU_CHECK_CPU=1: dry run on CPU (tiny models, no vLLM, use_cpu, 2 steps; no ZeRO-3, which
 #        needs CUDA; the learner_step runs at the toy size only)
 #        GPU_CHECK_PHASES=a,b,...: run only these phases, in the script's order (a later phase
-#        needs what earlier ones wrote: zero3 needs environment,models,config)
+#        needs what earlier ones wrote: zero3, fsdp, server and multi_gpu need environment,models,config)
 #        GPU_CHECK_WHEELS=DIR: a folder of wheels (deepspeed and what it needs) installed offline
 #        with `pip install --no-index --find-links DIR deepspeed` before the ZeRO-3 phase
 set -euo pipefail
@@ -48,7 +55,7 @@ export PYTHON OUT CPU WHEELS GPU_CHECK_OUT="$OUT" GPU_CHECK_CPU="$CPU"
 SUMMARY=()
 
 # phase NAME SECONDS FUNCTION [SIGNAL]: run FUNCTION (exported) under `timeout`, print and record
-# PASS/FAIL; stop at the first FAIL. The train phase is stopped with SIGINT, so the launcher's
+# PASS/FAIL, or SKIP with the reason FUNCTION wrote to $OUT/skip-NAME (see skip); stop at the first FAIL. The train phase is stopped with SIGINT, so the launcher's
 # cleanup stops every member's world (they run in their own sessions).
 phase() {
     local name="$1" limit="$2" fn="$3" sig="${4:-TERM}" start status=0
@@ -60,7 +67,9 @@ phase() {
     start=$SECONDS
     timeout --signal="$sig" --kill-after=30 "$limit" bash -c "$fn" || status=$?
     local line
-    if [[ $status == 0 ]]; then
+    if [[ $status == 0 && -f "$OUT/skip-$name" ]]; then
+        line="SKIP $name: $(cat "$OUT/skip-$name")"
+    elif [[ $status == 0 ]]; then
         line="PASS $name ($((SECONDS - start)) s)"
     elif [[ $status == 124 || $status == 137 ]]; then
         line="FAIL $name (timed out after ${limit} s)"
@@ -73,6 +82,15 @@ phase() {
         printf '%s\n' "--- summary ---" "${SUMMARY[@]}"
         exit 1
     fi
+}
+
+# skip NAME REASON: record why phase NAME does not run here (printed in its SKIP line).
+skip() {
+    echo "$2" > "$OUT/skip-$1"
+}
+
+gpu_count() {
+    if [[ $CPU == 1 ]]; then echo 0; else "$PYTHON" -c "import torch; print(torch.cuda.device_count())"; fi
 }
 
 check_environment() {
@@ -381,6 +399,110 @@ print(f"zero3: 2 steps, final/ loads ({sum(p.numel() for p in model.parameters()
 PY
 }
 
+# one_member NAME LEARNER JSON: a one-member run of LEARNER from the shared models and data, with
+# the member and run settings of JSON (merged over the defaults below), held-out evaluation at every
+# step; then the checks every sharded or multi-GPU phase shares: 2 steps logged,
+# evaluations at steps 0, 1, 2, and final/ loads with from_pretrained holding every weight.
+one_member() {
+    NAME="$1" LEARNER="$2" SETTINGS="$3" "$PYTHON" - <<'PY'
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM
+
+from councilzoo.learners.logging import read_metrics
+
+out, name = Path(os.environ["GPU_CHECK_OUT"]), os.environ["NAME"]
+corl = yaml.safe_load((out / "corl.yaml").read_text())
+settings = json.loads(os.environ["SETTINGS"])
+model = corl["members"][0]["model"]
+member = {"name": name, "model": model, **settings.pop("member")}
+trainer = {"bf16": True, "learning_rate": 1e-6, "temperature": 1.0, "logging_steps": 1,
+           "per_device_train_batch_size": 4, "gradient_accumulation_steps": 1, **settings.pop("trainer", {})}
+config = {
+    "members": [member], "reward_rule": "ground_truth", "num_generations": 8, "prompts_per_step": 4,
+    "max_completion_length": 128, "max_steps": 2, "seed": 0, "output_dir": str(out / name),
+    "save_steps": 0, "report_to": ["none"], "data": corl["data"],
+    "eval": {"dataset": "synthetic:multiple_choice", "split": "test", "num_problems": 16, "eval_steps": 1},
+    "distributed": corl["distributed"], "trainer": trainer, **settings,
+}
+(out / f"{name}.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+subprocess.run([sys.executable, "-m", "councilzoo.cli", "train", os.environ["LEARNER"], str(out / f"{name}.yaml"),
+                "--overwrite"], check=True)
+folder = out / name / "members" / name
+rows = [r for r in read_metrics(folder / "metrics.jsonl") if "reward" in r]
+evals = [json.loads(line) for line in (folder / "eval.jsonl").read_text().splitlines()]
+world = json.loads((folder / "world.json").read_text())
+assert [r["step"] for r in rows] == [1, 2], rows
+assert [e["step"] for e in evals] == [0, 1, 2], evals
+final = AutoModelForCausalLM.from_pretrained(folder / "final")
+start = load_file(Path(model) / "model.safetensors")
+weights = dict(final.state_dict())
+missing = [k for k in start if k not in weights or weights[k].shape != start[k].shape]
+assert not missing, f"final/ lacks or reshapes {missing[:5]}"
+moved = max((weights[k].float().cpu() - start[k].float()).abs().max().item() for k in start)
+print(f"{name}: world {world}, 2 steps (rewards {[r['reward'] for r in rows]}), held-out accuracy "
+      f"{[e['accuracy'] for e in evals]}, final/ loads with every weight (largest change {moved:.2e})")
+PY
+}
+
+fsdp() {
+    if [[ $CPU == 1 ]]; then
+        skip fsdp "FSDP needs CUDA (on a CPU accelerate would train the world unsharded); GPU machines only"
+        return 0
+    fi
+    local n
+    n=$(( $(gpu_count) >= 2 ? 2 : 1 ))
+    # FSDP2, full sharding; the member's final/ is saved whole (FULL_STATE_DICT) from sharded training.
+    one_member fsdp grpo "{\"member\": {\"num_processes\": $n, \"devices\": \"$(seq -s, 0 $((n - 1)))\",
+        \"accelerate_config\": \"configs/accelerate/fsdp.yaml\"}}"
+}
+
+server() {
+    local gpus
+    gpus=$(gpu_count)
+    if (( gpus < 2 )); then
+        skip server "needs 2 GPUs (the vLLM server on one, the member on another), this machine has $gpus"
+        return 0
+    fi
+    if ! "$PYTHON" -c "import vllm" 2>/dev/null; then
+        skip server "vLLM is not installed"
+        return 0
+    fi
+    local model port log="$OUT/vllm_server.log" status=0
+    model=$("$PYTHON" -c "import yaml; print(yaml.safe_load(open('$OUT/corl.yaml'))['members'][0]['model'])")
+    port=$("$PYTHON" -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+    # its own session, so that the kill below also reaches the vLLM server `trl vllm-serve` starts
+    CUDA_VISIBLE_DEVICES=1 setsid "$PYTHON" -m trl.cli.main vllm-serve --model "$model" --port "$port" \
+        --gpu_memory_utilization 0.3 --max_model_len 1024 > "$log" 2>&1 &
+    local pid=$!
+    # a member in vllm_mode: server: TRL's NCCL weight push; seeded sampling, held-out evaluation and
+    # TRL's own rounds generate through the server
+    one_member server grpo "{\"member\": {\"devices\": \"0\"}, \"trainer\": {\"use_vllm\": true,
+        \"vllm_mode\": \"server\", \"vllm_server_base_url\": \"http://127.0.0.1:$port\",
+        \"vllm_server_timeout\": 240}, \"seeded_sampling\": true}" || status=$?
+    kill -- -"$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    if [[ $status != 0 ]]; then tail -n 40 "$log"; fi
+    return "$status"
+}
+
+multi_gpu() {
+    local gpus
+    gpus=$(gpu_count)
+    if (( gpus < 2 )); then
+        skip multi_gpu "needs 2 GPUs for one member's world, this machine has $gpus"
+        return 0
+    fi
+    # one member's torchrun world over GPUs 0 and 1 (NCCL), seeded sampling, evaluation on both ranks
+    one_member multi_gpu grpo '{"member": {"num_processes": 2, "devices": "0,1"}, "seeded_sampling": true}'
+}
+
 learner_step() {
     # Ours against plain TRL at the toy step (where an H200 measured 1.25) and at a ~0.5B step,
     # one profiled step of each trainer; the benchmark prints the top operators by self-time
@@ -393,8 +515,9 @@ learner_step() {
     done
 }
 
-export -f check_environment build_models write_config train report tracer vlm_cohort zero3 learner_step
-# GPU limits add up to about 22 minutes (1,295 s; the first seven phases took 4 min 13 s on an H200);
+export -f skip gpu_count check_environment build_models write_config train report tracer vlm_cohort zero3 \
+    one_member fsdp server multi_gpu learner_step
+# GPU limits add up to about 35 minutes (2,075 s; the first seven phases took 4 min 13 s on an H200);
 # the CPU dry run may take longer on a busy machine.
 # limit GPU_SECONDS CPU_SECONDS: a phase's timeout (the CPU dry run shares a busy machine).
 limit() { if [[ $CPU == 1 ]]; then echo "$2"; else echo "$1"; fi; }
@@ -406,6 +529,9 @@ phase report "$(limit 20 300)" report
 phase tracer "$(limit 90 1200)" tracer
 phase vlm "$(limit 90 1200)" vlm_cohort
 phase zero3 "$(limit 240 30)" zero3 INT
+phase fsdp "$(limit 240 30)" fsdp INT
+phase server "$(limit 300 30)" server INT
+phase multi_gpu "$(limit 240 30)" multi_gpu INT
 phase learner_step "$(limit 480 1800)" learner_step
 printf '%s\n' "--- summary ---" "${SUMMARY[@]}"
 echo "outputs in $OUT"

@@ -1,4 +1,4 @@
-"""Shared fixtures: hypothesis profiles and the offline tiny model."""
+"""Shared fixtures: hypothesis profiles, the offline tiny models and a vLLM server on one."""
 
 from __future__ import annotations
 
@@ -50,6 +50,52 @@ def tiny_vlm_family_dir(request, tmp_path_factory) -> Path:
     from councilzoo.testing import build_tiny_vlm
 
     return build_tiny_vlm(tmp_path_factory.mktemp("tiny_vlm_family") / request.param, family=request.param)
+
+
+@pytest.fixture(scope="session")
+def tiny_member_dir(tmp_path_factory) -> Path:
+    """The tiny Qwen3 cohort member warmed up to answer synthetic:multiple_choice items as
+    \\boxed{X} (``councilzoo.tiny_models``, 30 SFT steps), so that rewards vary from the first step."""
+    from councilzoo.learners.baselines import BaselineConfig
+    from councilzoo.learners.cohort.config import DataConfig, MemberConfig, load_items
+    from councilzoo.tiny_models import build_tiny_models
+
+    cfg = BaselineConfig(
+        members=[MemberConfig(name="m", tiny_family="qwen3", tiny_warmup_steps=30)],
+        reward_rule="ground_truth",
+        tiny_models_dir=str(tmp_path_factory.mktemp("tiny_member")),
+        data=DataConfig(dataset="synthetic:multiple_choice", num_problems=24),
+    )
+    build_tiny_models(cfg, load_items(cfg.data, cfg.seed))
+    return cfg.tiny_model_dir(0)
+
+
+@pytest.fixture(scope="session")
+def trl_vllm_server_boot(tiny_member_dir, tmp_path_factory):
+    """A vLLM CPU server for TRL's server mode (the flags ``trl vllm-serve`` adds; tests/vllm_server.py)
+    serving ``tiny_member_dir``, started once per session and not awaited (a test may run meanwhile):
+    (process, base URL, log). Chunked prefill is off: seeded requests crash a chunked CPU prefill
+    (docs/generators.md)."""
+    import vllm_server
+
+    if not vllm_server.VLLM_PYTHON.exists():
+        pytest.skip(vllm_server.SKIP_REASON)
+    log = tmp_path_factory.mktemp("trl_vllm_server") / "server.log"
+    proc, url = vllm_server.start_for_trl(
+        tiny_member_dir, log, max_model_len=1024, extra_args=("--no-enable-chunked-prefill",)
+    )
+    yield proc, url, log
+    vllm_server.kill(proc)
+
+
+@pytest.fixture(scope="session")
+def trl_vllm_server(trl_vllm_server_boot) -> str:
+    """The base URL of ``trl_vllm_server_boot``'s server once it answers (~45 s on 2 busy cores)."""
+    import vllm_server
+
+    proc, url, log = trl_vllm_server_boot
+    vllm_server.wait_healthy(proc, url, log)
+    return url
 
 
 @pytest.fixture(scope="session")

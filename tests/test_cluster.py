@@ -71,7 +71,7 @@ def recipe(opening: str) -> list[tuple[str, str]]:
 def cpu_config(folder: Path, models: Path, sharded: bool = False, vllm: bool = False, **changes) -> None:
     """The CPU copy of the GPU config (and of the accelerate configs) under ``folder/configs``;
     ``sharded`` keeps the members' ZeRO-3 ``accelerate_config``, ``vllm`` TRL's vLLM generation
-    (without ``seeded_sampling``, which refuses it)."""
+    (without ``seeded_sampling``: that run stops at TRL's first weight push, before any sampling)."""
     data = yaml.safe_load((ROOT / GPU_CONFIG).read_text())
     for member in data["members"]:
         del member["model"], member["devices"]
@@ -157,12 +157,12 @@ def final_weights(run: Path, name: str) -> dict[str, torch.Tensor]:
     return load_file(run / "members" / name / "final" / "model.safetensors")
 
 
-def one_process_run(root: Path, models: Path, accumulation: int) -> Path:
-    """Both members on one process each, with the global batch per optimizer step of the recipe."""
+def one_process_run(root: Path, models: Path, batch: list[str]) -> Path:
+    """Both members on one process each, with the ``batch`` settings (``--set`` lines) that give
+    the global batch per optimizer step of the recipe's CPU worlds."""
     root.mkdir()
     cpu_config(root, models)
-    sets = ["members.0.num_processes=1", "members.1.num_processes=1",
-            f"trainer.gradient_accumulation_steps={accumulation}"]  # fmt: skip
+    sets = ["members.0.num_processes=1", "members.1.num_processes=1", *batch]
     cmd = [sys.executable, "-m", "councilzoo.cli", "train", "corl", GPU_CONFIG]
     out = subprocess.run(
         [*cmd, *(a for s in sets for a in ("--set", s))], cwd=root, env=_env(), capture_output=True, text=True
@@ -206,6 +206,52 @@ def models(tmp_path_factory) -> Path:
     return tmp / "models"
 
 
+RECIPES = ("One 8-GPU node, two members of 4 GPUs each", "FSDP instead of ZeRO-3",
+           "vLLM server mode instead of colocate", "Two nodes, one member each",
+           "A member spanning two nodes")  # fmt: skip
+
+
+def recipe_updates(command: str) -> dict[str, tuple[int, int]]:
+    """(completions per optimizer step, optimizer steps per generation round) of each member a
+    ``councilzoo train`` line starts, from the GPU config with the line's ``--set`` overrides
+    (a member's world: its processes on each of its accelerate config's machines)."""
+    from councilzoo.learners.train import apply_overrides
+
+    words = shlex.split(command)
+    data = apply_overrides(yaml.safe_load((ROOT / GPU_CONFIG).read_text()),
+                           [words[i + 1] for i, w in enumerate(words) if w == "--set"])  # fmt: skip
+    started = range(len(data["members"]))
+    if "--members" in words:
+        started = [int(words[words.index("--members") + 1])]
+    out = {}
+    for i in started:
+        member = data["members"][i]
+        accelerate = Path(member.get("accelerate_config") or "")
+        accelerate = ROOT / "configs" / "accelerate" / ("two_nodes.yaml" if accelerate.name == "node.yaml"
+                                                        else accelerate.name)  # fmt: skip
+        machines = 1
+        if accelerate.is_file():
+            machines = yaml.safe_load(accelerate.read_text()).get("num_machines", 1)
+        settings = {**data["trainer"], **member.get("trainer", {})}
+        update = settings["per_device_train_batch_size"] * member["num_processes"] * machines
+        update *= settings.get("gradient_accumulation_steps", 1)
+        out[member["name"]] = (update, data["prompts_per_step"] * data["num_generations"] // update)
+    return out
+
+
+def test_every_recipe_keeps_the_shipped_updates():
+    """Every recipe trains 4 optimizer steps a generation round, as the shipped config does (the
+    config's GSPO runs 3 of them off-policy: docs/tracer.md), of the shipped 32 completions (24 in
+    the server recipe, whose round is 96): a cluster changes where a member runs, not how it learns."""
+    for opening in RECIPES:
+        for _, command in recipe(opening):
+            if not command.startswith("councilzoo"):
+                continue
+            expected = 24 if "vllm_mode=server" in command else 32
+            for name, (update, steps) in recipe_updates(command).items():
+                assert (update, steps) == (expected, 4), (opening, name, update, steps)
+
+
 def test_two_nodes_one_member_each(tmp_path, models):
     """Two launchers (--members 0 and --members 1) with different --set lines join one cohort; each
     member's world of 2 samples, votes and is rewarded as a one-process member with the same global
@@ -213,7 +259,7 @@ def test_two_nodes_one_member_each(tmp_path, models):
     commands = recipe("Two nodes, one member each")
     assert [node for node, _ in commands] == ["A", "B"]
     nodes = run_nodes(commands, tmp_path, models)
-    alone = one_process_run(tmp_path / "alone", models, accumulation=4 * 2)
+    alone = one_process_run(tmp_path / "alone", models, ["trainer.gradient_accumulation_steps=2"])
     runs = {"qwen": nodes["A"] / RUN, "llama": nodes["B"] / RUN}
     assert_same_training(runs, alone, models)
     agreement = [trained_rows(run, name)[0]["agreement"] for name, run in runs.items()]
@@ -228,7 +274,9 @@ def test_a_member_spanning_two_nodes(tmp_path, models):
     assert [node for node, _ in commands] == ["A", "B", "A", "B", "C"]
     nodes = run_nodes(commands, tmp_path, models)
     assert yaml.safe_load((nodes["B"] / "node.yaml").read_text())["machine_rank"] == 1
-    alone = one_process_run(tmp_path / "alone", models, accumulation=2 * 2)
+    # a CPU world of 2 per member: qwen 2 x 2 completions a step, llama 2 x 4
+    sets = ["trainer.gradient_accumulation_steps=2", "members.0.trainer.per_device_train_batch_size=2"]
+    alone = one_process_run(tmp_path / "alone", models, sets)
     assert_same_training({"qwen": nodes["A"] / RUN, "llama": nodes["C"] / RUN}, alone, models)
     assert not (nodes["B"] / RUN / "members" / "qwen" / "final").exists()  # machine 0's rank 0 saves
 

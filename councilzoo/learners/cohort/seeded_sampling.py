@@ -8,12 +8,14 @@ prompt as the only input of its ``generate`` call. The samples, and so the updat
 same for any number of processes and any micro-batching of the same global batch; this is what
 makes a data-parallel member checkably equivalent to a one-process member.
 
-With the trainer on vLLM (``use_vllm``, colocated), the items go to TRL's engine in one call with
+With the trainer on vLLM colocated (``use_vllm``), the items go to TRL's engine in one call with
 one seed per item (``SamplingParams.seed``; on a CPU engine with chunked prefill, in waves that fit
-one engine step, see ``VLLMGenerator``); with transformers, one ``generate`` call per item, the
-price of the invariance. vLLM's samples are reproducible across runs and world sizes but are not
-transformers' samples (another sampler). Where TRL's ``RepeatSampler`` splits an item's G copies
-over two processes, each process draws the whole group and keeps its own copies.
+one engine step, see ``VLLMGenerator``); with a vLLM server (``vllm_mode: server``), one request
+per item with its seed, all in flight at once (``ServerGenerator``); with transformers, one
+``generate`` call per item, the price of the invariance. vLLM's samples are reproducible across
+runs and world sizes but are not transformers' samples (another sampler). Where TRL's
+``RepeatSampler`` splits an item's G copies over two processes, each process draws the whole
+group and keeps its own copies.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ class SeededSampling:
         self.seed, self.num_generations = seed, num_generations
 
     def __call__(self, prompts: list, trainer: Any) -> dict[str, Any]:
-        from councilzoo.learners.live_policy import policy_generator, uses_vllm
+        from councilzoo.learners.live_policy import policy_generator, vllm_mode
 
         g, args = self.num_generations, trainer.args
         start = trainer.accelerator.process_index * len(prompts)
@@ -61,7 +63,7 @@ class SeededSampling:
                 sampling=sampling,
                 seeds=[group_seed(self.seed, step, group) for group in by_group],
             )
-        vllm = uses_vllm(args)
+        vllm = vllm_mode(args) is not None
         out: dict[str, Any] = {"prompt_ids": [], "completion_ids": [], "logprobs": [] if vllm else None}
         for rows, completions in zip(by_group.values(), groups, strict=True):
             for i in rows:

@@ -128,9 +128,6 @@ class GenerationConfig:
 
     def __post_init__(self) -> None:
         check_trainer_overrides(self.trainer, "generation.trainer")
-        if self.trainer.get("use_vllm") and self.trainer.get("vllm_mode", "colocate") != "colocate":
-            raise ValueError("generation.trainer: TRACER plays its episodes on the trained model, so "
-                             f"use_vllm needs vllm_mode: colocate, got {self.trainer['vllm_mode']!r}")
         if self.turns_per_step < 1:
             raise ValueError(f"generation.turns_per_step must be >= 1, got {self.turns_per_step}")
 

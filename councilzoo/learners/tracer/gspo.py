@@ -36,7 +36,7 @@ from councilzoo.agents.llm import LLMAgent
 from councilzoo.agents.parsing import parse_action
 from councilzoo.envs.core import Mode
 from councilzoo.learners.cohort import engine
-from councilzoo.learners.live_policy import push_weights, uses_vllm
+from councilzoo.learners.live_policy import push_weights, trainer_vllm_generator, vllm_mode
 from councilzoo.learners.tracer.config import ROLES, TracerConfig
 from councilzoo.tasks import answers_equivalent
 
@@ -111,10 +111,8 @@ class UtteranceLayer:
             peft=g.peft,
             rollout_func=self.rollout,
         )
-        if uses_vllm(args):  # TRL's colocated engine plays and samples; weights pushed by sync()
-            from councilzoo.agents.generators.vllm_backend import VLLMGenerator
-
-            self.generator = VLLMGenerator.from_engine(self.trainer.vllm_generation.llm)
+        if vllm_mode(args):  # TRL's colocated engine or its server plays and samples; pushed by sync()
+            self.generator = trainer_vllm_generator(self.trainer)
         else:  # the trainer's model itself, trained in place
             tokenizer = self.trainer.processing_class
             self.generator = TransformersGenerator(self.trainer.model, tokenizer=tokenizer, seed=cfg.seed)
@@ -132,7 +130,7 @@ class UtteranceLayer:
     def sync(self) -> None:
         """Make the generator play the trainer's current weights: a no-op with transformers (it
         generates with the trained model), a weight push into vLLM when it changed since the last."""
-        if uses_vllm(self.trainer.args):
+        if vllm_mode(self.trainer.args):
             push_weights(self.trainer, self.generator)
 
     # -- the episodes' hook: remember every speaking turn ---------------------------------------
@@ -179,5 +177,5 @@ class UtteranceLayer:
                 out["pending"].append(ctx.extras.get("pending_answer") or "")
         # vLLM's sampled-token log-probabilities feed TRL's importance-sampling correction; with
         # transformers TRL scores the old policy itself
-        out["logprobs"] = [c.logprobs for g in groups for c in g] if uses_vllm(trainer.args) else None
+        out["logprobs"] = [c.logprobs for g in groups for c in g] if vllm_mode(trainer.args) else None
         return out
