@@ -37,6 +37,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -284,15 +285,17 @@ def write_items(part: str, out: Path, n: int) -> tuple[list[Problem], Path]:
 def run_part(part: str, out: Path, n_seeds: int, quick: bool) -> dict[str, Any]:
     """Build and measure the part's members, train its arms x seeds (one process per core) and
     return ``report.combine_parts``' part dict."""
+    started = time.perf_counter()
     settings = QUICK if quick else FULL
     cohort = COHORTS[part]
     problems, items = write_items(part, out, settings["items"])
     steps = settings["warmup"] or cohort.warmup_steps
     paths = [build_member(part, i, problems, steps) for i in range(len(cohort.families))]
     measured = measure(part, paths, problems, settings)
-    # a full run whose precondition failed is NOT HELD whatever training shows, so it trains no arm;
-    # --quick trains every arm regardless (a pipeline check, its members answer almost nothing)
-    trained = quick or measured["in_band"]
+    # a part whose precondition failed is NOT HELD whatever training shows, so it trains no arm;
+    # --quick trains the current plan's (v2) arms regardless, to check the pipeline once per modality
+    # (its members answer almost nothing; v1's parts run the same code)
+    trained = measured["in_band"] or (quick and cohort.version > 1)
     jobs = [(part, arm, seed, paths, settings, items, out / "runs")
             for seed in range(n_seeds) for arm in ARMS if trained]
     curves = map_in_processes(_run_job, jobs, os.cpu_count() or 1)
@@ -322,6 +325,7 @@ def run_part(part: str, out: Path, n_seeds: int, quick: bool) -> dict[str, Any]:
             f"{part}_checks": [{"part": part, "check": k, "held": c["held"], "mean": c["value"][0],
                                 "ci": (c["value"][1], c["value"][2]), "rule": c["rule"]}
                                for k, c in checks.items()],
+            f"{part}_seconds": round(time.perf_counter() - started, 1),
         },
         "held": held,
         "reason": reason,
