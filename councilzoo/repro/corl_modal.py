@@ -94,7 +94,14 @@ QUICK = {"items": 6, "steps": 2, "prompts": 2, "generations": 4, "eval_every": 2
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "data" / "corl_cohorts"  # v2's full-size members
 # sha256 (``tiny_lms.digest``) of each shipped v2 member, as ``python -m councilzoo.repro.corl_modal``
 # built it
-SHA256: dict[str, str] = {}
+SHA256: dict[str, str] = {
+    "vlm_v2-m0-qwen2_5_vl-55e550380827": "d41c7d1d6e23e4fa94ba0e6a4c5739d67380ede45dfecb81a8ce302e48ab55f2",
+    "vlm_v2-m1-idefics3-ac41ac372a9f": "e31e313b54dd78ade4cfcaac07ff63296ee003871997d0f06d0ab864b649a965",
+    "vlm_v2-m2-qwen2_5_vl-e8e78aa4ae81": "38d3087f80d062265fbbd26bd680d816ec1e8cb768f1fb28baab4685f87b0e53",
+    "code_v2-m0-qwen3-44a1b3d876c1": "22fc338458b9550f073bb4de3ce52d069ab4cc65339c796a4ee78de8466385ea",
+    "code_v2-m1-llama-1883fa3661f7": "eeb900e933e193be17bba5d93de1dd79709ace20b2f402e614baf8b29887aa04",
+    "code_v2-m2-qwen3-afb1dc943c60": "0afc5b779c8fd2a0a1d9550e92d38aa87ab828982b8f7e9ecdcf42213a8306e4",
+}
 
 
 def answer_forms(problem: Problem) -> tuple[str, list[str]]:
