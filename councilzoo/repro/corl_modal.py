@@ -297,7 +297,10 @@ def run_part(part: str, out: Path, n_seeds: int, quick: bool) -> dict[str, Any]:
     cohort = COHORTS[part]
     problems, items = write_items(part, out, settings["items"])
     steps = settings["warmup"] or cohort.warmup_steps
-    paths = [build_member(part, i, problems, steps) for i in range(len(cohort.families))]
+    # v2's members are shipped at full size, so --quick uses them (on its first items) and builds none
+    built_on, steps = ((part_items(part, FULL["items"]), cohort.warmup_steps) if cohort.version > 1
+                       else (problems, steps))
+    paths = [build_member(part, i, built_on, steps) for i in range(len(cohort.families))]
     measured = measure(part, paths, problems, settings)
     # a part whose precondition failed is NOT HELD whatever training shows, so it trains no arm;
     # --quick trains the current plan's (v2) arms regardless, to check the pipeline once per modality
