@@ -116,8 +116,8 @@ def test_a_fixed_step_build_is_deterministic_and_continues_its_parent(tmp_path, 
     assert set(info["test_accuracy_by_skill"]) == {"carry", "no_carry"}
     # the same spec on the same machine gives the same bytes (what SHA256 records for the shipped set)
     again = build("probe-child", tmp_path / "b")
-    assert tiny_lms._digest(again) == tiny_lms._digest(path)
-    parents = [tiny_lms._digest(tmp_path / run / "probe-parent") for run in ("a", "b")]
+    assert tiny_lms.digest(again) == tiny_lms.digest(path)
+    parents = [tiny_lms.digest(tmp_path / run / "probe-parent") for run in ("a", "b")]
     assert parents[0] == parents[1]
     import torch
     from safetensors.torch import load_file

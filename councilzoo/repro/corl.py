@@ -124,8 +124,9 @@ ARMS = tuple(REGIMES[PRIMARY].arms())
 # Two regimes x 4 arms x 3 seeds within about 6 minutes on 2 cores (plan of 2026-12-03); the first
 # setting ran 20 steps and evaluated 250 items every 5 steps.
 FULL = {"seeds": 3, "steps": 12, "prompts": 8, "generations": 8, "eval_every": 6, "eval_items": 200,
-        "sim": corl_sim.SimConfig(), "sim_seeds": 3}
+        "measure_items": None, "sim": corl_sim.SimConfig(), "sim_seeds": 3}
 QUICK = {"seeds": 2, "steps": 3, "prompts": 4, "generations": 4, "eval_every": 3, "eval_items": 24,
+         "measure_items": 48,
          "sim": corl_sim.SimConfig(problems=16, steps=15, correlations=(0.0, 0.5, 1.0),
                                    skills=(0.3, 0.7)), "sim_seeds": 2}
 log = logging.getLogger(__name__)
@@ -396,8 +397,9 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
     (out / "test_items.jsonl").write_text("".join(json.dumps(p.to_dict()) + "\n" for p in test_items))
     data = DataConfig(dataset="jsonl", path=str(items))
     names = list(dict.fromkeys(n for r in REGIMES.values() for n in r.models()))
-    # the precondition, measured before any training, on every unlabeled rl item
-    measured = {name: measure_regime(r, rl_items, settings) for name, r in REGIMES.items()}
+    # the precondition, measured before any training, on every unlabeled rl item (--quick: the first 48)
+    measured = {name: measure_regime(r, rl_items[:settings["measure_items"]], settings)
+                for name, r in REGIMES.items()}
     measure_seconds = time.perf_counter() - started - sim_seconds
 
     jobs = [(regime, arm, seed, settings, data, out / "runs")

@@ -31,11 +31,13 @@ difference above 0).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,28 +56,34 @@ from councilzoo.repro.cohort_runs import (
     seed_ci,
     train_cohort,
 )
-from councilzoo.repro.tiny_lms import torch_threads
+from councilzoo.repro.tiny_lms import checked, deterministic, digest, torch_threads
 from councilzoo.tasks import Problem, format_answer, synthetic_problems
 
 
 @dataclass(frozen=True)
 class Cohort:
-    """One part: its task, the members' tiny families (member i reads view i), warm-up SFT steps and
-    the completion length its answers need."""
+    """One part: its task, the members' tiny families (member i reads view i), warm-up SFT steps,
+    the completion length its answers need and its plan's version: 1 (plan 2026-12-04) or 2 (plan
+    2026-12-05: items tagged so their prompts differ, an exact known share, members built
+    deterministically and shipped in ``SHIPPED_DIR``)."""
 
     task: str
     families: tuple[str, ...]
     warmup_steps: int
     max_completion_length: int
+    version: int = 1
 
 
 COHORTS = {
     "vlm": Cohort("visual", ("qwen2_5_vl", "idefics3", "qwen2_5_vl"), 300, 16),
     "code": Cohort("code", ("qwen3", "llama", "qwen3"), 400, 96),
+    "vlm_v2": Cohort("visual", ("qwen2_5_vl", "idefics3", "qwen2_5_vl"), 300, 16, version=2),
+    "code_v2": Cohort("code", ("qwen3", "llama", "qwen3"), 400, 96, version=2),
 }
 ARMS = {"grpo": ("grpo", "ground_truth"), "ttrl": ("ttrl", "self_majority"),
         "corl": ("corl", "peer_majority")}
-KNOWN = 0.6  # share of the items a member knows (its own random draw)
+KNOWN = 0.6  # share of the items a member knows (its own random draw; v1: each item independently)
+KNOWN_V2 = 0.625  # v2: exactly this share of the items (15 of 24), a random subset per member
 KNOWN_RIGHT, UNKNOWN_RIGHT = 0.8, 0.3  # how often its SFT target is the right answer there
 ITEMS_SEED, DIFFICULTY = 2026, 0.2
 VIEWS = (0, 1, 2)  # the wordings a member is warmed up on (it trains on view = its index)
@@ -83,6 +91,17 @@ LEARNING_RATE, TEMPERATURE = 1e-3, 1.0  # the tiny random members' CPU configs' 
 TRAINER = {"learning_rate": LEARNING_RATE, "temperature": TEMPERATURE}
 FULL = {"items": 24, "steps": 8, "prompts": 6, "generations": 8, "eval_every": 4, "warmup": None}
 QUICK = {"items": 6, "steps": 2, "prompts": 2, "generations": 4, "eval_every": 2, "warmup": 20}
+SHIPPED_DIR = Path(__file__).resolve().parent.parent / "data" / "corl_cohorts"  # v2's full-size members
+# sha256 (``tiny_lms.digest``) of each shipped v2 member, as ``python -m councilzoo.repro.corl_modal``
+# built it
+SHA256: dict[str, str] = {
+    "vlm_v2-m0-qwen2_5_vl-55e550380827": "d41c7d1d6e23e4fa94ba0e6a4c5739d67380ede45dfecb81a8ce302e48ab55f2",
+    "vlm_v2-m1-idefics3-ac41ac372a9f": "e31e313b54dd78ade4cfcaac07ff63296ee003871997d0f06d0ab864b649a965",
+    "vlm_v2-m2-qwen2_5_vl-e8e78aa4ae81": "38d3087f80d062265fbbd26bd680d816ec1e8cb768f1fb28baab4685f87b0e53",
+    "code_v2-m0-qwen3-44a1b3d876c1": "22fc338458b9550f073bb4de3ce52d069ab4cc65339c796a4ee78de8466385ea",
+    "code_v2-m1-llama-1883fa3661f7": "eeb900e933e193be17bba5d93de1dd79709ace20b2f402e614baf8b29887aa04",
+    "code_v2-m2-qwen3-afb1dc943c60": "0afc5b779c8fd2a0a1d9550e92d38aa87ab828982b8f7e9ecdcf42213a8306e4",
+}
 
 
 def answer_forms(problem: Problem) -> tuple[str, list[str]]:
@@ -107,9 +126,39 @@ def regime_targets(problem: Problem, known: bool, wrong: int) -> list[str]:
     return [right] * n_right + [wrongs[wrong % len(wrongs)]] * (10 - n_right)
 
 
-def build_member(part: str, index: int, problems: list[Problem], warmup_steps: int) -> Path:
+def known_items(version: int, seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Which of ``n`` items a member knows and the index of its fixed wrong answer on each: v1 knows
+    each item with probability ``KNOWN``; v2 knows exactly ``round(KNOWN_V2 * n)`` items, a random
+    subset, so every member's majority lands near that share instead of a binomial spread."""
+    rng = np.random.default_rng([seed, ITEMS_SEED])
+    if version == 1:
+        known = rng.random(n) < KNOWN
+    else:
+        known = np.zeros(n, dtype=bool)
+        known[rng.permutation(n)[:round(KNOWN_V2 * n)]] = True
+    return known, rng.integers(0, 3, size=n)
+
+
+def member_name(part: str, index: int, problems: list[Problem], warmup_steps: int) -> tuple[str, dict]:
+    """A member's folder name (part, index, family and the digest of its build spec) and the spec."""
+    cohort = COHORTS[part]
+    family, seed = cohort.families[index], index + 1
+    spec = {"part": part, "family": family, "seed": seed, "views": VIEWS, "steps": warmup_steps,
+            "known": [KNOWN, KNOWN_RIGHT, UNKNOWN_RIGHT], "items": [p.id for p in problems]}
+    if cohort.version > 1:  # the v1 spec stays as it was, so are v1's cached folders' names
+        spec.update(version=cohort.version, known=[KNOWN_V2, KNOWN_RIGHT, UNKNOWN_RIGHT],
+                    questions=[p.question for p in problems])
+    key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
+    return f"{part}-m{index}-{family}-{key}", spec
+
+
+def build_member(part: str, index: int, problems: list[Problem], warmup_steps: int,
+                 root: Path | None = None) -> Path:
     """Member ``index`` of ``part``: a tiny random model of its family warmed up into the regime on
-    ``problems`` (its view's prompts), cached under ``$COUNCILZOO_CACHE/corl_cohorts`` by spec."""
+    ``problems`` (every view's prompts). A shipped member of this spec (``SHIPPED_DIR``, checked
+    against ``SHA256``) is used as is; else it is built into ``root`` (default
+    ``$COUNCILZOO_CACHE/corl_cohorts``), where a finished build is reused. v2 builds run
+    deterministically (``tiny_lms.deterministic``): on one machine they reproduce their bytes."""
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
 
     from councilzoo.agents.generators.common import tiny_builder
@@ -118,33 +167,32 @@ def build_member(part: str, index: int, problems: list[Problem], warmup_steps: i
 
     cohort = COHORTS[part]
     family, seed = cohort.families[index], index + 1
-    spec = {"part": part, "family": family, "seed": seed, "views": VIEWS, "steps": warmup_steps,
-            "known": [KNOWN, KNOWN_RIGHT, UNKNOWN_RIGHT], "items": [p.id for p in problems]}
-    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
-    root = cache_home() / "corl_cohorts"
-    folder = root / f"{part}-m{index}-{family}-{digest}"
+    name, spec = member_name(part, index, problems, warmup_steps)
+    if (SHIPPED_DIR / name).is_dir() and root is None:
+        return checked(SHIPPED_DIR / name, SHA256.get(name), "corl_modal.SHA256")
+    root = root or cache_home() / "corl_cohorts"
+    folder = root / name
     marker = folder / "regime.json"
     if marker.is_file():
         return folder
     root.mkdir(parents=True, exist_ok=True)
-    base = tiny_builder(family)(root / f"{family}-base-{seed}", family=family, seed=seed)
     vlm = family in VLM_FAMILIES
-    model = (AutoModelForImageTextToText if vlm else AutoModelForCausalLM).from_pretrained(base)
-    processing = (AutoProcessor if vlm else AutoTokenizer).from_pretrained(base)
-    rng = np.random.default_rng([seed, ITEMS_SEED])
-    known = rng.random(len(problems)) < KNOWN
-    wrong = rng.integers(0, 3, size=len(problems))
+    known, wrong = known_items(cohort.version, seed, len(problems))
     # every view's wording, as the tiny LMs are taught: a member trains on its own view, and its
     # accuracy is read in the original wording (EvalConfig), so what it knows must not hang on the words
     targets = [regime_targets(p, bool(k), int(w)) for p, k, w in zip(problems, known, wrong, strict=True)]
     prompts = [member_prompt(p, view, with_images=vlm) for view in VIEWS for p in problems]
     targets = targets * len(VIEWS)
-    with torch_threads():
-        teach_answer_format(model, processing, prompts, targets, warmup_steps, seed)
     staging = Path(tempfile.mkdtemp(dir=root, prefix=f".{folder.name}-"))  # renamed into place when whole
+    with deterministic(seed) if cohort.version > 1 else torch_threads():
+        base = tiny_builder(family)(staging / "base", family=family, seed=seed)
+        model = (AutoModelForImageTextToText if vlm else AutoModelForCausalLM).from_pretrained(base)
+        processing = (AutoProcessor if vlm else AutoTokenizer).from_pretrained(base)
+        teach_answer_format(model, processing, prompts, targets, warmup_steps, seed)
+    shutil.rmtree(staging / "base")
     model.save_pretrained(staging)
     processing.save_pretrained(staging)
-    (staging / marker.name).write_text(json.dumps({**spec, "known_items": int(known.sum())}))
+    (staging / marker.name).write_text(json.dumps({**spec, "known_items": int(known.sum())}, sort_keys=True))
     try:
         staging.rename(folder)
     except OSError:  # a concurrent build of the same spec got there first: keep its folder
@@ -197,8 +245,9 @@ def summarise(part: str, runs: dict[str, list[dict]], measured: dict) -> tuple[l
                      "final_accuracy_ci": (f[1], f[2]), "gain": g[0], "gain_ci": (g[1], g[2]),
                      "label_precision": float(np.nanmean([np.nanmean(s["label_precision"]) for s in seeds]))})
     accs = [m["majority_accuracy"] for m in measured["members"]]
-    corl_gain = seed_ci(gain["corl"])
-    vs_ttrl = seed_ci(final["corl"] - final["ttrl"])  # paired: same starting members and seed
+    trained = "corl" in runs  # a full run trains no arm once the precondition failed (run_part)
+    corl_gain = seed_ci(gain["corl"]) if trained else [float("nan")] * 3
+    vs_ttrl = seed_ci(final["corl"] - final["ttrl"]) if trained else [float("nan")] * 3  # paired by seed
     band = f"every member's majority-of-G accuracy in [{MAJORITY_BAND[0]:.2f}, {MAJORITY_BAND[1]:.2f}]"
     checks = {
         "members_majority_in_band": {"held": bool(measured["in_band"]),
@@ -209,12 +258,31 @@ def summarise(part: str, runs: dict[str, list[dict]], measured: dict) -> tuple[l
         "corl_beats_ttrl": {"held": bool(vs_ttrl[1] > 0), "value": vs_ttrl,
                             "rule": "95% CI of (Co-RL - TTRL) final accuracy above 0"},
     }
+    if not trained:
+        for name in ("corl_beats_start", "corl_beats_ttrl"):
+            checks[name]["rule"] += " (not run: the precondition failed)"
     return rows, checks
 
 
-def write_items(part: str, out: Path, n: int) -> tuple[list[Problem], Path]:
-    """The part's unlabeled items (fixed seed), as a JSONL file the learners read (images as PNGs)."""
+def tagged(problem: Problem, k: int) -> Problem:
+    """``problem`` with "Item k." before its question in every view: v2's items, whose prompts
+    differ (of v1's 24 items only 8 question texts were distinct, so a member could not tell most
+    items apart and could not know one without the other)."""
+    views = (problem.question, *problem.metadata["paraphrases"])
+    question, *paraphrases = (f"Item {k}. {q}" for q in views)
+    return dataclasses.replace(problem, question=question,
+                               metadata={**problem.metadata, "paraphrases": tuple(paraphrases)})
+
+
+def part_items(part: str, n: int) -> list[Problem]:
+    """The part's ``n`` unlabeled items (fixed seed; tagged for v2)."""
     problems = synthetic_problems(COHORTS[part].task, n, seed=ITEMS_SEED, difficulty=DIFFICULTY)
+    return [tagged(p, k + 1) for k, p in enumerate(problems)] if COHORTS[part].version > 1 else problems
+
+
+def write_items(part: str, out: Path, n: int) -> tuple[list[Problem], Path]:
+    """The part's unlabeled items (``part_items``), as a JSONL file the learners read (images as PNGs)."""
+    problems = part_items(part, n)
     path = out / f"{part}_items.jsonl"
     images = out / f"{part}_images"
     path.write_text("".join(json.dumps(p.to_dict(images)) + "\n" for p in problems))
@@ -224,16 +292,24 @@ def write_items(part: str, out: Path, n: int) -> tuple[list[Problem], Path]:
 def run_part(part: str, out: Path, n_seeds: int, quick: bool) -> dict[str, Any]:
     """Build and measure the part's members, train its arms x seeds (one process per core) and
     return ``report.combine_parts``' part dict."""
+    started = time.perf_counter()
     settings = QUICK if quick else FULL
     cohort = COHORTS[part]
     problems, items = write_items(part, out, settings["items"])
     steps = settings["warmup"] or cohort.warmup_steps
-    paths = [build_member(part, i, problems, steps) for i in range(len(cohort.families))]
+    # v2's members are shipped at full size, so --quick uses them (on its first items) and builds none
+    built_on, steps = ((part_items(part, FULL["items"]), cohort.warmup_steps) if cohort.version > 1
+                       else (problems, steps))
+    paths = [build_member(part, i, built_on, steps) for i in range(len(cohort.families))]
     measured = measure(part, paths, problems, settings)
+    # a part whose precondition failed is NOT HELD whatever training shows, so it trains no arm;
+    # --quick trains the current plan's (v2) arms regardless, to check the pipeline once per modality
+    # (its members answer almost nothing; v1's parts run the same code)
+    trained = measured["in_band"] or (quick and cohort.version > 1)
     jobs = [(part, arm, seed, paths, settings, items, out / "runs")
-            for seed in range(n_seeds) for arm in ARMS]
+            for seed in range(n_seeds) for arm in ARMS if trained]
     curves = map_in_processes(_run_job, jobs, os.cpu_count() or 1)
-    runs: dict[str, list[dict]] = {arm: [] for arm in ARMS}
+    runs: dict[str, list[dict]] = {arm: [] for arm in ARMS} if trained else {}
     for (_, arm, *_), curve in zip(jobs, curves, strict=True):
         runs[arm].append(curve)  # seeds in order: jobs are listed seed-major
     rows, checks = summarise(part, runs, measured)
@@ -259,8 +335,38 @@ def run_part(part: str, out: Path, n_seeds: int, quick: bool) -> dict[str, Any]:
             f"{part}_checks": [{"part": part, "check": k, "held": c["held"], "mean": c["value"][0],
                                 "ci": (c["value"][1], c["value"][2]), "rule": c["rule"]}
                                for k, c in checks.items()],
+            f"{part}_seconds": round(time.perf_counter() - started, 1),
         },
         "held": held,
         "reason": reason,
         "figures": [],
     }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m councilzoo.repro.corl_modal --out DIR``: build the v2 parts' full-size members
+    into ``DIR`` (``SHIPPED_DIR``: the shipped set) and say, per member, whether its bytes equal
+    the shipped ones."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m councilzoo.repro.corl_modal", description=main.__doc__)
+    parser.add_argument("--out", required=True, help=f"folder to build into ({SHIPPED_DIR}: the shipped set)")
+    parser.add_argument("parts", nargs="*", help="v2 parts to build (default: all)")
+    args = parser.parse_args(argv)
+    v2 = [name for name, cohort in COHORTS.items() if cohort.version > 1]
+    unknown = [p for p in args.parts if p not in v2]
+    if unknown:
+        raise SystemExit(f"unknown part(s) {unknown}; expected names from {v2}")
+    for part in args.parts or v2:
+        cohort = COHORTS[part]
+        problems = part_items(part, FULL["items"])
+        for index in range(len(cohort.families)):
+            folder = build_member(part, index, problems, cohort.warmup_steps, root=Path(args.out))
+            got = digest(folder)
+            same = "equals" if got == SHA256.get(folder.name) else "differs from"
+            print(f"{folder.name}: sha256 {got} ({same} the shipped one)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

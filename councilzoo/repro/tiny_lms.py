@@ -290,7 +290,7 @@ REGISTRY: dict[str, TinyLMSpec] = {
                                   init_from="solver-qwen-a-hi"),
 }
 
-# sha256 (``_digest``) of each shipped model folder, as ``python -m councilzoo.repro.tiny_lms`` built it
+# sha256 (``digest``) of each shipped model folder, as ``python -m councilzoo.repro.tiny_lms`` built it
 SHA256: dict[str, str] = {
     "solver-qwen-a": "be86c35d0b6668caa9016dd3a30ee298999034b4240cdcbcee1ec081802b7fd2",
     "solver-llama-b": "3096227bc081e2ccb31a15c3f93796b06cf003bf9e3977c06ccc4dbd0b6625f8",
@@ -304,7 +304,7 @@ SHA256: dict[str, str] = {
 }
 
 
-def _digest(folder: Path) -> str:
+def digest(folder: Path) -> str:
     """sha256 over every file of a model folder (names and bytes, in name order)."""
     h = hashlib.sha256()
     for f in sorted(folder.iterdir()):
@@ -321,10 +321,15 @@ def tiny_lm(name: str) -> Path:
     if not (folder / META_FILE).is_file():
         raise FileNotFoundError(f"tiny LM {name!r} is not shipped at {folder}; rebuild it with "
                                 f"`python -m councilzoo.repro.tiny_lms --out {DATA_DIR} {name}`")
-    got, recorded = _digest(folder), SHA256.get(name)
+    return checked(folder, SHA256.get(name), "tiny_lms.SHA256")
+
+
+def checked(folder: Path, recorded: str | None, where: str) -> Path:
+    """``folder`` if its digest (``digest``) is ``recorded``; else one line saying what to do."""
+    got = digest(folder)
     if got != recorded:
-        raise ValueError(f"tiny LM {name!r} at {folder} has sha256 {got}, but {recorded} is recorded in "
-                         f"tiny_lms.SHA256: restore the shipped files, or record a rebuilt model's digest")
+        raise ValueError(f"shipped model {folder} has sha256 {got}, but {recorded} is recorded in {where}: "
+                         "restore the shipped files, or record a rebuilt model's digest")
     return folder
 
 
@@ -349,7 +354,7 @@ def build(name: str, out: str | Path) -> Path:
     info = _train(folder, spec, parent)
     (folder / META_FILE).write_text(json.dumps({"name": name, **info}, indent=1) + "\n")
     log.warning("built tiny LM %r in %.0f s: test accuracy %.3f, sha256 %s", name,
-                time.perf_counter() - start, info["test_accuracy"], _digest(folder))
+                time.perf_counter() - start, info["test_accuracy"], digest(folder))
     return folder
 
 
@@ -499,7 +504,7 @@ def deterministic(seed: int) -> Iterator[None]:
         torch.use_deterministic_algorithms(before)
 
 
-def _save_half(model, tokenizer, folder: Path) -> None:
+def save_half(model, tokenizer, folder: Path) -> None:
     """Save ``model`` with float16 weights (half the bytes shipped) and a config that still loads it
     as float32 (these models run on CPUs, where half-precision matmuls are slow)."""
     import torch
@@ -548,7 +553,7 @@ def finish(folder: Path, spec: TinyLMSpec, model, tokenizer, curve: list[tuple[i
     test = addition_problems("test")
     by_skill = {k: greedy_accuracy(generator, [p for p in test if SKILLS[k](p)], spec.task) for k in SKILLS}
     dev_acc = greedy_accuracy(generator, dev_items(spec), spec.task)
-    _save_half(model, tokenizer, folder)
+    save_half(model, tokenizer, folder)
     return {
         "spec": dataclasses.asdict(spec),
         "steps": spec.steps,
@@ -591,7 +596,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     for name in args.names or REGISTRY:
         folder = build(name, args.out)
-        got = _digest(folder)
+        got = digest(folder)
         same = "equals" if got == SHA256.get(name) else "differs from"
         print(f"{name}: sha256 {got} ({same} the shipped one)")
     return 0
