@@ -101,13 +101,16 @@ PROMPTS = [
     [{"role": "user", "content": "compute 17 modulo 5 and give the final answer \\boxed{ }"}],
 ]
 LIMIT = 6  # problems, hence live envs and requests in flight per evaluation (n = 1 everywhere)
+# Seconds a request may take: a slow (loaded) server must not time one out, as the retry would
+# send it twice, and the test counts the requests the server served.
+PATIENCE = 600
 
 
 def one_server_council(url: str) -> dict:
     """configs/eval_one_server.yaml pointed at the test server, with short turns."""
     council = yaml.safe_load((ROOT / "configs" / "eval_one_server.yaml").read_text())
     for name, spec in council["models"].items():
-        spec["kwargs"] |= {"base_url": url, "model": name}
+        spec["kwargs"] |= {"base_url": url, "model": name, "timeout": PATIENCE}
         spec["agent"]["sampling"]["max_new_tokens"] = 32  # ticks long enough to overlap
     return council
 
@@ -137,10 +140,8 @@ def _greedy_members(url: str) -> dict:
 
     greedy = Sampling(max_new_tokens=16, temperature=0.0)
     extra = {"return_tokens_as_token_ids": True}
-    return {
-        name: OpenAIGenerator(url, name, extra_body=extra).generate(PROMPTS, sampling=greedy)
-        for name in ADAPTERS
-    }
+    clients = {name: OpenAIGenerator(url, name, extra_body=extra, timeout=PATIENCE) for name in ADAPTERS}
+    return {name: client.generate(PROMPTS, sampling=greedy) for name, client in clients.items()}
 
 
 def _dedicated_members(tiny_model_dir: Path, adapters: dict) -> dict:

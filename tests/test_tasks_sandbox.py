@@ -220,9 +220,9 @@ def test_a_killed_grader_leaves_nothing_the_next_start_does_not_remove(signum):
     grader = subprocess.Popen([sys.executable, "-c", GRADER], stdout=subprocess.PIPE, text=True)
     root, *pids = grader.stdout.readline().split()
     workers = [psutil.Process(int(pid)) for pid in pids]
-    for _ in range(3_000):  # until the program runs (it prints to its stdout file under the root)
-        if any("started" in f.read_text() for f in Path(root).glob("w*/io-*/stdout")):
-            break
+    deadline = time.monotonic() + 120  # until the program runs (it prints to its stdout file under the root)
+    while not any("started" in f.read_text() for f in Path(root).glob("w*/io-*/stdout")):
+        assert time.monotonic() < deadline, "the grader's program never started"
         time.sleep(0.01)
     processes = workers + [p for w in workers for p in w.children(recursive=True)]
     assert len(processes) >= 2

@@ -153,8 +153,19 @@ def page():
 
 
 def _open(page, server, view: str):
+    """Load the page afresh at ``view``: a new document has no view until the app draws this one
+    (a goto that changes only the hash would keep the last test's view until hashchange fires)."""
+    page.goto("about:blank")
     page.goto(server.url + view)
     page.wait_for_selector("#view[data-view]")
+
+
+def _redrawn(page, action) -> None:
+    """Do ``action`` (one that changes the route), then wait until the view is drawn again: the app
+    draws on hashchange, a task after the hash is set, so the old view is still there at first."""
+    old = page.query_selector("#view > *")
+    action()
+    page.wait_for_function("old => !old.isConnected", arg=old)
 
 
 @pytest.mark.browser
@@ -169,8 +180,7 @@ def test_the_protocols_table_and_frontier_show_the_report(page, server, runs):
     debate = section.locator("tr[data-protocol='debate'] td").all_inner_texts()
     section.locator("circle.point[data-label='debate']").hover()
     assert page.inner_text("#tooltip").splitlines()[:2] == ["debate", f"accuracy {debate[1]} {debate[2]}"]
-    section.locator("circle.point[data-label='debate']").click()
-    page.wait_for_selector("table.episodes tbody tr")
+    _redrawn(page, section.locator("circle.point[data-label='debate']").click)
     assert set(page.locator("table.episodes tbody td:first-child").all_inner_texts()) == {"visual/debate"}
 
 
@@ -193,15 +203,15 @@ def test_filters_narrow_the_list(page, server, folder):
     _open(page, server, "#episodes")
     total = len(folder.locations)
     assert page.inner_text("#match-count") == f"{total:,} of {total:,} episodes"
-    page.select_option("#f-run", label="visual/debate")
-    page.select_option("#f-outcome", "harmed")
+    _redrawn(page, lambda: page.select_option("#f-run", label="visual/debate"))
+    _redrawn(page, lambda: page.select_option("#f-outcome", "harmed"))  # the redrawn select keeps the run
     harmed = _count(folder, "visual/debate", HARMED)
-    page.wait_for_function(f"document.querySelector('#match-count').textContent.startsWith('{harmed} of')")
+    assert page.inner_text("#match-count").startswith(f"{harmed} of")
     badges = page.locator("table.episodes tbody tr").evaluate_all("rows => rows.map(r => r.innerText)")
     assert len(badges) == harmed and all("harmed" in row for row in badges)
     page.fill("#f-problem", "visual-s0-0000")
-    page.press("#f-problem", "Enter")
-    page.wait_for_function("location.hash.includes('problem=')")
+    _redrawn(page, lambda: page.press("#f-problem", "Enter"))
+    assert "problem=" in page.evaluate("location.hash")
     problems = page.locator("table.episodes tbody td:nth-child(2)").all_inner_texts()
     assert problems and all(p.startswith("visual-s0-0000") for p in problems)
 

@@ -92,8 +92,6 @@ def _members(value: str | None) -> list[int] | None:
 def main(args: argparse.Namespace) -> int:
     """Entry point of ``councilzoo train`` (see the module docstring)."""
     from councilzoo.learners.base import get_learner
-    from councilzoo.learners.cohort.distributed import PeerFailure
-    from councilzoo.learners.cohort.launch import CohortFailed
 
     learner_class = get_learner(args.learner)
     if args.members is not None and "members" not in inspect.signature(learner_class.train).parameters:
@@ -107,6 +105,10 @@ def main(args: argparse.Namespace) -> int:
     check_output_dir(cfg.output_dir, "--out" if args.out else f"{args.config}: output_dir")
     learner = learner_class(cfg)
     members = _members(args.members)
+    # here, not above: they import torch, which a mistake in the input need not wait for
+    from councilzoo.learners.cohort.distributed import PeerFailure
+    from councilzoo.learners.cohort.launch import CohortFailed
+
     kwargs = {"members": members} if members is not None else {}
     try:
         rows = learner.train(resume=args.resume, overwrite=args.overwrite, **kwargs)
