@@ -93,6 +93,16 @@ gpu_count() {
     if [[ $CPU == 1 ]]; then echo 0; else "$PYTHON" -c "import torch; print(torch.cuda.device_count())"; fi
 }
 
+# two_gpus PHASE WHAT: succeed on 2 GPUs or more; otherwise record PHASE as skipped, saying WHAT
+# needs them, and fail (the caller returns 0: a skip is not a failure)
+two_gpus() {
+    local gpus
+    gpus=$(gpu_count)
+    if (( gpus >= 2 )); then return 0; fi
+    skip "$1" "needs 2 GPUs ($2), this machine has $gpus"
+    return 1
+}
+
 check_environment() {
     if [[ $CPU != 1 ]]; then nvidia-smi -L; fi
     "$PYTHON" - <<'PY'
@@ -464,12 +474,7 @@ fsdp() {
 }
 
 server() {
-    local gpus
-    gpus=$(gpu_count)
-    if (( gpus < 2 )); then
-        skip server "needs 2 GPUs (the vLLM server on one, the member on another), this machine has $gpus"
-        return 0
-    fi
+    two_gpus server "the vLLM server on one, the member on another" || return 0
     if ! "$PYTHON" -c "import vllm" 2>/dev/null; then
         skip server "vLLM is not installed"
         return 0
@@ -493,12 +498,7 @@ server() {
 }
 
 multi_gpu() {
-    local gpus
-    gpus=$(gpu_count)
-    if (( gpus < 2 )); then
-        skip multi_gpu "needs 2 GPUs for one member's world, this machine has $gpus"
-        return 0
-    fi
+    two_gpus multi_gpu "one member's world over both" || return 0
     # one member's torchrun world over GPUs 0 and 1 (NCCL), seeded sampling, evaluation on both ranks
     one_member multi_gpu grpo '{"member": {"num_processes": 2, "devices": "0,1"}, "seeded_sampling": true}'
 }

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 import vllm_server
 from test_trl_vllm import _has_trl
+from test_vllm_training import record_samples_and_eval_texts
 from vllm_server import VLLM_PYTHON
 
 STEPS = 2
@@ -95,24 +96,11 @@ def _replay_seeded_calls() -> list[bool]:
 def run_cohort(root: Path, model: str, url: str) -> dict:
     """One seeded member trained 2 steps on the server: its samples and held-out texts."""
     from councilzoo.learners.baselines import GRPO
-    from councilzoo.learners.cohort.member import HeldOutAccuracy, run_member
-    from councilzoo.learners.cohort.seeded_sampling import SeededSampling
+    from councilzoo.learners.cohort.member import run_member
     from councilzoo.learners.logging import read_metrics
 
     cfg = cohort_config(root, model, url)
-    samples, texts = [], []
-    sample, hits = SeededSampling.__call__, HeldOutAccuracy._hits
-
-    def recorded_sample(self, prompts, trainer):
-        out = sample(self, prompts, trainer)
-        samples.append({"completion_ids": out["completion_ids"], "logprobs": out["logprobs"]})
-        return out
-
-    def recorded_hits(self, indices, generated):
-        texts.append(list(generated))
-        return hits(self, indices, generated)
-
-    SeededSampling.__call__, HeldOutAccuracy._hits = recorded_sample, recorded_hits
+    samples, texts = record_samples_and_eval_texts()
     run_member(cfg, 0, GRPO.reward_functions)
     return {"samples": samples, "eval_texts": texts, "evals": read_metrics(cfg.member_dir(0) / "eval.jsonl")}
 

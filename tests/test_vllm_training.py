@@ -74,17 +74,12 @@ def _record_pushes() -> list[int]:
     return pushes
 
 
-def run_cohort(root: Path) -> dict:
-    """One seeded member trained 2 steps on vLLM: its samples, and the held-out texts per evaluation."""
-    from councilzoo.learners.baselines import GRPO
-    from councilzoo.learners.cohort.config import load_items
-    from councilzoo.learners.cohort.member import HeldOutAccuracy, run_member
+def record_samples_and_eval_texts() -> tuple[list[dict], list[list[str]]]:
+    """Record each seeded-sampling call's samples and each held-out evaluation's texts (the real
+    methods still run); the lists fill as the member trains."""
+    from councilzoo.learners.cohort.member import HeldOutAccuracy
     from councilzoo.learners.cohort.seeded_sampling import SeededSampling
-    from councilzoo.learners.logging import read_metrics
-    from councilzoo.tiny_models import build_tiny_models
 
-    cfg = cohort_config(root)
-    build_tiny_models(cfg, load_items(cfg.data, cfg.seed))
     samples, texts = [], []
     sample, hits = SeededSampling.__call__, HeldOutAccuracy._hits
 
@@ -98,6 +93,20 @@ def run_cohort(root: Path) -> dict:
         return hits(self, indices, generated)
 
     SeededSampling.__call__, HeldOutAccuracy._hits = recorded_sample, recorded_hits
+    return samples, texts
+
+
+def run_cohort(root: Path) -> dict:
+    """One seeded member trained 2 steps on vLLM: its samples, and the held-out texts per evaluation."""
+    from councilzoo.learners.baselines import GRPO
+    from councilzoo.learners.cohort.config import load_items
+    from councilzoo.learners.cohort.member import run_member
+    from councilzoo.learners.logging import read_metrics
+    from councilzoo.tiny_models import build_tiny_models
+
+    cfg = cohort_config(root)
+    build_tiny_models(cfg, load_items(cfg.data, cfg.seed))
+    samples, texts = record_samples_and_eval_texts()
     pushes = _record_pushes()
     run_member(cfg, 0, GRPO.reward_functions)
     return {
