@@ -6,12 +6,13 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 
-settings.register_profile(
-    "ci", derandomize=True, max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
-settings.register_profile("dev", max_examples=200, deadline=None)
+import councilzoo.testing.profiles  # noqa: F401 - registers councilzoo-ci and councilzoo-deep
+
+# our own tests run under the kit's profiles, with more examples a property
+settings.register_profile("ci", parent=settings.get_profile("councilzoo-ci"), max_examples=60)
+settings.register_profile("dev", parent=settings.get_profile("councilzoo-deep"), max_examples=200)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

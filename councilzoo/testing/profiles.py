@@ -6,7 +6,7 @@
 
 Load one by its short name with ``councilzoo.testing.load_profile("ci")``, or by its full name
 with hypothesis' own ``settings.load_profile("councilzoo-ci")`` once this module is imported
-(``import councilzoo.testing`` does it).
+(importing ``councilzoo.testing.checks`` or ``.strategies`` does it).
 """
 
 from __future__ import annotations
