@@ -369,12 +369,20 @@ def _cohort(launcher: psutil.Process) -> list[psutil.Process]:
     return launcher.children(recursive=True)
 
 
+def _command(p: psutil.Process) -> str:
+    """The command line, or "" for a process that has ended (a zombie not yet reaped counts as ended)."""
+    try:
+        return " ".join(p.cmdline())
+    except psutil.NoSuchProcess:  # ZombieProcess is one
+        return ""
+
+
 def _alive(processes: list[psutil.Process]) -> list[str]:
     alive = []
     for p in processes:
         try:
             if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                alive.append(f"{p.pid} {' '.join(p.cmdline())[:120]}")
+                alive.append(f"{p.pid} {_command(p)[:120]}")
         except psutil.NoSuchProcess:
             pass
     return alive
@@ -397,7 +405,7 @@ def test_stopping_the_launcher_ends_every_member_world(tmp_path, models, sig):
         # "-m": torchrun's agent and its workers; the forkserver names the module in its preload
         # list, and so does the world it forked (its copy), which would count before torchrun's
         entry = "-m councilzoo.learners.cohort.member"
-        workers = [p for p in _cohort(launcher) if entry in " ".join(p.cmdline())]
+        workers = [p for p in _cohort(launcher) if entry in _command(p)]
         if sig == signal.SIGKILL:  # both worlds are training: every process is past its start
             logs = {n: run / "members" / n / "metrics.jsonl" for n in FAMILIES}
             return all(log.is_file() and trained_rows(run, n) for n, log in logs.items())
@@ -410,7 +418,7 @@ def test_stopping_the_launcher_ends_every_member_world(tmp_path, models, sig):
             assert time.monotonic() < deadline, log.read_text()[-4000:]
             time.sleep(0.5)
         cohort = _cohort(launcher)
-        assert len(cohort) >= 5, [p.cmdline() for p in cohort]  # forkserver, forked world, agent, 2 workers
+        assert len(cohort) >= 5, [_command(p) for p in cohort]  # forkserver, forked world, agent, 2 workers
         proc.send_signal(sig)
         code = proc.wait(timeout=120)
         deadline = time.monotonic() + 120  # a loaded machine takes a while to end a dozen processes

@@ -51,6 +51,13 @@ def descendants(sandbox: Sandbox) -> list[psutil.Process]:
     return found
 
 
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:  # ended between the listing and the look
+        return False
+
+
 def program_dirs(sandbox: Sandbox) -> list[Path]:
     root = Path(sandbox._root)
     return [d for d in root.glob("w*/*") if not d.name.startswith("io-")]
@@ -158,7 +165,7 @@ def test_close_leaves_no_process_and_no_folder():
     pids, root = box.worker_pids(), box._root
     assert len(pids) == 2
     box.close()
-    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie" for pid in pids)
+    assert not any(_running(pid) for pid in pids)
     assert not os.path.exists(root)
 
 
