@@ -48,6 +48,12 @@ def map_in_processes(fn: Callable, items: Sequence, workers: int) -> list:
         return list(pool.map(fn, items))
 
 
+def apply(call: tuple[Callable, object]):
+    """``fn(item)`` for ``(fn, item)``: lets one ``map_in_processes`` pool run jobs of several kinds."""
+    fn, item = call
+    return fn(item)
+
+
 def _run_claim_args(run: tuple) -> dict:
     return run_claim(*run)
 

@@ -47,7 +47,6 @@ import numpy as np
 from councilzoo.agents.prompts import member_prompt
 from councilzoo.config import cache_home
 from councilzoo.learners.cohort.config import DataConfig, EvalConfig
-from councilzoo.repro import map_in_processes
 from councilzoo.repro.cohort_runs import (
     MAJORITY_BAND,
     majority_accuracy,
@@ -289,9 +288,23 @@ def write_items(part: str, out: Path, n: int) -> tuple[list[Problem], Path]:
     return problems, path
 
 
-def run_part(part: str, out: Path, n_seeds: int, quick: bool) -> dict[str, Any]:
-    """Build and measure the part's members, train its arms x seeds (one process per core) and
-    return ``report.combine_parts``' part dict."""
+@dataclass(frozen=True)
+class PartPlan:
+    """A part's members measured and its training jobs listed (``plan_part``), to run in the
+    claim's one process pool with the text part's jobs, then ``finish_part``."""
+
+    part: str
+    out: Path
+    n_seeds: int
+    settings: dict
+    warmup_steps: int
+    measured: dict
+    jobs: list[tuple]
+    setup_seconds: float  # building and measuring the members
+
+
+def plan_part(part: str, out: Path, n_seeds: int, quick: bool) -> PartPlan:
+    """Build and measure the part's members and list its arms x seeds as ``_run_job`` jobs."""
     started = time.perf_counter()
     settings = QUICK if quick else FULL
     cohort = COHORTS[part]
@@ -308,15 +321,23 @@ def run_part(part: str, out: Path, n_seeds: int, quick: bool) -> dict[str, Any]:
     trained = measured["in_band"] or (quick and cohort.version > 1)
     jobs = [(part, arm, seed, paths, settings, items, out / "runs")
             for seed in range(n_seeds) for arm in ARMS if trained]
-    curves = map_in_processes(_run_job, jobs, os.cpu_count() or 1)
-    runs: dict[str, list[dict]] = {arm: [] for arm in ARMS} if trained else {}
-    for (_, arm, *_), curve in zip(jobs, curves, strict=True):
+    setup_seconds = round(time.perf_counter() - started, 1)
+    return PartPlan(part, out, n_seeds, settings, steps, measured, jobs, setup_seconds)
+
+
+def finish_part(plan: PartPlan, curves: list[dict]) -> dict[str, Any]:
+    """``report.combine_parts``' part dict from the plan and its jobs' curves (in job order)."""
+    part, settings, n_seeds, steps, measured = (plan.part, plan.settings, plan.n_seeds, plan.warmup_steps,
+                                                plan.measured)
+    cohort = COHORTS[part]
+    runs: dict[str, list[dict]] = {arm: [] for arm in ARMS} if plan.jobs else {}
+    for (_, arm, *_), curve in zip(plan.jobs, curves, strict=True):
         runs[arm].append(curve)  # seeds in order: jobs are listed seed-major
     rows, checks = summarise(part, runs, measured)
     held = all(c["held"] for c in checks.values())
     reason = "; ".join(f"{name}: {'yes' if c['held'] else 'no'} ({c['rule']}: mean {c['value'][0]:+.3f}, "
                        f"[{c['value'][1]:+.3f}, {c['value'][2]:+.3f}])" for name, c in checks.items())
-    (out / f"{part}_curves.json").write_text(json.dumps(runs))
+    (plan.out / f"{part}_curves.json").write_text(json.dumps(runs))
     return {
         "setup": {
             f"{part}_cohort": f"{cohort.task}: " + ", ".join(
@@ -335,7 +356,7 @@ def run_part(part: str, out: Path, n_seeds: int, quick: bool) -> dict[str, Any]:
             f"{part}_checks": [{"part": part, "check": k, "held": c["held"], "mean": c["value"][0],
                                 "ci": (c["value"][1], c["value"][2]), "rule": c["rule"]}
                                for k, c in checks.items()],
-            f"{part}_seconds": round(time.perf_counter() - started, 1),
+            f"{part}_setup_seconds": plan.setup_seconds,
         },
         "held": held,
         "reason": reason,
