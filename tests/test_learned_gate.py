@@ -15,7 +15,7 @@ from councilzoo.agents.comed import (
     PROBE_VERIFY,
     GateOutcomes,
 )
-from councilzoo.agents.learned_gate import FEATURES, LogisticGate, RegretGate, gate_paths
+from councilzoo.agents.learned_gate import FEATURES, LogisticGate, RegretGate, learned_paths
 from councilzoo.config import load_config
 from councilzoo.evaluation.council import CouncilConfig
 from councilzoo.evaluation.demo import DEMO_COUNCIL, DEMO_SIZE
@@ -109,7 +109,7 @@ def test_regret_gate_converges_to_the_best_path_of_a_cell():
     # escalate (1 - 0.08) beats accept (0.3 - 0.02) and the probe, then verify (0.8 - 0.06)
     assert gate.gate_scores(x)[0, 2] > 0.95
     assert gate.after_probe_scores(x)[0, 1] > 0.95  # verify
-    assert gate_paths(gate, x, np.array([False]))[0] == DIRECT_ESCALATE
+    assert learned_paths(gate, x, np.array([False]))[0] == DIRECT_ESCALATE
     cheaper = RegretGate(lam=0.5).fit(_toy(correct))  # at 0.5 per call accepting wins
     assert cheaper.gate_scores(x)[0, 0] > 0.95
 
@@ -122,6 +122,6 @@ def test_logistic_gate_escalates_where_the_anchor_is_predicted_wrong():
     correct = np.zeros((n, 5), dtype=bool)
     correct[:, ACCEPT] = correct[:, PROBE_ACCEPT] = ~low
     correct[:, DIRECT_ESCALATE] = correct[:, PROBE_ESCALATE] = True
-    paths = gate_paths(LogisticGate(0.1).fit(_toy(correct, features=x)), x, np.zeros(n, dtype=bool))
+    paths = learned_paths(LogisticGate(0.1).fit(_toy(correct, features=x)), x, np.zeros(n, dtype=bool))
     assert np.all(paths[~low] == ACCEPT)
     assert np.all(np.isin(paths[low], (DIRECT_ESCALATE, PROBE_ESCALATE)))

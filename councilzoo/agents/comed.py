@@ -79,8 +79,17 @@ def gate_paths(
     accept = (c >= t.tau_accept) & (~present | (m >= t.delta))
     direct = ~accept & (c < t.tau_direct)
     escalate = (c < t.tau_escalate) | (present & (m < t.delta_escalate))
-    after_probe = np.where(agrees, PROBE_ACCEPT, np.where(escalate, PROBE_ESCALATE, PROBE_VERIFY))
-    return np.where(accept, ACCEPT, np.where(direct, DIRECT_ESCALATE, after_probe))
+    return route(accept, direct, agrees, np.where(escalate, PROBE_ESCALATE, PROBE_VERIFY))
+
+
+def route(
+    accept: np.ndarray, direct: np.ndarray, probe_agrees: np.ndarray, disagreed: np.ndarray
+) -> np.ndarray:
+    """Path codes from a gate's two decisions, shared by every gate: ``ACCEPT`` where it accepts,
+    ``DIRECT_ESCALATE`` where it escalates unprobed, else the probe decides: ``PROBE_ACCEPT`` when
+    it agrees, the after-probe path ``disagreed`` (``PROBE_VERIFY`` or ``PROBE_ESCALATE``) when not."""
+    probed = np.where(probe_agrees, PROBE_ACCEPT, disagreed)
+    return np.where(accept, ACCEPT, np.where(direct, DIRECT_ESCALATE, probed))
 
 
 class ComedController:

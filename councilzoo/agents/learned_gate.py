@@ -39,6 +39,7 @@ from councilzoo.agents.comed import (
     PROBE_ESCALATE,
     PROBE_VERIFY,
     GateOutcomes,
+    route,
 )
 from councilzoo.envs.core import Action, Mode, Turn, TurnContext
 from councilzoo.envs.escalation_v0 import PROBE_AGREES, PROBE_DONE, router_margin
@@ -97,17 +98,16 @@ def utilities(outcomes: GateOutcomes, lam: float) -> np.ndarray:
     return outcomes.correct - lam * outcomes.cost
 
 
-def gate_paths(gate: Gate, x: np.ndarray, probe_agrees: np.ndarray) -> np.ndarray:
+def learned_paths(gate: Gate, x: np.ndarray, probe_agrees: np.ndarray) -> np.ndarray:
     """The path code (``PATH_NAMES``) ``gate`` takes on each problem (dev scoring, tests)."""
     first = gate.gate_scores(x).argmax(axis=1)
     second = np.asarray(AFTER_PROBE_PATHS)[gate.after_probe_scores(x).argmax(axis=1)]
-    probed = np.where(probe_agrees, PROBE_ACCEPT, second)
-    return np.where(first == 0, ACCEPT, np.where(first == 2, DIRECT_ESCALATE, probed))
+    return route(first == 0, first == 2, probe_agrees, second)
 
 
 def dev_scores(gate: Gate, outcomes: GateOutcomes) -> dict[str, float]:
     """The gate's accuracy, mean cost and escalation rate on the dev problems it was fitted on."""
-    paths = gate_paths(gate, outcomes.features, outcomes.probe_agrees)
+    paths = learned_paths(gate, outcomes.features, outcomes.probe_agrees)
     rows = np.arange(len(paths))
     return {
         "accuracy": float(outcomes.correct[rows, paths].mean()),
