@@ -78,8 +78,16 @@ def gate_paths(
     present, agrees = np.asarray(margin_present, bool), np.asarray(probe_agrees, bool)
     accept = (c >= t.tau_accept) & (~present | (m >= t.delta))
     direct = ~accept & (c < t.tau_direct)
-    escalate = (c < t.tau_escalate) | (present & (m < t.delta_escalate))
-    return route(accept, direct, agrees, np.where(escalate, PROBE_ESCALATE, PROBE_VERIFY))
+    return route(accept, direct, agrees, after_disagreeing_probe(t, c, m, present))
+
+
+def after_disagreeing_probe(
+    thresholds: ComedThresholds, consistency: np.ndarray, margin: np.ndarray, margin_present: np.ndarray
+) -> np.ndarray:
+    """``PROBE_ESCALATE`` where the rule escalates after a disagreeing probe, else ``PROBE_VERIFY``."""
+    t, c, m = thresholds, np.asarray(consistency, float), np.asarray(margin, float)
+    escalate = (c < t.tau_escalate) | (np.asarray(margin_present, bool) & (m < t.delta_escalate))
+    return np.where(escalate, PROBE_ESCALATE, PROBE_VERIFY)
 
 
 def route(
@@ -117,19 +125,13 @@ class ComedController:
     def _mode(self, context: TurnContext) -> Mode:
         f = np.asarray(context.features, dtype=float)
         get = {name: f[i] for name, i in self._index.items()}
-        agrees = get["probe_agrees"] > 0.5 if get["probe_done"] > 0.5 else False
-        path = int(
-            gate_paths(
-                self.thresholds,
-                get["anchor_consistency"],
-                get["router_margin"],
-                get["has_router_margin"] > 0.5,
-                agrees,
-            )
-        )
+        signals = (get["anchor_consistency"], get["router_margin"], get["has_router_margin"] > 0.5)
         if get["probe_done"] <= 0.5:  # at the gate
+            path = int(gate_paths(self.thresholds, *signals, False))
             mode = {ACCEPT: Mode.ACCEPT, DIRECT_ESCALATE: Mode.ESCALATE}.get(path, Mode.VERIFY)
-        else:
+        else:  # after the probe the after-probe rule alone decides, whatever the gate would have done
+            path = int(route(False, False, get["probe_agrees"] > 0.5,
+                             after_disagreeing_probe(self.thresholds, *signals)))
             mode = {PROBE_ACCEPT: Mode.ACCEPT, PROBE_ESCALATE: Mode.ESCALATE}.get(path, Mode.VERIFY)
         if mode not in context.legal_modes:
             raise ValueError(
