@@ -407,7 +407,7 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
     plans = [corl_modal.plan_part(name, out, n_seeds, quick) for name in corl_modal.COHORTS]
     # one pool for every part's independent, seeded runs (a pool's start imports torch in each
     # worker); the modal parts' longer runs go first, so no worker is left with a long tail
-    calls = [(corl_modal._run_job, job) for plan in plans for job in plan.jobs]
+    calls = [(corl_modal.run_job, job) for plan in plans for job in plan.jobs]
     calls += [(_run_job, job) for job in jobs]
     pool_started = time.perf_counter()
     done = map_in_processes(apply, calls, os.cpu_count() or 1)

@@ -217,7 +217,7 @@ def measure(part: str, paths: list[Path], problems: list[Problem], settings: dic
             "in_band": all(lo <= r["majority_accuracy"] <= hi for r in rows)}
 
 
-def _run_job(job: tuple) -> dict[str, list[float]]:
+def run_job(job: tuple) -> dict[str, list[float]]:
     """One arm and seed of a part (a process-pool task), one thread per member world."""
     part, arm, seed, paths, settings, items, out = job
     os.environ["OMP_NUM_THREADS"] = "1"
@@ -244,7 +244,7 @@ def summarise(part: str, runs: dict[str, list[dict]], measured: dict) -> tuple[l
                      "final_accuracy_ci": (f[1], f[2]), "gain": g[0], "gain_ci": (g[1], g[2]),
                      "label_precision": float(np.nanmean([np.nanmean(s["label_precision"]) for s in seeds]))})
     accs = [m["majority_accuracy"] for m in measured["members"]]
-    trained = "corl" in runs  # a full run trains no arm once the precondition failed (run_part)
+    trained = "corl" in runs  # a full run trains no arm once the precondition failed (plan_part)
     corl_gain = seed_ci(gain["corl"]) if trained else [float("nan")] * 3
     vs_ttrl = seed_ci(final["corl"] - final["ttrl"]) if trained else [float("nan")] * 3  # paired by seed
     band = f"every member's majority-of-G accuracy in [{MAJORITY_BAND[0]:.2f}, {MAJORITY_BAND[1]:.2f}]"
@@ -304,7 +304,7 @@ class PartPlan:
 
 
 def plan_part(part: str, out: Path, n_seeds: int, quick: bool) -> PartPlan:
-    """Build and measure the part's members and list its arms x seeds as ``_run_job`` jobs."""
+    """Build and measure the part's members and list its arms x seeds as ``run_job`` jobs."""
     started = time.perf_counter()
     settings = QUICK if quick else FULL
     cohort = COHORTS[part]
