@@ -101,6 +101,7 @@ PROMPTS = [
     [{"role": "user", "content": "compute 17 modulo 5 and give the final answer \\boxed{ }"}],
 ]
 LIMIT = 6  # problems, hence live envs and requests in flight per evaluation (n = 1 everywhere)
+PROTOCOLS = ("debate", "always_verify")  # the two evaluations played at once on one server
 # Seconds a request may take: a slow (loaded) server must not time one out, as the retry would
 # send it twice, and the test counts the requests the server served.
 PATIENCE = 600
@@ -165,21 +166,12 @@ def _dedicated_members(tiny_model_dir: Path, adapters: dict) -> dict:
     return out
 
 
-def test_one_server_serves_many_agents_protocols_and_games_at_once(
-    server_root, server_url, tiny_model_dir, adapters, tmp_path
-):
-    """Two evaluations at once (debate: debate-v0 and escalation-v0; always_verify: escalation-v0),
-    three members (LoRA adapters, greedy and seeded sampling) on one server.
-    Each evaluation keeps at most LIMIT requests in flight, so more than LIMIT running on the
-    server means the two evaluations' requests were batched together. Every episode must equal
-    the one played with the evaluation alone on the server; each member's greedy reply under that
-    load must equal its own model's in this process; the server must have served exactly the
-    requests and tokens the records account for (nothing sent twice)."""
+def _together(council: dict, server_root: str, server_url: str, out: Path) -> dict:
+    """Both evaluations at once in threads, the greedy member calls beside them: their episodes,
+    the members' replies, the server's counters before and after, and the peak of requests running."""
     import multiprocessing
     from concurrent.futures import ThreadPoolExecutor
 
-    council = one_server_council(server_url)
-    protocols = ("debate", "always_verify")
     before = {m: vllm_server.metric(server_root, f"vllm:{m}_total")
               for m in ("request_success", "prompt_tokens", "generation_tokens")}  # fmt: skip
     context = multiprocessing.get_context("spawn")
@@ -190,22 +182,46 @@ def test_one_server_serves_many_agents_protocols_and_games_at_once(
     watcher.start()
     assert ready.wait(60), "the metrics watcher never read the server"
     try:
-        with ThreadPoolExecutor(len(protocols)) as pool:
-            futures = {p: pool.submit(evaluate_into, council, p, tmp_path / "shared" / p) for p in protocols}
+        with ThreadPoolExecutor(len(PROTOCOLS)) as pool:
+            futures = {p: pool.submit(evaluate_into, council, p, out / p) for p in PROTOCOLS}
             members = _greedy_members(server_url)  # while the evaluations run
             together = {p: f.result() for p, f in futures.items()}
     finally:
         stop.set()
         watcher.join(30)
     after = {m: vllm_server.metric(server_root, f"vllm:{m}_total") for m in before}
-    alone = {p: evaluate_into(council, p, tmp_path / "alone" / p) for p in protocols}
+    return {"runs": together, "members": members, "before": before, "after": after, "peak": running.value}
 
-    assert running.value > LIMIT
+
+
+def test_one_server_serves_many_agents_protocols_and_games_at_once(
+    server_root, server_url, tiny_model_dir, adapters, tmp_path
+):
+    """Two evaluations at once (debate: debate-v0 and escalation-v0; always_verify: escalation-v0),
+    three members (LoRA adapters, greedy and seeded sampling) on one server.
+    Each evaluation keeps at most LIMIT requests in flight, so more than LIMIT running on the
+    server means the two evaluations' requests were batched together. Whether their bursts overlap
+    is up to the OS scheduler (a loaded machine can run one evaluation's rounds between the
+    other's), so the pair is played up to 3 times until the server shows the overlap. Every
+    episode must equal the one played with the evaluation alone on the server; each member's
+    greedy reply under that load must equal its own model's in this process; the server must have
+    served exactly the requests and tokens the records account for (nothing sent twice)."""
+    council = one_server_council(server_url)
+    peaks = []
+    for attempt in range(3):
+        played = _together(council, server_root, server_url, tmp_path / f"shared{attempt}")
+        peaks.append(played["peak"])
+        if played["peak"] > LIMIT:
+            break
+    assert peaks[-1] > LIMIT, f"never more than {LIMIT} requests running at once in 3 tries: {peaks}"
+    together, members, before, after = (played[k] for k in ("runs", "members", "before", "after"))
+    alone = {p: evaluate_into(council, p, tmp_path / "alone" / p) for p in PROTOCOLS}
+
     assert {p: set(runs) for p, runs in together.items()} == {
         "debate": {"single", "debate"},
         "always_verify": {"always_verify"},
     }
-    for p in protocols:
+    for p in PROTOCOLS:
         assert _turns(together[p]) == _turns(alone[p])
     turns = [t for runs in together.values() for records in runs.values() for r in records.values()
              for t in r.turns if t.token_ids is not None]  # fmt: skip
