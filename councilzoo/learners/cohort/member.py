@@ -224,6 +224,7 @@ def run_member(
         if trainer.accelerator.is_main_process:
             trainer.processing_class.save_pretrained(str(final))
             _write_world(cfg.member_dir(index) / "world.json", trainer)
+    leave_world(trainer)
     history = [r for r in trainer.state.log_history if "reward" in r]
     return history[-1] if history else {}
 
@@ -255,6 +256,14 @@ def _write_world(path: Path, trainer: Any) -> None:
         "model_class": type(trainer.model_wrapped).__name__,
     }
     path.write_text(json.dumps(world, indent=2) + "\n")
+
+
+def leave_world(trainer: Any) -> None:
+    """Every rank leaves together, then the process group is destroyed (a no-op in a one-process
+    world). Rank 0 saves and reports after the others are done, and a rank that exited with its
+    gloo group still alive while rank 0 was busy was once seen to abort (SIGABRT), failing the run."""
+    trainer.accelerator.wait_for_everyone()
+    trainer.accelerator.end_training()
 
 
 def _broadcast_from_main(value: Any) -> Any:
