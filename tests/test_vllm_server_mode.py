@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import vllm_server
 from test_trl_vllm import _has_trl
-from test_vllm_training import record_samples_and_eval_texts
+from test_vllm_training import check_evals_saw_each_steps_weights, record_samples_and_eval_texts
 from vllm_server import VLLM_PYTHON
 
 STEPS = 2
@@ -158,29 +158,12 @@ def test_held_out_accuracy_through_the_server_sees_each_steps_weights(server_run
     """Each evaluation saw the weights of its step: the server's greedy texts equal transformers'
     greedy texts on the checkpoint of that step. Ours pushed once per evaluation, and TRL's rounds
     then found the server current (one push each, not two)."""
-    from councilzoo.agents.base import Sampling
-    from councilzoo.agents.generators import TransformersGenerator
-    from councilzoo.agents.prompts import member_prompt
-    from councilzoo.learners.cohort.config import load_items
-    from councilzoo.learners.cohort.member import HeldOutAccuracy
-
     root, url, result = server_runs
     run, cfg = result["cohort"], cohort_config(root, str(tiny_member_dir), url)
     assert [(e["step"], e["items"]) for e in run["evals"]] == [(0, 8), (1, 8), (2, 8)]
     assert result["cohort_pushes"] == len(run["evals"])
-    problems = load_items(cfg.eval, cfg.seed)
-    prompts = [member_prompt(p, 0, False) for p in problems]
-    greedy = Sampling(max_new_tokens=cfg.max_completion_length, temperature=0.0)
     weights = [tiny_member_dir] + [root / "run" / "members" / "m" / f"checkpoint-{k}" for k in (1, 2)]
-    expected = []
-    for folder in weights:
-        generator = TransformersGenerator(str(folder), dtype="float32")
-        expected.append([g[0].text for g in generator.generate(prompts, sampling=greedy)])
-    assert run["eval_texts"] == expected
-    assert expected[0] != expected[-1]  # training moved the greedy answers: a stale server would show
-    grade = HeldOutAccuracy(root / "unused.jsonl", problems, 1, cfg.max_completion_length)._hits
-    accuracy = [sum(grade(list(range(len(problems))), texts)) / len(problems) for texts in expected]
-    assert accuracy == [e["accuracy"] for e in run["evals"]]
+    check_evals_saw_each_steps_weights(run, cfg, weights, root)
 
 
 def test_tracer_rollouts_through_the_server(server_runs):

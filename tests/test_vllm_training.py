@@ -96,6 +96,29 @@ def record_samples_and_eval_texts() -> tuple[list[dict], list[list[str]]]:
     return samples, texts
 
 
+def check_evals_saw_each_steps_weights(run: dict, cfg, weights: list[Path], root: Path) -> None:
+    """The recorded held-out texts of each evaluation equal transformers' greedy texts on that
+    step's weights (``weights[k]`` for evaluation k), and so do the accuracies; training moved them."""
+    from councilzoo.agents.base import Sampling
+    from councilzoo.agents.generators import TransformersGenerator
+    from councilzoo.agents.prompts import member_prompt
+    from councilzoo.learners.cohort.config import load_items
+    from councilzoo.learners.cohort.member import HeldOutAccuracy
+
+    problems = load_items(cfg.eval, cfg.seed)
+    prompts = [member_prompt(p, 0, False) for p in problems]
+    greedy = Sampling(max_new_tokens=cfg.max_completion_length, temperature=0.0)
+    expected = []
+    for folder in weights:
+        generator = TransformersGenerator(str(folder), dtype="float32")
+        expected.append([g[0].text for g in generator.generate(prompts, sampling=greedy)])
+    assert run["eval_texts"] == expected
+    assert expected[0] != expected[-1]  # training moved the greedy answers: stale weights would show
+    grade = HeldOutAccuracy(root / "unused.jsonl", problems, 1, cfg.max_completion_length)._hits
+    accuracy = [sum(grade(list(range(len(problems))), texts)) / len(problems) for texts in expected]
+    assert accuracy == [e["accuracy"] for e in run["evals"]]
+
+
 def run_cohort(root: Path) -> dict:
     """One seeded member trained 2 steps on vLLM: its samples, and the held-out texts per evaluation."""
     from councilzoo.learners.baselines import GRPO
@@ -189,30 +212,13 @@ def test_seeded_sampling_on_vllm_is_reproducible_across_runs(cohort_runs):
 def test_held_out_accuracy_on_vllm_equals_transformers_on_the_same_weights(cohort_runs):
     """Each evaluation saw the weights of its step: vLLM's greedy texts equal transformers' greedy
     texts on the checkpoint of that step, so the accuracies are equal too."""
-    from councilzoo.agents.base import Sampling
-    from councilzoo.agents.generators import TransformersGenerator
-    from councilzoo.agents.prompts import member_prompt
-    from councilzoo.learners.cohort.config import load_items
-    from councilzoo.learners.cohort.member import HeldOutAccuracy
-
     root, (run, _) = cohort_runs
     cfg = cohort_config(root)
     assert [(e["step"], e["items"]) for e in run["evals"]] == [(0, 12), (1, 12), (2, 12)]
     # one push of ours per evaluation; TRL's rounds then find the engine current and push nothing
     assert run["pushes"] == len(run["evals"]) and run["trl_pushes"] == 0
-    problems = load_items(cfg.eval, cfg.seed)
-    prompts = [member_prompt(p, 0, False) for p in problems]
-    greedy = Sampling(max_new_tokens=cfg.max_completion_length, temperature=0.0)
     weights = [Path(run["model"])] + [root / "run0" / "members" / "m" / f"checkpoint-{k}" for k in (1, 2)]
-    expected = []
-    for folder in weights:
-        generator = TransformersGenerator(str(folder), dtype="float32")
-        expected.append([g[0].text for g in generator.generate(prompts, sampling=greedy)])
-    assert run["eval_texts"] == expected
-    assert expected[0] != expected[-1]  # training moved the greedy answers: a stale engine would show
-    grade = HeldOutAccuracy(root / "unused.jsonl", problems, 1, cfg.max_completion_length)._hits
-    accuracy = [sum(grade(list(range(len(problems))), texts)) / len(problems) for texts in expected]
-    assert accuracy == [e["accuracy"] for e in run["evals"]]
+    check_evals_saw_each_steps_weights(run, cfg, weights, root)
 
 
 def test_tracer_trains_with_vllm_rollouts(tmp_path):
