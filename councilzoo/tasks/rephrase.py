@@ -90,6 +90,11 @@ def write_paraphrases(problems: Iterable[Problem], path: str | Path) -> dict[int
 
 def read_paraphrases(path: str | Path) -> dict[str, tuple[str, ...]]:
     """Problem id -> paraphrases, from a file written by ``write_paraphrases``."""
+    if not Path(path).is_file():
+        raise ValueError(
+            f"paraphrases file {str(path)!r} does not exist: write it with `councilzoo paraphrase DATASET "
+            f"--split train --out {path}`"
+        )
     out = {}
     for k, line in enumerate(Path(path).read_text().splitlines()):
         if not line.strip():

@@ -117,8 +117,6 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         check_training_data(self.dataset, self.split, "data")
-        if self.paraphrases and not Path(self.paraphrases).is_file():
-            raise ValueError(f"data.paraphrases {self.paraphrases!r} does not exist")
 
 
 @dataclass

@@ -73,6 +73,7 @@ class UtteranceLayer:
     the checkpoint's manifest covers them."""
 
     def __init__(self, cfg: TracerConfig, play_step: Any, callbacks: Sequence[Any] = ()) -> None:
+        import torch
         from transformers import AutoModelForCausalLM
 
         from councilzoo.agents.generators.common import resolve_model_path
@@ -99,7 +100,9 @@ class UtteranceLayer:
             overrides={"temperature": a.temperature, "save_total_limit": cfg.save_total_limit, **g.trainer},
         )
         self.trainer = engine.build_trainer(
-            AutoModelForCausalLM.from_pretrained(path),
+            # fp32 master weights whatever the checkpoint's dtype (transformers 5 would load a bf16
+            # checkpoint in bf16, and pure-bf16 AdamW loses most updates); `bf16: true` autocasts
+            AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32),
             path,
             args,
             [
