@@ -236,3 +236,19 @@ def test_the_masked_fraction_counts_completion_tokens_the_mode_dropped_or_bounde
     assert masked_fraction(per_token, mask, "token_truncate", 0.5, 2.0) == (2.0, 5.0)
     per_sequence = torch.tensor([[0.0], [1.0]])  # a sequence-level mode drops whole sequences
     assert masked_fraction(per_sequence, mask, "sequence_mask", None, 3.0) == (3.0, 5.0)
+
+
+def test_the_memory_table_in_the_docs_is_the_arithmetic_of_recipe_checks():
+    from councilzoo.learners.recipe_checks import training_gib, vllm_gib
+
+    text = (ROOT / "docs" / "learners.md").read_text()
+    models = {"Llama-3.2-1B": (1.24e9, 16 * 8 * 64), "Qwen2.5-1.5B": (1.54e9, 28 * 2 * 128),
+              "Qwen2.5-3B": (3.09e9, 36 * 2 * 128), "Qwen2.5-7B": (7.62e9, 28 * 4 * 128),
+              "Llama-3.1-8B": (8.03e9, 32 * 8 * 128)}  # fmt: skip
+    for name, (params, kv_elements) in models.items():
+        cells = [training_gib(params, 1, "ddp"), training_gib(params, 4, "ddp"),
+                 *(training_gib(params, n, s) for s in ("zero2", "zero3") for n in (4, 8))]  # fmt: skip
+        row = f"| {name} ({params / 1e9:.2f}B) | " + " | ".join(f"{c:.1f}" for c in cells) + " |"
+        assert row in text, row
+        cache = vllm_gib(params, 2 * kv_elements * 2, 128, 2048)  # key and value, bf16
+        assert f"{cache:.1f}" in text, (name, cache)
