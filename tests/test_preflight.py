@@ -1,0 +1,155 @@
+"""``councilzoo train NAME CONFIG --dry-run`` (``learners/preflight.py``): the preflight of every
+shipped GPU config equals what docs/learners.md shows ("Before you spend GPU-hours"), its figures
+follow from the config, and each setting the docs call wrong exits 2 with its one line on stderr.
+Everything here runs without a GPU, a download or a model load."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from transformers import AutoModelForCausalLM
+
+from councilzoo.cli import main
+from councilzoo.learners.preflight import model_facts
+
+ROOT = Path(__file__).resolve().parents[1]
+GPU_CONFIGS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").glob("*gpu*.yaml"))
+COHORT = "configs/corl_gpu_qwen_llama.yaml"
+
+
+def learner_of(config: str) -> str:
+    return "tracer" if "tracer" in Path(config).name else "corl"
+
+
+def dry_run(capsys, config: str, *sets: str, learner: str | None = None) -> tuple[int, str, list[str]]:
+    """Exit status, stdout and stderr lines of ``councilzoo train LEARNER CONFIG --dry-run --set ...``."""
+    argv = ["train", learner or learner_of(config), config, "--dry-run"]
+    code = main([*argv, *(a for s in sets for a in ("--set", s))])
+    out = capsys.readouterr()
+    return code, out.out, out.err.splitlines()
+
+
+def documented(command: str) -> tuple[str, int]:
+    """The output docs/learners.md shows for ``command`` (the indented block after its ``$`` line),
+    and the exit status it states."""
+    text = (ROOT / "docs" / "learners.md").read_text()
+    section = text[text.index("## Before you spend GPU-hours") :]
+    marker = f"    $ {command}\n"
+    assert marker in section, f"docs/learners.md shows no preflight of {command!r}"
+    block = re.match(r"((?:    .*\n)+)", section[section.index(marker) + len(marker) :]).group(1)
+    lines = [line[4:] for line in block.splitlines()]
+    status = re.fullmatch(r"\(exit status (\d)\)", lines.pop())
+    assert status, f"the block of {command!r} must end with its exit status"
+    return "\n".join(lines) + "\n", int(status.group(1))
+
+
+@pytest.mark.parametrize("config", GPU_CONFIGS)
+def test_each_shipped_gpu_config_has_its_preflight_in_the_docs(capsys, monkeypatch, config):
+    """The docs show exactly what the command prints today (rerun the command and paste its output
+    when a config or a check changes), and each error is also one stderr line."""
+    monkeypatch.chdir(ROOT)
+    code, out, err = dry_run(capsys, config)
+    shown, status = documented(f"councilzoo train {learner_of(config)} {config} --dry-run")
+    assert out == shown
+    assert code == status
+    errors = [line.split("error: ", 1)[1] for line in out.splitlines() if line.startswith("  error: ")]
+    assert len(err) == len(errors) and all(e.endswith(x) for e, x in zip(err, errors, strict=True))
+    assert code == (2 if errors else 0)
+
+
+def test_every_member_gets_every_figure(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    _, out, _ = dry_run(capsys, COHORT)
+    members = yaml.safe_load((ROOT / COHORT).read_text())["members"]
+    for i, member in enumerate(members):
+        block = out.split(f"members.{i} ({member['name']}): ")[1]
+        for label in ("world size", "sharding", "effective batch", "round", "epoch", "memory a GPU", "vLLM",
+                      "held-out set"):  # fmt: skip
+            assert f"\n  {label} " in block.split("\nmembers.")[0], (member["name"], label)
+
+
+def test_figures_follow_from_the_settings(capsys, monkeypatch):
+    """Two nodes' worth of processes, ZeRO-2, a held-out set: the printed figures are the settings'
+    arithmetic (the GPU config's round of 16 x 8 = 128 completions)."""
+    monkeypatch.chdir(ROOT)
+    code, out, err = dry_run(
+        capsys, COHORT, "members.0.num_processes=8", "trainer.gradient_accumulation_steps=1",
+        "members.0.accelerate_config=configs/accelerate/zero2.yaml", "members.1.view=0",
+        "eval.dataset=gsm8k", "eval.split=test", "eval.eval_steps=50",
+    )  # fmt: skip
+    qwen = out.split("members.1 (llama)")[0]
+    assert "  world size       8 process(es) on 1 machine(s)\n" in qwen
+    assert "  sharding         ZeRO-2\n" in qwen
+    assert "  effective batch  32 completions an optimizer step (4 a process x 8 x accumulation 1)\n" in qwen
+    assert "  round            128 completions (16 items x 8), 4 optimizer step(s)\n" in qwen
+    # 2,000 steps / 4 a round = 500 rounds of 16 GSM8K train items (7,473)
+    epoch = "467.1 rounds (7,473 items / 16 a round); the run: 500 rounds = 1.07 epochs"
+    assert f"  epoch            {epoch}\n" in qwen
+    assert "  held-out set     gsm8k test (1,319 items), every 50 steps\n" in qwen
+    # ZeRO-2: fp32 weights whole (4 bytes), gradients and AdamW moments (12 bytes) over 8 processes
+    training = 1.54e9 * (4 + 12 / 8) / 1024**3
+    assert f"training state {training:.1f} GiB (16 bytes a parameter; gradients and AdamW / 8)" in qwen
+    assert "ZeRO-3 for a" not in qwen and "no held-out evaluation" not in qwen
+    assert code == 0 and err == []
+
+
+# case: (--set overrides of the GPU config, then how each stderr line starts: one a member it is wrong for)
+Q = "members.0 (qwen): "
+WRONG = {
+    "evaluation split": (
+        ["data.split=test"],
+        Q + "trains on gsm8k split 'test', an evaluation split",
+        "members.1 (llama): trains on gsm8k split 'test', an evaluation split",
+    ),
+    "view without paraphrases": (
+        ["members.0.view=2"], Q + "view 2 asks for rephrased items, but gsm8k items carry no paraphrases"
+    ),
+    "pure bf16 weights": (
+        ["members.0.trainer.model_init_kwargs.dtype=bfloat16"],
+        Q + "trainer.model_init_kwargs.dtype bfloat16 trains pure bfloat16 weights",
+    ),
+    "sleep mode": (
+        ["members.0.trainer.vllm_enable_sleep_mode=true", "eval.dataset=gsm8k", "eval.eval_steps=10"],
+        Q + "vllm_enable_sleep_mode: councilzoo's own generation",
+    ),
+    "8B unsharded": (
+        ["members.0.model=meta-llama/Llama-3.1-8B-Instruct", "members.0.accelerate_config=null"],
+        Q + "needs ~155 GiB a GPU before activations (training 119.2 + vLLM 36.0)",
+    ),
+    "vLLM too small": (
+        ["members.0.trainer.vllm_gpu_memory_utilization=0.04"],
+        Q + "vLLM's 3.2 GiB cannot hold the weights and one sequence of 32,768 tokens",
+    ),
+    "round does not split": (
+        ["members.0.num_processes=3"],
+        Q + "generation_batch_size 128 (prompts_per_step 16 x num_generations 8) is not divisible",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WRONG))
+def test_a_wrong_setting_exits_2_with_its_one_line(capsys, monkeypatch, case):
+    monkeypatch.chdir(ROOT)
+    sets, *lines = WRONG[case]
+    code, out, err = dry_run(capsys, COHORT, "members.1.view=0", *sets)  # the config's own error off
+    assert code == 2
+    assert len(err) == len(lines), err
+    for got, line in zip(err, lines, strict=True):
+        assert got.startswith(f"councilzoo train: error: {line}"), got
+        assert f"  error: {got.removeprefix('councilzoo train: error: ').split(': ', 1)[1]}\n" in out
+
+
+def test_a_local_model_is_sized_from_its_config_without_loading_weights(tiny_model_dir):
+    """A local folder's parameter count and attention shape come from config.json (meta device)."""
+    facts = model_facts(str(tiny_model_dir))
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    assert facts.params == sum(p.numel() for p in model.parameters())
+    assert facts.layers == model.config.num_hidden_layers
+    kv_heads = model.config.num_key_value_heads
+    assert facts.kv_bytes_per_token() == 2 * facts.layers * kv_heads * facts.head_dim * 2
+    assert model_facts("someone/Some-Model-7B-Instruct").params == 7e9  # offline: the name's size
+    assert model_facts("someone/unnamed") is None
