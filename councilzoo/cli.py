@@ -72,6 +72,17 @@ def _train(args: argparse.Namespace) -> int:
     return train_main(args)
 
 
+def _paraphrase(args: argparse.Namespace) -> int:
+    from councilzoo.tasks import load_problems
+    from councilzoo.tasks.rephrase import write_paraphrases
+
+    problems = load_problems(args.dataset, args.split, path=args.path, limit=args.limit)
+    counts = write_paraphrases(problems, args.out)
+    summary = ", ".join(f"{n} with {k} paraphrase(s)" for k, n in counts.items())
+    print(f"{len(problems)} items -> {args.out}: {summary}")
+    return 0
+
+
 def _repro(args: argparse.Namespace) -> int:
     from councilzoo.repro import main as repro_main
 
@@ -230,6 +241,21 @@ def _add_repro(sub) -> None:
                     help="with 'all': claims run in this many processes (default: one per CPU core)")
 
 
+def _add_paraphrase(sub) -> None:
+    pp = _subcommand(
+        sub, "paraphrase", "write answer-preserving paraphrases of a training set (co-training views)",
+        "Deterministic rewrites of each question's sentences (question first; reworded), each kept only "
+        "if it holds exactly the question's numbers. Writes one JSONL line per item for a cohort "
+        "config's data.paraphrases.",
+        _paraphrase,
+    )
+    pp.add_argument("dataset", help="a named dataset (e.g. gsm8k), jsonl/json with --path, or synthetic:KIND")
+    pp.add_argument("--split", default="train", help="split to rephrase")
+    pp.add_argument("--path", default=None, help="local JSON/JSONL/Parquet/CSV file of the dataset's rows")
+    pp.add_argument("--limit", type=at_least(1), default=None, help="at most this many items (default: all)")
+    pp.add_argument("--out", required=True, help="the JSONL file to write")
+
+
 def _add_view(sub) -> None:
     vw = _subcommand(
         sub, "view", "see an output folder in the browser: protocols, episodes, curves",
@@ -244,7 +270,7 @@ def _add_view(sub) -> None:
     vw.add_argument("--open", action="store_true", help="also open the page in the default browser")
 
 
-SUBCOMMANDS = (_add_demo, _add_eval, _add_train, _add_repro, _add_view)
+SUBCOMMANDS = (_add_demo, _add_eval, _add_train, _add_paraphrase, _add_repro, _add_view)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,8 +4,9 @@ from the doc's own code blocks on this machine, so a test fails when the docs an
 A CPU machine changes only what it must, by these rules (``cpu_config``, ``cpu_command``):
 
 - ``configs/corl_gpu_qwen_llama.yaml`` becomes a CPU copy: tiny models of the members' families (qwen3,
-  llama; built once) instead of the hub models, fp32, no vLLM and no ZeRO-3 (except in the tests of
-  those recipes, which show how far a CPU gets: docs/learners.md), synthetic items, one optimizer
+  llama; built once) instead of the hub models, fp32, no vLLM and no DeepSpeed (except in the tests of
+  those recipes, which show how far a CPU gets: docs/learners.md), synthetic items (training and
+  held-out evaluation at every step, no paraphrase file: synthetic items carry theirs), one optimizer
   step of 8-token completions at learning rate 1e-3 without warm-up (so that one step moves the
   weights), ``seeded_sampling`` on (updates that do not depend on the world size), a free store port.
   The batch settings (prompts_per_step, num_generations, per_device_train_batch_size,
@@ -74,19 +75,25 @@ def cpu_config(folder: Path, models: Path, sharded: bool = False, vllm: bool = F
     ``sharded`` keeps the members' ZeRO-3 ``accelerate_config``, ``vllm`` TRL's vLLM generation
     (without ``seeded_sampling``: that run stops at TRL's first weight push, before any sampling)."""
     data = yaml.safe_load((ROOT / GPU_CONFIG).read_text())
+    dropped = ["vllm_mode", "vllm_gpu_memory_utilization", "vllm_max_model_length"]
+    if not vllm:
+        dropped += ["use_vllm", "vllm_importance_sampling_correction", "vllm_importance_sampling_mode",
+                    "vllm_importance_sampling_clip_max"]  # fmt: skip
     for member in data["members"]:
         del member["model"], member["devices"]
         if not sharded:
             del member["accelerate_config"]
         member.update(tiny_family=FAMILIES[member["name"]], num_processes=2)
+        for key in dropped:
+            member.get("trainer", {}).pop(key, None)
     trainer = data["trainer"]
-    dropped = ["vllm_mode", "vllm_gpu_memory_utilization"]
-    for key in dropped + ([] if vllm else ["use_vllm", "vllm_importance_sampling_correction"]):
-        trainer.pop(key)
+    for key in dropped:
+        trainer.pop(key, None)
     trainer.update(bf16=False, learning_rate=1e-3, warmup_steps=0)  # one step moves the weights
     data.update(
         max_steps=1, max_completion_length=8, tiny_models_dir=str(models), seeded_sampling=not vllm,
         report_to=["none"], data={"dataset": "synthetic:multiple_choice", "num_problems": 32},
+        eval={"dataset": "synthetic:multiple_choice", "num_problems": 8, "eval_steps": 1},
     )  # fmt: skip
     data.update(changes)
     data["distributed"].update(port=_free_port(), heartbeat_timeout_s=30.0)
@@ -207,7 +214,7 @@ def models(tmp_path_factory) -> Path:
     return tmp / "models"
 
 
-RECIPES = ("One 8-GPU node, two members of 4 GPUs each", "FSDP instead of ZeRO-3",
+RECIPES = ("One 8-GPU node, two members of 4 GPUs each", "FSDP instead of ZeRO-2",
            "vLLM server mode instead of colocate", "Two nodes, one member each",
            "A member spanning two nodes")  # fmt: skip
 
@@ -242,13 +249,13 @@ def recipe_updates(command: str) -> dict[str, tuple[int, int]]:
 
 def test_every_recipe_keeps_the_shipped_updates():
     """Every recipe trains 4 optimizer steps a generation round, as the shipped config does (the
-    config's GSPO runs 3 of them off-policy: docs/tracer.md), of the shipped 32 completions (24 in
-    the server recipe, whose round is 96): a cluster changes where a member runs, not how it learns."""
+    config's GSPO runs 3 of them off-policy: docs/tracer.md), of the shipped 128 completions (96 in
+    the server recipe, whose round is 384): a cluster changes where a member runs, not how it learns."""
     for opening in RECIPES:
         for _, command in recipe(opening):
             if not command.startswith("councilzoo"):
                 continue
-            expected = 24 if "vllm_mode=server" in command else 32
+            expected = 96 if "vllm_mode=server" in command else 128
             for name, (update, steps) in recipe_updates(command).items():
                 assert (update, steps) == (expected, 4), (opening, name, update, steps)
 
@@ -286,23 +293,23 @@ def test_a_wrong_batch_setting_is_one_line_before_anything_starts(tmp_path, mode
     """The vLLM server recipe without its prompts_per_step: three processes cannot split the round."""
     [*_, (_, command)] = recipe("vLLM server mode instead of colocate")
     cpu_config(tmp_path, models)
-    cmd = [w for w in cpu_command(command) if w != "prompts_per_step=12"]
-    cmd.remove("--set")  # the --set that preceded prompts_per_step=12
+    cmd = [w for w in cpu_command(command) if w != "prompts_per_step=48"]
+    cmd.remove("--set")  # the --set that preceded prompts_per_step=48
     out = subprocess.run(cmd, cwd=tmp_path, env=_env(), capture_output=True, text=True)
     assert out.returncode == 2
     [line] = out.stderr.strip().splitlines()
-    assert line.startswith("councilzoo train: error: members.0 (qwen): generation_batch_size 128 ")
-    # the suggested prompts_per_step makes the round split over the 3 processes (4 prompts' worth each)
+    assert line.startswith("councilzoo train: error: members.0 (qwen): generation_batch_size 512 ")
+    # the suggested prompts_per_step makes the round split over the 3 processes (8 completions each)
     suggested = int(re.search(r"use num_processes 2 or prompts_per_step (\d+)$", line).group(1))
-    assert suggested * 8 % (4 * 3) == 0
+    assert suggested * 8 % (8 * 3) == 0
     assert not (tmp_path / RUN / "members").exists()  # nothing started
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU runs these recipes (scripts/gpu_check.sh)")
 @pytest.mark.parametrize(
     "opening, config, backend",
-    [("One 8-GPU node, two members of 4 GPUs each", "zero3.yaml", "DEEPSPEED"),
-     ("FSDP instead of ZeRO-3", "fsdp.yaml", "FSDP")],
+    [("One 8-GPU node, two members of 4 GPUs each", "zero2.yaml", "DEEPSPEED"),
+     ("FSDP instead of ZeRO-2", "fsdp.yaml", "FSDP")],
     ids=["zero3", "fsdp"],
 )  # fmt: skip
 def test_a_sharded_recipe_on_a_cpu_stops_before_anything_starts(tmp_path, models, opening, config, backend):

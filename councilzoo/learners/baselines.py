@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from councilzoo.agents.generators.common import apply_chat_template
 from councilzoo.config import ConfigError
 from councilzoo.learners.base import register_learner
 from councilzoo.learners.cohort.config import CohortConfig
@@ -81,7 +82,7 @@ class IntrinsicReward:
             for prompt, comp in zip(
                 prompts[start : start + size], completion_ids[start : start + size], strict=True
             ):
-                text = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+                text = apply_chat_template(tokenizer, prompt)
                 rows.append((tokenizer(text, add_special_tokens=False)["input_ids"], list(comp)))
             width_p = max(len(p) for p, _ in rows)
             width_c = max(1, max(len(c) for _, c in rows))

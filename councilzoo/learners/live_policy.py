@@ -5,8 +5,9 @@ When the trainer generates with vLLM, these paths generate where TRL does, after
 trainer's weights there if they changed since the last push (``push_weights``):
 
 - colocated (``trainer: {use_vllm: true, vllm_mode: colocate}``): on TRL's own engine
-  (``trainer.vllm_generation.llm``; no second engine holds the model), the push through vLLM's
-  in-place ``reload_weights`` (``VLLMGenerator.sync_weights``, LoRA merged for the copy);
+  (``trainer.vllm_generation.llm``; no second engine holds the model), the push through TRL's
+  ``sync_weights`` on CUDA, through vLLM's in-place ``reload_weights`` on a CPU
+  (``VLLMGenerator.sync_weights``, LoRA merged for the copy; ``weight_push_path``);
 - server (``vllm_mode: server``): on the vLLM server through TRL's own ``VLLMClient``
   (``ServerGenerator``), the push through TRL's ``sync_weights`` (its weight-sync group, NCCL).
 
@@ -71,14 +72,27 @@ def push_weights(trainer: Any, generator: Any) -> None:
     push here also spares TRL its own. Every rank calls it (TRL's server push gathers parameters)."""
     if weights_pushed(trainer):
         return
-    if vllm_mode(trainer.args) == "server":
-        trainer.vllm_generation.sync_weights()  # TRL's own: its weight-sync group to the server
+    if weight_push_path(trainer) == "trl_sync_weights":
+        trainer.vllm_generation.sync_weights()
     else:
         from trl.models import unwrap_model_for_generation
 
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model:
             generator.sync_weights(model)
     mark_weights_pushed(trainer)
+
+
+def weight_push_path(trainer: Any) -> str:
+    """How ``push_weights`` reaches vLLM: ``"trl_sync_weights"`` (TRL's own push, parameter by
+    parameter: gathered one at a time under ZeRO-3, full tensors under FSDP, LoRA merged) for a
+    server and for a colocated engine on CUDA; ``"reload_weights"`` (the whole unwrapped state
+    through ``VLLMGenerator.sync_weights``) for a colocated engine on a CPU, the push the vllm
+    tier checks against transformers (a CPU world is never sharded: the launcher refuses it)."""
+    import torch
+
+    if vllm_mode(trainer.args) == "server" or torch.cuda.is_available():
+        return "trl_sync_weights"
+    return "reload_weights"
 
 
 def weights_pushed(trainer: Any) -> bool:

@@ -313,12 +313,18 @@ def synthetic_problems(kind: str, n: int, seed: int, difficulty: float = 0.5) ->
 def paraphrase(problem: Problem, view: int) -> Problem:
     """The ``view``-th surface form of ``problem`` (0 = original), same id, answer and choices.
 
-    Views cycle through (question, *metadata["paraphrases"]); a problem without paraphrases
-    (e.g. a benchmark item) is returned unchanged for every view.
+    Views cycle through (question, *metadata["paraphrases"]). A view > 0 of a problem without
+    paraphrases (a benchmark item: see ``councilzoo paraphrase``) is refused: it would be the
+    original wording, a co-training view that silently adds no diversity.
     """
     if view < 0:
         raise ValueError(f"view must be >= 0, got {view}")
     forms = (problem.question, *problem.metadata.get("paraphrases", ()))
+    if view > 0 and len(forms) == 1:
+        raise ValueError(
+            f"problem {problem.id!r} has no paraphrases for view {view}: write them with `councilzoo "
+            "paraphrase` (data.paraphrases) or use view 0"
+        )
     k = view % len(forms)
     if k == 0:
         return problem

@@ -8,6 +8,7 @@ comparable token for token.
 
 from __future__ import annotations
 
+import datetime
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +18,28 @@ import numpy as np
 from councilzoo.agents.base import Completion, Sampling
 
 _SEED_BOUND = 2**31 - 1  # vLLM and OpenAI-compatible servers take 32-bit seeds
+
+# The date every chat template renders. Llama-3 templates write today's date into the system turn
+# unless given ``date_string`` (through transformers' ``strftime_now``), so prompt tokens would
+# change at midnight and a resumed run would read other prompts than an uninterrupted one.
+TEMPLATE_DATE = datetime.date(2024, 7, 26)  # Llama-3.1's own fallback, "26 Jul 2024"
+
+
+def _template_strftime_now(fmt: str) -> str:
+    return TEMPLATE_DATE.strftime(fmt)
+
+
+def chat_template_kwargs() -> dict:
+    """Fixed values of the nondeterministic chat-template inputs (``date_string`` and the
+    ``strftime_now`` a template may call directly), for every ``apply_chat_template``."""
+    return {"date_string": TEMPLATE_DATE.strftime("%d %b %Y"), "strftime_now": _template_strftime_now}
+
+
+def apply_chat_template(processing, messages, **kwargs):
+    """``processing.apply_chat_template`` for a generation prompt, with ``chat_template_kwargs()``."""
+    return processing.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=False, **chat_template_kwargs(), **kwargs
+    )
 
 
 class GenerationError(RuntimeError):
@@ -158,7 +181,7 @@ def render_prompt(tokenizer, prompt: str | list[dict], *, images: bool = False) 
                 f"tokenizer {getattr(tokenizer, 'name_or_path', '')!r} has no chat template: pass "
                 "already-rendered strings, or set tokenizer.chat_template"
             )
-        text = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+        text = apply_chat_template(tokenizer, prompt)
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 

@@ -33,6 +33,7 @@ from transformers import (
 
 from councilzoo.agents.base import Completion, Sampling
 from councilzoo.agents.generators.common import (
+    apply_chat_template,
     check_request,
     first_stop,
     is_vision_language,
@@ -221,8 +222,7 @@ class TransformersGenerator:
                 attention_mask[i, width - len(r) :] = 1
             return {"input_ids": input_ids, "attention_mask": attention_mask}, rows
         texts = [
-            p if isinstance(p, str)
-            else self.processor.apply_chat_template(p, add_generation_prompt=True, tokenize=False)
+            p if isinstance(p, str) else apply_chat_template(self.processor, p)
             for p, _ in rows
         ]
         images = [imgs for _, imgs in rows]

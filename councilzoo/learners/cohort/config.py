@@ -18,7 +18,9 @@ from councilzoo.config import cache_home, config_to_dict
 from councilzoo.learners.cohort import engine
 from councilzoo.learners.cohort.distributed import DistributedConfig
 from councilzoo.learners.logging import check_report_to
+from councilzoo.learners.recipe_checks import check_sleep_mode, check_training_data, check_views
 from councilzoo.tasks import Problem, load_problems
+from councilzoo.tasks.rephrase import read_paraphrases, with_paraphrases
 from councilzoo.tiny_models import member_spec, spec_dir
 
 
@@ -105,9 +107,16 @@ class DataConfig:
     )
     split: str = field(default="train", metadata={"help": "Dataset split (never an evaluation split)."})
     path: str | None = field(default=None, metadata={"help": "Local JSON/JSONL file for the dataset."})
+    paraphrases: str | None = field(
+        default=None,
+        metadata={"help": "JSONL of the items' paraphrases, for views > 0 (`councilzoo paraphrase`)."},
+    )
     limit: int | None = field(default=None, metadata={"help": "Use at most this many items.", "minimum": 1})
     num_problems: int = field(default=256, metadata={"help": "Number of synthetic items.", "minimum": 1})
     difficulty: float = field(default=0.3, metadata={"help": "Synthetic difficulty in [0, 1]."})
+
+    def __post_init__(self) -> None:
+        check_training_data(self.dataset, self.split, "data")
 
 
 @dataclass
@@ -221,9 +230,13 @@ class CohortConfig:
             raise ValueError(f"tau must be in [0, 1], got {self.tau}")
         engine.check_trainer_overrides(self.trainer, "trainer")
         check_report_to(self.report_to)
-        if self.seeded_sampling:
-            for i, member in enumerate(self.members):
-                check_seeded_sampling({**self.trainer, **member.trainer}, f"members[{i}] ({member.name})")
+        owned = [name for name, on in (("held-out evaluation", self.eval.eval_steps),
+                                       ("seeded_sampling", self.seeded_sampling)) if on]
+        for i, member in enumerate(self.members):
+            settings, where = {**self.trainer, **member.trainer}, f"members[{i}] ({member.name})"
+            if self.seeded_sampling:
+                check_seeded_sampling(settings, where)
+            check_sleep_mode(settings, owned, where)
 
     def member_dir(self, index: int) -> Path:
         return Path(self.output_dir) / "members" / self.members[index].name
@@ -274,8 +287,9 @@ def check_seeded_sampling(settings: dict[str, Any], where: str) -> None:
 
 
 def load_items(data: DataConfig | EvalConfig, seed: int) -> list[Problem]:
-    """Training or held-out items through the one problem source (``tasks.load_problems``)."""
-    return load_problems(
+    """Training or held-out items through the one problem source (``tasks.load_problems``), with
+    the paraphrases of ``data.paraphrases`` where given."""
+    items = load_problems(
         data.dataset,
         data.split,
         seed=seed,
@@ -284,3 +298,13 @@ def load_items(data: DataConfig | EvalConfig, seed: int) -> list[Problem]:
         size=data.num_problems,
         difficulty=data.difficulty,
     )
+    if getattr(data, "paraphrases", None):
+        items = with_paraphrases(items, read_paraphrases(data.paraphrases))
+    return items
+
+
+def load_training_items(cfg: CohortConfig) -> list[Problem]:
+    """The cohort's training items, refused (one line) when a member's view has no paraphrase to read."""
+    items = load_items(cfg.data, cfg.seed)
+    check_views(items, {m.name: m.view for m in cfg.members}, "data")
+    return items

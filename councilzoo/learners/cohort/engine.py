@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from councilzoo.agents.generators.common import chat_template_kwargs
 from councilzoo.config import ConfigError
 from councilzoo.learners.checkpoint import verified, write_manifest
 from councilzoo.learners.logging import read_metrics
@@ -115,6 +116,11 @@ def grpo_args(
     from trl import GRPOConfig
 
     settings = {**DEFAULTS, **dict(overrides)}
+    # TRL renders the training prompts: the same fixed date as our own paths (a callable such as
+    # strftime_now cannot go into the config TRL serialises)
+    settings["chat_template_kwargs"] = {
+        "date_string": chat_template_kwargs()["date_string"], **(settings.get("chat_template_kwargs") or {})
+    }
     if not torch.cuda.is_available() and not settings.get("use_cpu"):
         settings.update(use_cpu=True, bf16=settings.get("bf16", False), fp16=False)
     world = _world_size() if world_size is None else world_size
@@ -306,6 +312,8 @@ def build_trainer(
     )
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
+    if args.use_vllm and args.vllm_importance_sampling_correction:
+        log_masked_fraction(trainer)
     trainer.remove_callback(PrinterCallback)  # StepProgress shows the step's key numbers instead
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(CheckpointManifest())
@@ -313,6 +321,51 @@ def build_trainer(
         if hasattr(fn, "bind"):
             fn.bind(trainer)
     return trainer
+
+
+def masked_fraction(
+    ratio: Any, completion_mask: Any, mode: str, clip_min: float | None, clip_max: float | None
+) -> tuple[float, float]:
+    """(tokens, completion tokens) where TRL's vLLM importance-sampling ``ratio`` (per token, or
+    one per sequence) dropped or bounded the token: zeroed by a ``*_mask`` mode, at a clip bound
+    under a ``*_truncate`` mode."""
+    mask = completion_mask.bool()
+    ratio = ratio.expand(mask.shape) if ratio.shape[-1] == 1 else ratio
+    if mode.endswith("_mask"):
+        hit = ratio == 0
+    else:
+        hit = ratio != ratio  # all False
+        if clip_max is not None:
+            hit = hit | (ratio >= clip_max)
+        if clip_min is not None:
+            hit = hit | (ratio <= clip_min)
+    return float((hit & mask).sum()), float(mask.sum())
+
+
+def log_masked_fraction(trainer: Any) -> None:
+    """Log ``sampling/importance_sampling_masked_fraction`` each round: the share of the world's
+    completion tokens whose vLLM importance-sampling ratio the configured mode masked or clipped
+    (TRL logs the ratio's min, mean and max only). A sequence-level mode masks whole sequences, the
+    longer ones more often, since their ratio is a product over more tokens."""
+    import torch
+
+    generate = trainer._generate_and_score_completions
+    args = trainer.args
+
+    def generate_and_log(inputs: Any) -> Any:
+        out = generate(inputs)
+        if out.get("importance_sampling_ratio") is not None:
+            hit, total = masked_fraction(
+                out["importance_sampling_ratio"], out["completion_mask"], args.vllm_importance_sampling_mode,
+                args.vllm_importance_sampling_clip_min, args.vllm_importance_sampling_clip_max,
+            )  # fmt: skip
+            local = torch.tensor([[hit, total]], device=trainer.accelerator.device)
+            hit, total = trainer.accelerator.gather(local).sum(dim=0).tolist()
+            metrics = trainer._metrics["train" if trainer.model.training else "eval"]
+            metrics["sampling/importance_sampling_masked_fraction"].append(hit / max(total, 1.0))
+        return out
+
+    trainer._generate_and_score_completions = generate_and_log
 
 
 def processing_class(path: str) -> Any:

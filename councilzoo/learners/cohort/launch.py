@@ -33,7 +33,7 @@ from pathlib import Path
 
 from councilzoo.config import ConfigError, write_run_files
 from councilzoo.learners.cohort import engine
-from councilzoo.learners.cohort.config import CohortConfig, MemberConfig, load_items
+from councilzoo.learners.cohort.config import CohortConfig, MemberConfig, load_training_items
 from councilzoo.learners.cohort.member import (
     LAUNCHER_ENV,
     member_args,
@@ -119,7 +119,7 @@ def prepare_run(
         for i in range(len(cfg.members)):
             shutil.rmtree(cfg.member_dir(i), ignore_errors=True)
     phase(f"loading training data ({cfg.data.dataset})")
-    problems = load_items(cfg.data, cfg.seed)
+    problems = load_training_items(cfg)
     for i, member in enumerate(cfg.members):
         if not member.tiny_family:
             phase(f"model of {member.name}: {member_model_path(cfg, i)}")  # ModelNotCachedError now

@@ -25,7 +25,7 @@ from councilzoo.agents.prompts import member_prompt
 from councilzoo.config import ConfigError, load_config
 from councilzoo.envs.rewards import PEER_RULES
 from councilzoo.learners.cohort import engine
-from councilzoo.learners.cohort.config import CohortConfig, load_items
+from councilzoo.learners.cohort.config import CohortConfig, load_items, load_training_items
 from councilzoo.learners.cohort.distributed import CohortLink
 from councilzoo.learners.cohort.seeded_sampling import SeededSampling
 from councilzoo.learners.live_policy import vllm_mode
@@ -173,7 +173,7 @@ def run_member(
     """
     quiet_loading()
     args = member_args(cfg, index)
-    problems = load_items(cfg.data, cfg.seed)
+    problems = load_training_items(cfg)
     model_path = member_model_path(cfg, index)
     member = cfg.members[index]
     view, vlm = member.view, member_sees_images(model_path)

@@ -14,6 +14,7 @@ from councilzoo.agents.factory import ModelSpec, check_keywords, import_object
 from councilzoo.config import ConfigError
 from councilzoo.learners.cohort.engine import check_trainer_overrides
 from councilzoo.learners.logging import check_report_to
+from councilzoo.learners.recipe_checks import check_sleep_mode, check_training_data
 
 BASELINES = ("always_speak", "never_review", "alternate", "random")
 ROLES = ("proposer", "reviewer")
@@ -214,6 +215,8 @@ class TracerConfig:
                 raise ConfigError(f"agents.render {self.agents.render!r} is not callable")
         if not self.data.eval:
             raise ValueError("data.eval must name at least one evaluation set")
+        check_training_data(self.data.train, self.data.train_split, "data.train")
+        check_sleep_mode(self.generation.trainer, ["TRACER's episodes"], "generation.trainer")
 
     def _check_role_models(self) -> None:
         models = self.agents.models

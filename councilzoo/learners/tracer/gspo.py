@@ -20,6 +20,14 @@ of a step are played by the policy of the previous step, and the update follows 
 
 One trainer trains one model: the shared model with role prompts (default), or, with separate
 role models, the proposer's (the reviewer's model then only generates).
+
+A world of N processes (``torchrun --nproc_per_node N -m councilzoo.cli train tracer ...``)
+trains as one process with N times the micro-batch: rank 0 plays the step and samples every
+candidate, the round is broadcast, and rank r trains slice r of it (TRL's own split of a round:
+rank-major, whole groups of G), so rewards, advantages and the averaged gradient are the
+one-process ones. The controllers live on rank 0. Weights must be whole on every rank (DDP or
+ZeRO-2): under ZeRO-3 or FSDP rank 0's generation would wait for parameter gathers the others
+never join (refused, ``recipe_checks.check_tracer_world``).
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from councilzoo.agents.parsing import parse_action
 from councilzoo.envs.core import Mode
 from councilzoo.learners.cohort import engine
 from councilzoo.learners.live_policy import push_weights, trainer_vllm_generator, vllm_mode
+from councilzoo.learners.recipe_checks import check_tracer_world
 from councilzoo.learners.tracer.config import ROLES, TracerConfig
 from councilzoo.tasks import answers_equivalent
 
@@ -91,6 +100,7 @@ class UtteranceLayer:
     the checkpoint's manifest covers them."""
 
     def __init__(self, cfg: TracerConfig, play_step: Any, callbacks: Sequence[Any] = ()) -> None:
+        import torch
         from transformers import AutoModelForCausalLM
 
         from councilzoo.agents.generators.common import resolve_model_path
@@ -106,7 +116,9 @@ class UtteranceLayer:
         self.trained_roles = ROLES if self.shared else ("proposer",)
         args = utterance_args(cfg)
         self.trainer = engine.build_trainer(
-            AutoModelForCausalLM.from_pretrained(path),
+            # fp32 master weights whatever the checkpoint's dtype (transformers 5 would load a bf16
+            # checkpoint in bf16, and pure-bf16 AdamW loses most updates); `bf16: true` autocasts
+            AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32),
             path,
             args,
             [
@@ -118,6 +130,7 @@ class UtteranceLayer:
             peft=g.peft,
             rollout_func=self.rollout,
         )
+        check_tracer_world(sharding(self.trainer.accelerator), self.trainer.accelerator.num_processes)
         if vllm_mode(args):  # TRL's colocated engine or its server plays and samples; pushed by sync()
             self.generator = trainer_vllm_generator(self.trainer)
         else:  # the trainer's model itself, trained in place
@@ -149,12 +162,25 @@ class UtteranceLayer:
 
     # -- TRL's rollout_func -------------------------------------------------------------------
     def rollout(self, prompts: list, trainer: Any) -> dict[str, list]:
-        """One TRACER step, then G candidates of each chosen speaking turn (group after group)."""
-        g = self.cfg.generation
-        if len(prompts) != g.turns_per_step * g.num_candidates:
+        """This rank's share of one TRACER step's round: the step is played on rank 0, then G
+        candidates of each chosen speaking turn (group after group), broadcast to every rank."""
+        from accelerate.utils import broadcast_object_list
+
+        g, acc = self.cfg.generation, trainer.accelerator
+        if len(prompts) * acc.num_processes != g.turns_per_step * g.num_candidates:
             raise RuntimeError(
-                f"expected {g.turns_per_step} x {g.num_candidates} prompts, got {len(prompts)}"
+                f"expected {g.turns_per_step} x {g.num_candidates} prompts over {acc.num_processes} "
+                f"process(es), got {len(prompts)} on this one"
             )
+        round_ = [self.play_and_sample(trainer) if acc.is_main_process else None]
+        if acc.num_processes > 1:
+            broadcast_object_list(round_, from_process=0)
+        share = slice(acc.process_index * len(prompts), (acc.process_index + 1) * len(prompts))
+        return {k: v[share] if isinstance(v, list) else v for k, v in round_[0].items()}
+
+    def play_and_sample(self, trainer: Any) -> dict[str, list]:
+        """One TRACER step, then the whole round: G candidates of each chosen speaking turn."""
+        g = self.cfg.generation
         while True:
             problems, labels, metrics = self.play_step()
             turns = [t for t in self._turns if t[1].role in self.trained_roles and labels[t[0]] is not None]
@@ -186,3 +212,11 @@ class UtteranceLayer:
         # transformers TRL scores the old policy itself
         out["logprobs"] = [c.logprobs for g in groups for c in g] if vllm_mode(trainer.args) else None
         return out
+
+
+def sharding(accelerator: Any) -> str:
+    """The world's weight layout in ``check_tracer_world``'s terms: ``DEEPSPEED_ZERO3``, ``FSDP``,
+    or accelerate's distributed type (``NO``, ``MULTI_GPU``, ``MULTI_CPU``, ``DEEPSPEED``)."""
+    kind = accelerator.distributed_type.value
+    plugin = getattr(accelerator.state, "deepspeed_plugin", None)
+    return "DEEPSPEED_ZERO3" if kind == "DEEPSPEED" and plugin and plugin.zero_stage == 3 else kind

@@ -28,6 +28,7 @@ Either way the bound ``regret <= Delta sqrt(2 T)`` holds per state with its own 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from collections.abc import Mapping, Sequence
@@ -367,6 +368,13 @@ class Tracer:
         self.engine.load_state_dict(ckpt.state["engine"])
         self.step_count = ckpt.step
 
+    def leave_world(self) -> None:
+        """Every rank of the trainer's world leaves together (a no-op in one process)."""
+        if self.trains_utterances and self.generation.trainer.accelerator.num_processes > 1:
+            from councilzoo.learners.cohort.member import leave_world
+
+            leave_world(self.generation.trainer)
+
     @property
     def trains_utterances(self) -> bool:
         return self.generation is not None and self.cfg.generation.enabled
@@ -440,16 +448,25 @@ class TracerLearner(Learner):
     config_class = TracerConfig
 
     def train(self, resume: bool = False, overwrite: bool = False) -> list[dict]:
+        """Train, then compare with the fixed protocols. In a world of several processes (torchrun)
+        rank 0 plays, logs, evaluates and writes; the other ranks train their share of each round
+        and wait for rank 0 to finish (``generation.trainer.ddp_timeout`` bounds the wait)."""
         cfg, out = self.cfg, Path(self.cfg.output_dir)
+        main = int(os.environ.get("RANK", "0")) == 0
         held = (out / "checkpoints").is_dir() or bool(checkpoint_steps(out, verify=False))
         if held and not (resume or overwrite):
             raise ConfigError(f"output_dir {str(out)!r} already holds checkpoints of a run: pass --resume to "
                               "continue it or --overwrite to start again")
-        if overwrite and not resume:
+        if overwrite and not resume and main:
             shutil.rmtree(out, ignore_errors=True)
-        write_run_files(out, cfg, seed=cfg.seed, learner="tracer")
+        if main:
+            write_run_files(out, cfg, seed=cfg.seed, learner="tracer")
         tracer = Tracer(cfg)
         resume_from = tracer.resume() if resume else None
+        if not main:
+            tracer.train(resume_from)
+            tracer.leave_world()
+            return []
         if resume:
             keep_rows_up_to(out / "metrics.jsonl", tracer.step_count)
         with MetricsLogger(out, cfg.report_to, resume=resume) as logger:
@@ -470,6 +487,7 @@ class TracerLearner(Learner):
         print(f"\nregret <= bound in every state: {not regret_summary(summary_rows)['states_over_bound']}; "
               f"results in {out}")
         first = next(iter(summary.values()), {}).get("tracer", {})
+        tracer.leave_world()
         return [{"accuracy": first.get("accuracy")}]
 
 
