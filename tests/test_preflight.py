@@ -73,13 +73,13 @@ def test_every_member_gets_every_figure(capsys, monkeypatch):
 
 
 def test_figures_follow_from_the_settings(capsys, monkeypatch):
-    """Two nodes' worth of processes, ZeRO-2, a held-out set: the printed figures are the settings'
-    arithmetic (the GPU config's round of 16 x 8 = 128 completions)."""
+    """Eight processes of 4 completions, ZeRO-2, rounds of 16 items x 8: the printed figures are the
+    settings' arithmetic."""
     monkeypatch.chdir(ROOT)
     code, out, err = dry_run(
         capsys, COHORT, "members.0.num_processes=8", "trainer.gradient_accumulation_steps=1",
-        "members.0.accelerate_config=configs/accelerate/zero2.yaml", "members.1.view=0",
-        "eval.dataset=gsm8k", "eval.split=test", "eval.eval_steps=50",
+        "trainer.per_device_train_batch_size=4", "prompts_per_step=16", "members.1.view=0",
+        "members.0.accelerate_config=configs/accelerate/zero2.yaml", "eval.eval_steps=50",
     )  # fmt: skip
     qwen = out.split("members.1 (llama)")[0]
     assert "  world size       8 process(es) on 1 machine(s)\n" in qwen
@@ -101,46 +101,50 @@ def test_figures_follow_from_the_settings(capsys, monkeypatch):
 Q = "members.0 (qwen): "
 WRONG = {
     "evaluation split": (
-        ["data.split=test"],
-        Q + "trains on gsm8k split 'test', an evaluation split",
-        "members.1 (llama): trains on gsm8k split 'test', an evaluation split",
+        ["data.split=test"], f"{COHORT}: data: split 'test' of 'gsm8k' is an evaluation split"
     ),
     "view without paraphrases": (
-        ["members.0.view=2"], Q + "view 2 asks for rephrased items, but gsm8k items carry no paraphrases"
+        ["members.0.view=2", "data.paraphrases=null"],
+        Q + "view 2 asks for rephrased items, but gsm8k items carry no paraphrases",
     ),
     "pure bf16 weights": (
         ["members.0.trainer.model_init_kwargs.dtype=bfloat16"],
-        Q + "trainer.model_init_kwargs.dtype bfloat16 trains pure bfloat16 weights",
+        Q + "trainer.model_init_kwargs.dtype bfloat16 trains the checkpoint's half-precision weights",
+    ),
+    "checkpoint dtype": (
+        ["members.0.trainer.model_init_kwargs.dtype=auto"],
+        Q + "trainer.model_init_kwargs.dtype auto trains the checkpoint's half-precision weights",
     ),
     "sleep mode": (
-        ["members.0.trainer.vllm_enable_sleep_mode=true", "eval.dataset=gsm8k", "eval.eval_steps=10"],
-        Q + "vllm_enable_sleep_mode: councilzoo's own generation",
+        ["members.0.trainer.vllm_enable_sleep_mode=true"],
+        f"{COHORT}: members[0] (qwen): vllm_enable_sleep_mode is not supported",
     ),
     "8B unsharded": (
         ["members.0.model=meta-llama/Llama-3.1-8B-Instruct", "members.0.accelerate_config=null"],
-        Q + "needs ~155 GiB a GPU before activations (training 119.2 + vLLM 36.0)",
+        Q + "needs ~135 GiB a GPU before activations (training 119.2 + vLLM 16.0) on 80 GiB GPUs",
     ),
     "vLLM too small": (
-        ["members.0.trainer.vllm_gpu_memory_utilization=0.04"],
-        Q + "vLLM's 3.2 GiB cannot hold the weights and one sequence of 32,768 tokens",
+        ["members.0.trainer.vllm_gpu_memory_utilization=0.03"],
+        Q + "vLLM's 2.4 GiB cannot hold the weights and one sequence of 2,048 tokens",
     ),
     "round does not split": (
         ["members.0.num_processes=3"],
-        Q + "generation_batch_size 128 (prompts_per_step 16 x num_generations 8) is not divisible",
+        Q + "generation_batch_size 512 (prompts_per_step 64 x num_generations 8) is not divisible",
     ),
-}
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("case", sorted(WRONG))
 def test_a_wrong_setting_exits_2_with_its_one_line(capsys, monkeypatch, case):
     monkeypatch.chdir(ROOT)
     sets, *lines = WRONG[case]
-    code, out, err = dry_run(capsys, COHORT, "members.1.view=0", *sets)  # the config's own error off
+    code, out, err = dry_run(capsys, COHORT, "members.1.view=0", *sets)  # view 1 reads a file not here
     assert code == 2
     assert len(err) == len(lines), err
     for got, line in zip(err, lines, strict=True):
         assert got.startswith(f"councilzoo train: error: {line}"), got
-        assert f"  error: {got.removeprefix('councilzoo train: error: ').split(': ', 1)[1]}\n" in out
+        if not line.startswith("configs/"):  # the preflight's own finding (else: refused as the config loads)
+            assert f"  error: {got.removeprefix('councilzoo train: error: ').split(': ', 1)[1]}\n" in out
 
 
 def test_a_local_model_is_sized_from_its_config_without_loading_weights(tiny_model_dir):
@@ -153,3 +157,37 @@ def test_a_local_model_is_sized_from_its_config_without_loading_weights(tiny_mod
     assert facts.kv_bytes_per_token() == 2 * facts.layers * kv_heads * facts.head_dim * 2
     assert model_facts("someone/Some-Model-7B-Instruct").params == 7e9  # offline: the name's size
     assert model_facts("someone/unnamed") is None
+
+
+# The Co-RL recipe as it shipped before issue 36's review (the settings that matter here).
+REVIEWED_RECIPE = """
+members:
+  - {name: qwen, model: Qwen/Qwen2.5-1.5B-Instruct, view: 0, num_processes: 4,
+     accelerate_config: configs/accelerate/zero3.yaml}
+  - {name: llama, model: meta-llama/Llama-3.2-1B-Instruct, view: 1, num_processes: 4,
+     accelerate_config: configs/accelerate/zero3.yaml}
+num_generations: 8
+prompts_per_step: 16
+max_steps: 2000
+max_completion_length: 1024
+data: {dataset: gsm8k, split: train}
+trainer: {bf16: true, per_device_train_batch_size: 4, gradient_accumulation_steps: 2, use_vllm: true,
+          vllm_mode: colocate, vllm_gpu_memory_utilization: 0.45, vllm_importance_sampling_correction: true}
+"""
+
+
+def test_the_reviewed_recipe_shows_each_finding_of_the_review(capsys, monkeypatch, tmp_path):
+    """What the review found by reading the recipe, the preflight finds by itself (the settings it
+    refuses as the config loads, an evaluation split or sleep mode, are in WRONG above)."""
+    monkeypatch.chdir(ROOT)
+    (tmp_path / "recipe.yaml").write_text(REVIEWED_RECIPE)
+    code, out, err = dry_run(capsys, str(tmp_path / "recipe.yaml"))
+    view = "members.1 (llama): view 1 asks for rephrased items, but gsm8k items carry no paraphrases"
+    assert code == 2 and len(err) == 1 and err[0].startswith(f"councilzoo train: error: {view}")
+    findings = (
+        "no held-out evaluation", "vllm_max_model_length unset: vLLM sizes itself for 131,072 tokens",
+        "ZeRO-3 for a 1.2B model", "a round is 32 completions a process",
+        "vllm_importance_sampling_mode left at TRL's sequence_mask",
+    )  # fmt: skip
+    for finding in findings:
+        assert f"  warning: {finding}" in out.split("members.1 (llama)")[1], finding

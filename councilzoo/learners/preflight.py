@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from councilzoo.config import ConfigError
+from councilzoo.learners.recipe_checks import check_views
 
 GIB = 1024**3
 TRAINED_BYTES_PER_PARAM = 16  # fp32 weights 4 + fp32 gradients 4 + AdamW's two fp32 moments 8
@@ -42,7 +43,6 @@ class ModelFacts:
     kv_heads: int | None = None
     head_dim: int | None = None
     context: int | None = None
-    chat_template_has_date: bool = False
     source: str = "config.json"
 
     def kv_bytes_per_token(self) -> int | None:
@@ -56,9 +56,7 @@ class ModelFacts:
 # machine without the hub still sizes them. Others: a local config.json, else the name's size.
 KNOWN_MODELS = {
     "Qwen/Qwen2.5-1.5B-Instruct": ModelFacts(1.54e9, 28, 2, 128, 32768, source="hub config.json"),
-    "meta-llama/Llama-3.2-1B-Instruct": ModelFacts(
-        1.24e9, 16, 8, 64, 131072, chat_template_has_date=True, source="hub config.json"
-    ),
+    "meta-llama/Llama-3.2-1B-Instruct": ModelFacts(1.24e9, 16, 8, 64, 131072, source="hub config.json"),
     "Qwen/Qwen2.5-VL-3B-Instruct": ModelFacts(3.75e9, 36, 2, 128, 128000, source="hub config.json"),
     "OpenGVLab/InternVL3_5-2B-HF": ModelFacts(2.35e9, 28, 8, 128, 40960, source="hub config.json"),
 }
@@ -66,23 +64,6 @@ KNOWN_MODELS = {
 # Items of the named datasets' splits (their hub cards), for rounds per epoch without a download.
 SPLIT_SIZES = {("gsm8k", "train"): 7473, ("gsm8k", "test"): 1319, ("math500", "test"): 500,
                ("gpqa_diamond", "test"): 198, ("mathvista", "testmini"): 1000}  # fmt: skip
-
-# Benchmarks that are evaluation sets whatever the split; any other split than train is one too.
-EVALUATION_SETS = frozenset(
-    {
-        "math500",
-        "gpqa_diamond",
-        "amc23",
-        "aime24",
-        "hle",
-        "humaneval",
-        "livecodebench",
-        "mathvista",
-        "mathverse",
-        "mathvision",
-        "wemath",
-    }  # fmt: skip
-)
 
 
 def model_facts(name: str) -> ModelFacts | None:
@@ -114,8 +95,7 @@ def _local_config(name: str) -> Path | None:
 
 
 def _facts_from_config(folder: Path) -> ModelFacts:
-    """Parameters counted on the meta device (no memory), the text model's attention shape, and
-    whether its chat template writes today's date."""
+    """Parameters counted on the meta device (no memory) and the text model's attention shape."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
@@ -128,17 +108,12 @@ def _facts_from_config(folder: Path) -> ModelFacts:
             model = AutoModelForImageTextToText.from_config(config)
     heads = text.num_attention_heads
     head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
-    template = ""
-    for name in ("chat_template.jinja", "tokenizer_config.json"):
-        if (folder / name).is_file():
-            template += (folder / name).read_text()
     return ModelFacts(
         float(sum(p.numel() for p in model.parameters())),
         text.num_hidden_layers,
         getattr(text, "num_key_value_heads", None) or heads,
         head_dim,
         getattr(text, "max_position_embeddings", None),
-        chat_template_has_date="strftime_now" in template or "date_string" in template,
         source=f"{folder}/config.json",
     )
 
@@ -148,6 +123,7 @@ class Plan:
     """One trained model of a run, as the preflight sees it."""
 
     where: str
+    name: str
     model: str
     facts: ModelFacts | None
     args: Any  # the GRPOConfig the run would build
@@ -162,7 +138,8 @@ class Plan:
     label_free: bool
     view: int = 0
     lora: bool = False
-    own_vllm_paths: bool = False  # councilzoo's own generation (eval, seeded sampling, TRACER) on vLLM
+    paraphrases: str | None = None  # data.paraphrases
+    local_items: list | None = None  # the training items where they are on this machine (synthetic, a file)
     explicit: dict[str, Any] = field(default_factory=dict)  # the trainer settings the config sets
     gpu_gib: float = DEFAULT_GPU_GIB
 
@@ -244,29 +221,32 @@ def count_items(dataset: str, split: str, path: str | None, limit: int | None, s
 Finding = tuple[str, str]
 
 
-def check_training_data_is_not_evaluation_data(plan: Plan) -> list[Finding]:
-    dataset, split, path, _ = plan.data
-    if path is not None or dataset.startswith("synthetic:") and split == "train":
+def check_views_have_paraphrases(plan: Plan) -> list[Finding]:
+    """A view > 0 reads the item's paraphrases; without them the member trains on the original
+    wording. Items on this machine are checked as the run will check them (``check_views``)."""
+    if plan.view == 0:
         return []
-    if dataset in EVALUATION_SETS or split != "train":
-        return [("error", f"trains on {dataset} split {split!r}, an evaluation split; train on a train split "
-                          "and keep evaluation sets for the held-out eval")]  # fmt: skip
-    return []
-
-
-def check_view_has_paraphrases(plan: Plan) -> list[Finding]:
-    dataset = plan.data[0]
-    if plan.view > 0 and not dataset.startswith("synthetic:"):
-        return [("error", f"view {plan.view} asks for rephrased items, but {dataset} items carry no "
-                          "paraphrases, so the member sees the original wording (a no-op); use view 0 "
-                          "or a training file with paraphrases")]  # fmt: skip
-    return []
+    if plan.paraphrases and not Path(plan.paraphrases).is_file():
+        return [("warning", f"view {plan.view} reads data.paraphrases {plan.paraphrases}, which is not on "
+                            "this machine: write it (`councilzoo paraphrase`) before the run")]  # fmt: skip
+    if plan.local_items is not None:
+        try:
+            check_views(plan.local_items, {plan.name: plan.view}, "data")
+        except ConfigError as err:
+            return [("error", str(err))]
+        return []
+    if not plan.paraphrases:
+        return [("error", f"view {plan.view} asks for rephrased items, but {plan.data[0]} items carry no "
+                          "paraphrases, so the member would see the original wording (a no-op); set "
+                          "data.paraphrases (`councilzoo paraphrase`) or use view 0")]  # fmt: skip
+    return []  # a named dataset's items meet the paraphrase file when the run loads them
 
 
 def check_fp32_master_weights(plan: Plan) -> list[Finding]:
     dtype = str((plan.args.model_init_kwargs or {}).get("dtype") or "")
-    if not plan.lora and dtype.replace("torch.", "") in ("bfloat16", "float16"):
-        return [("error", f"trainer.model_init_kwargs.dtype {dtype} trains pure {dtype} weights: most "
+    if not plan.lora and dtype.replace("torch.", "") in ("bfloat16", "float16", "auto"):
+        return [("error", f"trainer.model_init_kwargs.dtype {dtype} trains the checkpoint's half-precision "
+                          "weights (pure bf16 for most hub models): most "
                           "AdamW updates at a small learning rate round away; load float32 and set "
                           "bf16: true (autocast)")]  # fmt: skip
     return []
@@ -289,18 +269,6 @@ def check_vllm_context(plan: Plan) -> list[Finding]:
                 "warning",
                 f"vllm_max_model_length unset: vLLM sizes itself for {full}; set it to the "
                 f"longest prompt + max_completion_length ({plan.args.max_completion_length})",
-            )
-        ]
-    return []
-
-
-def check_vllm_sleep_mode(plan: Plan) -> list[Finding]:
-    if plan.args.use_vllm and plan.args.vllm_enable_sleep_mode and plan.own_vllm_paths:
-        return [
-            (
-                "error",
-                "vllm_enable_sleep_mode: councilzoo's own generation (held-out evaluation, seeded "
-                "sampling, TRACER) would call a sleeping engine; turn sleep mode off",
             )
         ]
     return []
@@ -345,31 +313,19 @@ def check_sharding_fits_size(plan: Plan) -> list[Finding]:
 
 
 def check_round_fills_vllm(plan: Plan) -> list[Finding]:
-    sequences = plan.vllm_sequences()
-    context = plan.vllm_context()
+    """A round far smaller than what vLLM's KV cache holds at once leaves the GPUs idle through
+    generation. A sequence's length: ``vllm_max_model_length`` where set (the longest prompt and
+    completion), else twice ``max_completion_length`` (a prompt as long as the completion)."""
+    sequences, context = plan.vllm_sequences(), plan.vllm_context()
     if sequences is None or context is None:
         return []
     per_process = plan.args.generation_batch_size // plan.world
-    # sequences vLLM holds at once at the round's length (prompt budget: the completion's again)
-    length = 2 * plan.args.max_completion_length
+    length = plan.args.vllm_max_model_length or 2 * plan.args.max_completion_length
     room = sequences * context // length
     if per_process * 4 < room:
-        return [
-            (
-                "warning",
-                f"a round is {per_process} completions a process, while vLLM holds ~{room:,} of "
-                f"{length} tokens at once: raise prompts_per_step to fill the GPUs",
-            )
-        ]
-    return []
-
-
-def check_fixed_chat_date(plan: Plan) -> list[Finding]:
-    kwargs = plan.args.chat_template_kwargs or {}
-    if plan.facts is not None and plan.facts.chat_template_has_date and "date_string" not in kwargs:
-        return [("warning", "the chat template writes today's date into every prompt unless date_string is "
-                            "passed: prompt tokens change at midnight, and a resumed run no longer equals an "
-                            "uninterrupted one; set trainer.chat_template_kwargs.date_string")]  # fmt: skip
+        return [("warning", f"a round is {per_process} completions a process, while vLLM holds ~{room:,} "
+                            f"sequences of {length} tokens at once: raise prompts_per_step to fill the "
+                            "GPUs")]  # fmt: skip
     return []
 
 
@@ -401,17 +357,14 @@ def check_generation_backend(plan: Plan) -> list[Finding]:
 
 
 CHECKS: list[Callable[..., list[Finding]]] = [
-    check_training_data_is_not_evaluation_data,
-    check_view_has_paraphrases,
+    check_views_have_paraphrases,
     check_fp32_master_weights,
     check_held_out_evaluation,
     check_vllm_context,
-    check_vllm_sleep_mode,
     check_memory_fits,
     check_vllm_holds_a_sequence,
     check_sharding_fits_size,
     check_round_fills_vllm,
-    check_fixed_chat_date,
     check_importance_sampling_mode,
     check_generation_backend,
 ]
@@ -431,11 +384,16 @@ def _held_out(dataset: str, split: str, path: str | None, limit: int | None, siz
 
 def cohort_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
     """A plan per member of a cohort config, or (where, error) where its trainer settings fail."""
+    from councilzoo.learners.cohort.config import load_items
     from councilzoo.learners.cohort.member import member_args
 
     plans: list[Plan | tuple[str, str]] = []
     d, e = cfg.data, cfg.eval
     items = count_items(d.dataset, d.split, d.path, d.limit, d.num_problems)
+    local_items = None
+    here = d.dataset.startswith("synthetic:") or d.path is not None
+    if here and (d.paraphrases is None or Path(d.paraphrases).is_file()):
+        local_items = load_items(d, cfg.seed)
     held_out = None
     if e.eval_steps:
         held_out = (
@@ -450,20 +408,22 @@ def cohort_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
             continue
         model = member.model or f"tiny random {member.tiny_family} (CPU tests)"
         plans.append(Plan(
-            where=where, model=model, facts=model_facts(member.model) if member.model else None, args=args,
+            where=where, name=member.name, model=model, args=args,
+            facts=model_facts(member.model) if member.model else None,
             world=member.world_size(), machines=member.machines(),
             sharding=sharding_of(member.accelerate_settings(), member.world_size()),
             data=(d.dataset, d.split, d.path, d.limit), items=items, items_per_round=cfg.prompts_per_step,
             round_of="items", held_out=held_out,
             label_free=cfg.reward_rule != "ground_truth", view=member.view, lora=member.peft is not None,
-            own_vllm_paths=bool(e.eval_steps) or cfg.seeded_sampling,
+            paraphrases=d.paraphrases, local_items=local_items,
             explicit={**cfg.trainer, **member.trainer}, gpu_gib=gpu_gib,
         ))  # fmt: skip
     return plans
 
 
 def tracer_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
-    """TRACER's one trained model (its utterance trainer; one process)."""
+    """TRACER's one trained model (its utterance trainer), planned on one process."""
+
     from councilzoo.learners.tracer.gspo import utterance_args
 
     if not cfg.generation.enabled:
@@ -477,12 +437,13 @@ def tracer_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
     sets = [_held_out(name, d.eval_split, None, d.eval_limit, d.synthetic_size) for name in d.eval]
     held_out = f"{', '.join(sets)}; {every}"
     return [Plan(
-        where="tracer", model=cfg.agents.model, facts=model_facts(cfg.agents.model), args=args, world=1,
-        machines=1, sharding="none", data=(d.train, d.train_split, d.train_path, d.train_limit),
+        where="tracer", name="tracer", model=cfg.agents.model, facts=model_facts(cfg.agents.model), args=args,
+        world=1, machines=1, sharding="none",
+        data=(d.train, d.train_split, d.train_path, d.train_limit),
         items=count_items(d.train, d.train_split, d.train_path, d.train_limit, d.synthetic_size),
         items_per_round=cfg.problems_per_step, round_of="turns",
         held_out=held_out, label_free=cfg.label_free, lora=cfg.generation.peft is not None,
-        own_vllm_paths=True, explicit=dict(cfg.generation.trainer), gpu_gib=gpu_gib,
+        explicit=dict(cfg.generation.trainer), gpu_gib=gpu_gib,
     )]  # fmt: skip
 
 
