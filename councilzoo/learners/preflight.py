@@ -143,9 +143,6 @@ class Plan:
     explicit: dict[str, Any] = field(default_factory=dict)  # the trainer settings the config sets
     gpu_gib: float = DEFAULT_GPU_GIB
 
-    def setting(self, name: str) -> Any:
-        return getattr(self.args, name)
-
     @property
     def accumulation(self) -> int:
         return self.args.gradient_accumulation_steps
@@ -203,8 +200,8 @@ def sharding_of(settings: dict[str, Any], world: int) -> str:
 def count_items(dataset: str, split: str, path: str | None, limit: int | None, size: int) -> int | None:
     """Items of a training or held-out set without downloading it (None where unknown offline)."""
     if dataset.startswith("synthetic:"):
-        n = size
-    elif path is not None and Path(path).is_file():
+        return limit or size  # load_problems makes this many
+    if path is not None and Path(path).is_file():
         text = Path(path).read_text()
         n = (
             len(json.loads(text))
