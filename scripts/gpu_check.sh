@@ -591,7 +591,7 @@ learner_step() {
     done
 }
 
-export -f skip gpu_count check_environment build_models write_config train report tracer vlm_cohort zero3 \
+export -f skip gpu_count two_gpus check_environment build_models write_config train report tracer vlm_cohort zero3 \
     one_member fsdp server multi_gpu learner_step
 # limit NAME: a phase's timeout (the CPU dry run shares a busy machine). The first seven phases
 # took 4 min 13 s on an H200 (2026-12-04, transformers' generation).

@@ -40,16 +40,23 @@ def test_the_bundle_to_run_first_is_named_at_the_top_and_in_the_docs():
     assert table[: len(bundles())] == list(bundles())
 
 
-def test_a_bundle_runs_its_own_phases_only(tmp_path):
-    """The learner_step bundle with GPU_CHECK_PHASES=environment: the environment phase passes,
-    learner_step is reported as left out, and no phase of another bundle appears."""
-    env = {**os.environ, "GPU_CHECK_CPU": "1", "GPU_CHECK_PHASES": "environment", "PYTHON": sys.executable,
-           "PYTHONPATH": str(ROOT)}  # fmt: skip
-    out = subprocess.run(["bash", str(SCRIPT), "learner_step", str(tmp_path)], env=env, capture_output=True,
+def test_a_bundle_runs_its_own_phases_only_and_says_why_it_skips(tmp_path):
+    """The fsdp bundle in the CPU dry run, without the model phases: environment passes, fsdp and
+    multi_gpu are SKIPs with their reasons (not PASSes: before, two_gpus was not exported to the
+    phases' shells, so on any machine the 2-GPU phases "passed" without running), and no phase of
+    another bundle appears."""
+    env = {**os.environ, "GPU_CHECK_CPU": "1", "GPU_CHECK_PHASES": "environment,fsdp,multi_gpu",
+           "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}  # fmt: skip
+    out = subprocess.run(["bash", str(SCRIPT), "fsdp", str(tmp_path)], env=env, capture_output=True,
                          text=True, timeout=600)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     summary = out.stdout.split("--- summary ---\n")[1].splitlines()[:-1]
     assert summary[0].startswith("PASS environment (")
-    assert summary[1:] == ["SKIP learner_step (not in GPU_CHECK_PHASES)"]
+    assert summary[1:] == [
+        "SKIP models (not in GPU_CHECK_PHASES)", "SKIP config (not in GPU_CHECK_PHASES)",
+        "SKIP fsdp: FSDP needs CUDA (on a CPU accelerate would train the world unsharded); GPU machines only",
+        "SKIP multi_gpu: needs 2 GPUs (one member's world over both), this machine has 0",
+    ]  # fmt: skip
+    assert "command not found" not in out.stderr
     unknown = subprocess.run(["bash", str(SCRIPT), "everything"], capture_output=True, text=True)
     assert unknown.returncode == 2 and "run the first first: colocate" in unknown.stderr
