@@ -90,9 +90,9 @@ def test_figures_follow_from_the_settings(capsys, monkeypatch):
     epoch = "467.1 rounds (7,473 items / 16 a round); the run: 500 rounds = 1.07 epochs"
     assert f"  epoch            {epoch}\n" in qwen
     assert "  held-out set     gsm8k test (1,319 items), every 50 steps\n" in qwen
-    # ZeRO-2: fp32 weights whole (4 bytes), gradients and AdamW moments (12 bytes) over 8 processes
-    training = 1.54e9 * (4 + 12 / 8) / 1024**3
-    assert f"training state {training:.1f} GiB (16 bytes a parameter; gradients and AdamW / 8)" in qwen
+    # ZeRO-2 (recipe_checks.training_gib): bf16 weights whole (2 bytes), the rest (14) over 8 processes
+    training = 1.54e9 * (2 + 14 / 8) / 2**30
+    assert f"training state {training:.1f} GiB (2 whole + 14 / 8 bytes a parameter)" in qwen
     assert "ZeRO-3 for a" not in qwen and "no held-out evaluation" not in qwen
     assert code == 0 and err == []
 

@@ -86,8 +86,9 @@ def weight_push_path(trainer: Any) -> str:
     """How ``push_weights`` reaches vLLM: ``"trl_sync_weights"`` (TRL's own push, parameter by
     parameter: gathered one at a time under ZeRO-3, full tensors under FSDP, LoRA merged) for a
     server and for a colocated engine on CUDA; ``"reload_weights"`` (the whole unwrapped state
-    through ``VLLMGenerator.sync_weights``) for a colocated engine on a CPU, the push the vllm
-    tier checks against transformers (a CPU world is never sharded: the launcher refuses it)."""
+    through ``VLLMGenerator.sync_weights``) for a colocated engine on a CPU, where TRL's push fails
+    (vLLM's CPU backend replaces linear weights by prepacked-GEMM placeholders without a
+    ``weight_loader``; docs/learners.md) and a CPU world is never sharded (the launcher refuses it)."""
     import torch
 
     if vllm_mode(trainer.args) == "server" or torch.cuda.is_available():

@@ -8,10 +8,9 @@ batch, round and rounds per epoch, the memory a GPU needs, vLLM's share, and the
 every finding of ``CHECKS``. A finding is a warning or an error; an error (a setting
 docs/learners.md calls wrong) makes the command exit 2, each error also one line on stderr.
 
-Memory is an estimate from the parameter count, stated with its assumptions: trained weights are
-fp32 master weights under bf16 autocast, so 16 bytes a parameter (weights 4, gradients 4, AdamW's
-two moments 8), divided over the world as the sharding divides them; a colocated vLLM engine
-takes ``vllm_gpu_memory_utilization`` of the GPU; activations come on top.
+Memory is an estimate from the parameter count (docs/learners.md, "GPU memory"): the training
+state of ``recipe_checks.training_gib`` for the member's sharding, plus the share of the GPU a
+colocated vLLM engine takes (``vllm_gpu_memory_utilization``); activations come on top.
 """
 
 from __future__ import annotations
@@ -25,12 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from councilzoo.config import ConfigError
-from councilzoo.learners.recipe_checks import check_views
+from councilzoo.learners.recipe_checks import GIB, STATE_BYTES, check_views, training_gib, vllm_gib
 
-GIB = 1024**3
-TRAINED_BYTES_PER_PARAM = 16  # fp32 weights 4 + fp32 gradients 4 + AdamW's two fp32 moments 8
 FROZEN_BYTES_PER_PARAM = 4  # a LoRA run's base weights (fp32)
-VLLM_BYTES_PER_PARAM = 2  # vLLM serves bf16 weights
 DEFAULT_GPU_GIB = 80.0
 
 
@@ -161,15 +157,18 @@ class Plan:
         return bool(self.args.use_vllm) and self.args.vllm_mode == "colocate"
 
     def training_gib(self) -> float | None:
+        """Weights, gradients and optimizer states a GPU holds (``recipe_checks.training_gib``; FSDP's
+        full sharding as ZeRO-3's); LoRA: the frozen fp32 weights alone (adapters are small)."""
         if self.facts is None:
             return None
-        params = self.facts.params
         if self.lora:
-            state = params * FROZEN_BYTES_PER_PARAM
-            return state / (self.world if self.sharding in ("ZeRO-3", "FSDP") else 1) / GIB
-        per = {"ZeRO-3": TRAINED_BYTES_PER_PARAM / self.world, "FSDP": TRAINED_BYTES_PER_PARAM / self.world,
-               "ZeRO-2": 4 + (TRAINED_BYTES_PER_PARAM - 4) / self.world}  # fmt: skip
-        return params * per.get(self.sharding, TRAINED_BYTES_PER_PARAM) / GIB
+            split = self.layout() == "zero3"
+            return self.facts.params * FROZEN_BYTES_PER_PARAM / (self.world if split else 1) / GIB
+        return training_gib(self.facts.params, self.world, self.layout())
+
+    def layout(self) -> str:
+        """The sharding as ``recipe_checks.STATE_BYTES`` names it."""
+        return {"ZeRO-3": "zero3", "FSDP": "zero3", "ZeRO-2": "zero2"}.get(self.sharding, "ddp")
 
     def vllm_gib(self) -> float:
         return self.args.vllm_gpu_memory_utilization * self.gpu_gib if self.vllm_colocated() else 0.0
@@ -178,12 +177,13 @@ class Plan:
         return self.args.vllm_max_model_length or (self.facts.context if self.facts else None)
 
     def vllm_sequences(self) -> int | None:
-        """Sequences of the full context that the colocated engine's KV cache holds at once."""
+        """Sequences of the full context that the colocated engine's KV cache holds at once: its
+        share less its bf16 weights (``recipe_checks.vllm_gib`` of no sequence)."""
         kv = self.facts.kv_bytes_per_token() if self.facts else None
         context = self.vllm_context()
         if not self.vllm_colocated() or kv is None or context is None:
             return None
-        free = self.vllm_gib() * GIB - self.facts.params * VLLM_BYTES_PER_PARAM
+        free = (self.vllm_gib() - vllm_gib(self.facts.params, kv, 0, context)) * GIB
         return max(0, int(free // (kv * context)))
 
 
@@ -470,15 +470,14 @@ def describe(plan: Plan) -> list[str]:
     ]  # fmt: skip
     training = plan.training_gib()
     if training is not None:
-        per = FROZEN_BYTES_PER_PARAM if plan.lora else TRAINED_BYTES_PER_PARAM
-        shard = {
-            "ZeRO-3": f" / {world}",
-            "FSDP": f" / {world}",
-            "ZeRO-2": f"; gradients and AdamW / {world}",
-        }
+        whole, split = STATE_BYTES[plan.layout()]
+        per = " + ".join([f"{whole} whole"] * bool(whole) + [f"{split} / {world}"] * bool(split))
+        if plan.lora:
+            split = f" / {world}" if plan.layout() == "zero3" else ""
+            per = f"frozen fp32 weights, {FROZEN_BYTES_PER_PARAM}{split}"
         total = training + plan.vllm_gib()
-        lines.append(f"  memory a GPU     ~{total:.1f} GiB + activations: training state "
-                     f"{training:.1f} GiB ({per} bytes a parameter{shard.get(plan.sharding, '')}), "
+        lines.append(f"  memory a GPU     ~{total:.1f} GiB + activations: training state {training:.1f} GiB "
+                     f"({per} bytes a parameter), "
                      f"vLLM {plan.vllm_gib():.1f} GiB")  # fmt: skip
     if a.use_vllm and a.vllm_mode == "server":
         lines.append(f"  vLLM             server {a.vllm_server_base_url or a.vllm_server_host}")

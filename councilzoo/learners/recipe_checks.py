@@ -81,3 +81,27 @@ def check_tracer_world(distributed_type: str | None, world_size: int) -> None:
             f"TRACER on {world_size} processes needs replicated weights (DDP or ZeRO-2, LoRA on a model "
             f"that fits one GPU), got {distributed_type}"
         )
+
+
+# -- GPU memory per process (docs/learners.md, "GPU memory") --------------------------------------
+GIB = 2**30
+
+# Bytes a parameter for full fine-tuning with bf16 autocast over fp32 master weights and AdamW:
+# (held whole on every GPU, split over the N processes).
+STATE_BYTES = {
+    "ddp": (4 + 4 + 8, 0),  # fp32 weights, fp32 gradients, Adam's m and v
+    "zero2": (2, 2 + 4 + 8),  # bf16 weights whole; bf16 gradients, fp32 master, m and v split
+    "zero3": (0, 2 + 2 + 4 + 8),  # everything split (one layer at a time gathered, not counted)
+}
+
+
+def training_gib(params: float, processes: int, sharding: str) -> float:
+    """GiB a GPU holds for weights, gradients and optimizer states (no activations)."""
+    whole, split = STATE_BYTES[sharding]
+    return params * (whole + split / processes) / GIB
+
+
+def vllm_gib(params: float, kv_bytes_per_token: int, sequences: int, max_model_length: int) -> float:
+    """GiB a colocated vLLM engine needs to hold its bf16 weights and the KV cache of ``sequences``
+    at ``max_model_length`` tokens at once (its CUDA graphs and activations, ~1-2 GiB, not counted)."""
+    return (2 * params + kv_bytes_per_token * sequences * max_model_length) / GIB

@@ -8,7 +8,6 @@ comparable token for token.
 
 from __future__ import annotations
 
-import datetime
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,21 +21,30 @@ _SEED_BOUND = 2**31 - 1  # vLLM and OpenAI-compatible servers take 32-bit seeds
 # The date every chat template renders. Llama-3 templates write today's date into the system turn
 # unless given ``date_string`` (through transformers' ``strftime_now``), so prompt tokens would
 # change at midnight and a resumed run would read other prompts than an uninterrupted one.
-TEMPLATE_DATE = datetime.date(2024, 7, 26)  # Llama-3.1's own fallback, "26 Jul 2024"
-
-
-def _template_strftime_now(fmt: str) -> str:
-    return TEMPLATE_DATE.strftime(fmt)
+TEMPLATE_DATE = "26 Jul 2024"  # Llama-3.1's own fallback
 
 
 def chat_template_kwargs() -> dict:
-    """Fixed values of the nondeterministic chat-template inputs (``date_string`` and the
-    ``strftime_now`` a template may call directly), for every ``apply_chat_template``."""
-    return {"date_string": TEMPLATE_DATE.strftime("%d %b %Y"), "strftime_now": _template_strftime_now}
+    """Fixed values of the nondeterministic chat-template inputs, for every ``apply_chat_template``."""
+    return {"date_string": TEMPLATE_DATE}
+
+
+def check_template_date(processing) -> None:
+    """Refuse a chat template that reads the clock other than as the ``date_string`` fallback: its
+    prompts would change with the date, and ``strftime_now`` cannot be fixed from outside (a
+    callable passed to ``apply_chat_template`` reaches the template as a string)."""
+    template = getattr(processing, "chat_template", None) or ""
+    if "strftime_now" in template and "date_string" not in template:
+        raise ValueError(
+            f"the chat template of {getattr(processing, 'name_or_path', '')!r} writes the current date "
+            "(strftime_now) into every prompt, so prompts change with the day; give it a template that "
+            "reads date_string (as Llama-3's do) or none"
+        )
 
 
 def apply_chat_template(processing, messages, **kwargs):
     """``processing.apply_chat_template`` for a generation prompt, with ``chat_template_kwargs()``."""
+    check_template_date(processing)
     return processing.apply_chat_template(
         messages, add_generation_prompt=True, tokenize=False, **chat_template_kwargs(), **kwargs
     )

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from councilzoo.agents.generators.common import chat_template_kwargs
+from councilzoo.agents.generators.common import chat_template_kwargs, check_template_date
 from councilzoo.config import ConfigError
 from councilzoo.learners.checkpoint import verified, write_manifest
 from councilzoo.learners.logging import read_metrics
@@ -116,10 +116,9 @@ def grpo_args(
     from trl import GRPOConfig
 
     settings = {**DEFAULTS, **dict(overrides)}
-    # TRL renders the training prompts: the same fixed date as our own paths (a callable such as
-    # strftime_now cannot go into the config TRL serialises)
+    # TRL renders the training prompts: the same fixed date as our own paths
     settings["chat_template_kwargs"] = {
-        "date_string": chat_template_kwargs()["date_string"], **(settings.get("chat_template_kwargs") or {})
+        **chat_template_kwargs(), **(settings.get("chat_template_kwargs") or {})
     }
     if not torch.cuda.is_available() and not settings.get("use_cpu"):
         settings.update(use_cpu=True, bf16=settings.get("bf16", False), fp16=False)
@@ -378,8 +377,11 @@ def processing_class(path: str) -> Any:
     from councilzoo.agents.generators.common import is_vision_language
 
     if is_vision_language(AutoConfig.from_pretrained(path)):
-        return AutoProcessor.from_pretrained(path, padding_side="left", truncation_side="left")
-    return AutoTokenizer.from_pretrained(path)
+        processing = AutoProcessor.from_pretrained(path, padding_side="left", truncation_side="left")
+    else:
+        processing = AutoTokenizer.from_pretrained(path)
+    check_template_date(processing)  # TRL renders every training prompt with it
+    return processing
 
 
 def latest_trainer_checkpoint(output_dir: str | Path) -> Path | None:
