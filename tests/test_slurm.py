@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from pathlib import Path
 import pytest
 import test_cluster
 import yaml
-from test_cluster import GPU_CONFIG, RUN, cpu_config, trained_rows
+from test_cluster import GPU_CONFIG, RUN, cpu_config, recipe, trained_rows
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,6 +88,20 @@ def test_slurm_env_of_a_two_node_job(slurm):
     )
 
 
+def test_the_two_node_script_keeps_the_recipes_update(slurm):
+    """``keep_update`` gives the accumulation of docs/learners.md's two-node recipe for 8 GPUs a node
+    (the shipped update on 8 processes), and refuses a world the update does not split over."""
+    [(_, command), _] = recipe("Two nodes, one member each")
+    documented = int(re.search(r"trainer.gradient_accumulation_steps=(\d+)", command).group(1))
+    env = {k: v for k, v in slurm.items() if not k.startswith("SLURM_")} | {"PYTHON": sys.executable}
+    env |= {"SLURM_CONF": slurm["SLURM_CONF"], "SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "gpu07"}
+    script = "source scripts/slurm/slurm_env.sh; keep_update " + GPU_CONFIG
+    eight = subprocess.run(["bash", "-c", f"{script} 8"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert eight.returncode == 0 and int(eight.stdout) == documented, eight.stderr
+    three = subprocess.run(["bash", "-c", f"{script} 3"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert three.returncode == 1 and "does not split over 3 processes" in three.stderr
+
+
 def test_two_tasks_of_a_real_job_get_their_ranks_and_the_nodes_address(slurm, tmp_path):
     """Two tasks of one job through srun: ranks 0 and 1, the node's address as SLURM knows it
     (NodeAddr=127.0.0.1), the ports of the job's id."""
@@ -133,7 +148,9 @@ def test_two_node_sbatch_joins_one_cohort(slurm, tmp_path, models):
         _job_env(slurm, GPUS_PER_NODE="2"), tmp_path, "-N", "1", "-n", "2", "--ntasks-per-node=2",
         "scripts/slurm/corl_two_nodes.sbatch", GPU_CONFIG,
     )  # fmt: skip
-    assert f"task 0 on {os.uname().nodename.split('.')[0]}: member 0, store 127.0.0.1:{port_base(job)}" in log
+    host = os.uname().nodename.split(".")[0]
+    # the CPU copy's update (8 completions a process x its 2 processes x accumulation 4) on 2 processes
+    assert f"task 0 on {host}: member 0, store 127.0.0.1:{port_base(job)}, 2 processes, accumulation 4" in log
     rows = {}
     for name in ("qwen", "llama"):
         [row] = trained_rows(tmp_path / RUN, name)
