@@ -32,18 +32,18 @@ def test_batch_settings_are_checked_at_the_members_world_size(tmp_path):
     with pytest.raises(ConfigError) as err:
         member_args(cfg, 0, world_size=cfg.members[0].world_size())
     assert str(err.value) == (
-        "members.0 (qwen): generation_batch_size 128 (prompts_per_step 16 x num_generations 8) is not "
-        "divisible by the global batch 12 (per_device_train_batch_size 4 x 3 processes); use num_processes 2 "
-        "or prompts_per_step 15"
+        "members.0 (qwen): generation_batch_size 512 (prompts_per_step 64 x num_generations 8) is not "
+        "divisible by the global batch 24 (per_device_train_batch_size 8 x 3 processes); use num_processes 2 "
+        "or prompts_per_step 60"
     )
     cfg.members[0].num_processes = 8
-    cfg.trainer = {**cfg.trainer, "gradient_accumulation_steps": 8}  # one update per 128-completion round
-    wrong = "makes 4 micro-steps .* gradient_accumulation_steps=8 does not divide; "
-    wrong += "use per_device_train_batch_size 2 "
-    with pytest.raises(ConfigError, match=wrong + "or num_processes 4 or gradient_accumulation_steps 4"):
+    cfg.trainer = {**cfg.trainer, "gradient_accumulation_steps": 16}  # one update per 512-completion round
+    wrong = "makes 8 micro-steps .* gradient_accumulation_steps=16 does not divide; "
+    wrong += "use per_device_train_batch_size 4 "
+    with pytest.raises(ConfigError, match=wrong + "or num_processes 4 or gradient_accumulation_steps 8"):
         member_args(cfg, 0, world_size=8)
     member_args(cfg, 0, world_size=1)  # the same settings pass at world size 1, where TRL checks them
-    for fix in ({"prompts_per_step": 15}, {"trainer": {**cfg.trainer, "gradient_accumulation_steps": 4}}):
+    for fix in ({"prompts_per_step": 60}, {"trainer": {**cfg.trainer, "gradient_accumulation_steps": 8}}):
         fixed = _config(tmp_path, **fix)
         member_args(fixed, 0, world_size=3 if "prompts_per_step" in fix else 8)  # the suggestion works
 

@@ -221,6 +221,15 @@ def test_held_out_accuracy_on_vllm_equals_transformers_on_the_same_weights(cohor
     check_evals_saw_each_steps_weights(run, cfg, weights, root)
 
 
+def test_each_round_logs_the_share_of_tokens_importance_sampling_dropped(cohort_runs):
+    from councilzoo.learners.logging import read_metrics
+
+    root, _ = cohort_runs
+    rows = [r for r in read_metrics(root / "run0" / "members" / "m" / "metrics.jsonl") if "reward" in r]
+    assert len(rows) == STEPS
+    assert all(0.0 <= r["sampling/importance_sampling_masked_fraction"] <= 1.0 for r in rows)
+
+
 def test_tracer_trains_with_vllm_rollouts(tmp_path):
     result = _worker("tracer", tmp_path)
     assert result["generator"] == "VLLMGenerator"

@@ -333,11 +333,8 @@ def masked_fraction(
     if mode.endswith("_mask"):
         hit = ratio == 0
     else:
-        hit = ratio != ratio  # all False
-        if clip_max is not None:
-            hit = hit | (ratio >= clip_max)
-        if clip_min is not None:
-            hit = hit | (ratio <= clip_min)
+        upper = ratio >= (clip_max if clip_max is not None else float("inf"))
+        hit = upper | (ratio <= (clip_min if clip_min is not None else float("-inf")))
     return float((hit & mask).sum()), float(mask.sum())
 
 
