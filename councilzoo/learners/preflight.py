@@ -213,7 +213,7 @@ def count_items(dataset: str, split: str, path: str | None, limit: int | None, s
     return n if n is None or limit is None else min(n, limit)
 
 
-# ---- the checks: each takes a plan and yields (level, text) findings --------------------------
+# ---- the checks: each takes a plan and returns its (level, text) findings ---------------------
 
 Finding = tuple[str, str]
 
