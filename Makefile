@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 EXTRAS ?= dev,openai,vision
 
-.PHONY: setup demo test lint test-core test-vllm test-cluster test-vllm-cluster-logged vllm-env vllm-env-logged browser clean
+.PHONY: setup demo test lint test-core test-vllm test-cluster test-vllm-cluster-logged vllm-env vllm-env-logged browser slurm clean
 
 setup: $(VENV)/.installed
 
@@ -29,8 +29,9 @@ lint: setup
 test-core: setup
 	$(VENV)/bin/pytest -q -m "not vllm and not cluster"
 
-# docs/learners.md's multi-GPU/multi-node recipes on CPU (gloo, launchers on 127.0.0.1)
-test-cluster: setup
+# docs/learners.md's multi-GPU/multi-node recipes on CPU (gloo, launchers on 127.0.0.1), and the
+# sbatch scripts through a SLURM controller and node daemon on 127.0.0.1 (tests/test_slurm.py)
+test-cluster: setup slurm
 	$(VENV)/bin/pytest -q -m cluster
 
 vllm-env:
@@ -46,6 +47,11 @@ vllm-env-logged:
 test-vllm: setup vllm-env
 	$(VENV)/bin/pytest -q -m "vllm and not cluster"  # the cluster tier runs its vLLM test
 
+# Debian's slurm-wlm and munge, installed and started on 127.0.0.1 (as root, or through sudo). Where
+# that fails, the SLURM tests skip with the error the script wrote; the other tiers go on.
+slurm:
+	@bash scripts/setup_slurm.sh || echo "SLURM not started: tests/test_slurm.py skips with the error above"
+
 # Headless Chromium for the viewer's browser tests (Debian's package; as root, or through sudo).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 browser:
@@ -60,7 +66,7 @@ VC_LOG ?= .test-vllm-cluster.log
 test: lint browser
 	$(MAKE) -j2 test-core test-vllm-cluster-logged
 
-test-vllm-cluster-logged: setup vllm-env-logged
+test-vllm-cluster-logged: setup slurm vllm-env-logged
 	@echo "the vLLM and cluster tiers run beside the core tier (log: $(VC_LOG), shown when they end)"
 	@$(VENV)/bin/pytest -q -m "vllm or cluster" > $(VC_LOG) 2>&1; status=$$?; \
 	 echo "==== the vLLM and cluster tiers (pytest -m 'vllm or cluster') ===="; cat $(VC_LOG); exit $$status

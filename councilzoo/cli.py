@@ -204,6 +204,13 @@ def _add_train(sub) -> None:
     tr.add_argument(
         "--max-steps", type=at_least(1), default=None, help="training steps (default: the config's max_steps)"
     )
+    tr.add_argument(
+        "--dry-run", action="store_true",
+        help="train nothing: print each trained model's world size, batch, rounds, memory, sharding, "
+        "held-out set and every warning; exit 2 on a setting the docs call wrong (no GPU, no download)",
+    )
+    tr.add_argument("--gpu-memory", type=float, default=80.0, metavar="GIB",
+                    help="--dry-run: memory of one GPU in GiB (default 80)")
     again = tr.add_mutually_exclusive_group()
     again.add_argument("--resume", action="store_true", help="continue the run in the output folder")
     again.add_argument(

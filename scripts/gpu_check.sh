@@ -1,11 +1,33 @@
 #!/usr/bin/env bash
-# Prepared check of the Co-RL engine on a GPU machine without internet, in under 8 minutes:
-# builds two ~100M-parameter random models locally (Qwen3 and Llama configs, tokenizer trained
-# by councilzoo.testing), trains a 2-member Co-RL cohort 3 steps in bf16 with vLLM colocated
+# Prepared checks of the learners on a GPU machine without internet, in bundles of at most 10
+# minutes each (the sum of their phases' timeouts), ordered by what is least proven on a GPU.
+#
+#   RUN FIRST:  scripts/gpu_check.sh colocate
+#
+#   bundle        phases (timeouts, s)                                         what it proves
+#   colocate      environment 30, models 90, config 15, train 240, report 20,  vLLM colocated inside a cohort
+#                 tracer 90 (485)                                              run and TRACER (never run on a GPU)
+#   fsdp          environment, models, config (135), fsdp 240, multi_gpu 200   FSDP over 1-2 GPUs; DDP over 2
+#                 (575)                                                        GPUs, SKIP on one (never run)
+#   server        environment, models, config (135), server 300 (435)          TRL's NCCL push to a vLLM server
+#                                                                              (2 GPUs, SKIP on one; never run)
+#   proven        environment, models, config (135), zero3 240, vlm 90 (465)   ZeRO-3 at world size 1 and the
+#                                                                              VLM cohort (passed on an H200)
+#   learner_step  environment 30, learner_step 480 (510)                       ours vs plain TRL, profiled
+#
+# Every bundle starts from nothing (a lent machine is fresh each time), so the bundles that train
+# build their models first. `scripts/gpu_check.sh all` runs every phase once, in the order below
+# (about 35 minutes of timeouts); `scripts/gpu_check.sh --list` prints each bundle's phases and
+# timeout sum. Two processes of one DDP world cannot share one GPU here (NCCL takes one rank a
+# device, and accelerate puts rank r on cuda:r), so DDP is checked over 2 GPUs only.
+#
+# The phases: builds two ~100M-parameter random models locally (Qwen3 and Llama configs, tokenizer
+# trained by councilzoo.testing), trains a 2-member Co-RL cohort 3 steps in bf16 with vLLM colocated
 # through the real command (`python -m councilzoo.cli train corl CONFIG`), then reports peak GPU
 # memory (nvidia-smi, vLLM's reserved pool included), tokens/s (TRL's num_tokens and step_time) and
 # the fraction of non-embedding weights each member changed (bf16 keeps fp32 master weights, so ~1),
-# then TRACER 2 steps on the first model with LoRA (adapters must load with peft), then a cohort of
+# then TRACER 2 steps on the first model with LoRA (its episodes and candidates on TRL's colocated
+# vLLM engine where vLLM is installed; adapters must load with peft), then a cohort of
 # two tiny vision-language models (Qwen2.5-VL and Idefics3 configs) 2 steps on synthetic image
 # problems (bf16 on the GPU; models written by the trainer must load again).
 # Each member gets its own GPU when there are 2+, else both share GPU 0 at lower vLLM memory.
@@ -25,19 +47,61 @@
 # multi_gpu print SKIP with the reason on a machine with fewer than 2 GPUs (and in the CPU dry
 # run), as fsdp does in the CPU dry run.
 #
-# Usage: scripts/gpu_check.sh [OUT_DIR]        (default: a fresh temporary folder)
+# Usage: scripts/gpu_check.sh BUNDLE|all [OUT_DIR]    (OUT_DIR default: a fresh temporary folder)
+#        scripts/gpu_check.sh --list
 # Env:   PYTHON (default python3; councilzoo is imported through the caller's PYTHONPATH)
 #        GPU_CHECK_CPU=1: dry run on CPU (tiny models, no vLLM, use_cpu, 2 steps; no ZeRO-3, which
 #        needs CUDA; the learner_step runs at the toy size only)
-#        GPU_CHECK_PHASES=a,b,...: run only these phases, in the script's order (a later phase
-#        needs what earlier ones wrote: zero3, fsdp, server and multi_gpu need environment,models,config)
+#        GPU_CHECK_PHASES=a,b,...: run only these phases of the bundle, in the script's order (a
+#        later phase needs what earlier ones wrote: every phase after config needs environment,models,config)
 #        GPU_CHECK_WHEELS=DIR: a folder of wheels (deepspeed and what it needs) installed offline
 #        with `pip install --no-index --find-links DIR deepspeed` before the ZeRO-3 phase
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python3}"
-OUT="${1:-$(mktemp -d -t councilzoo-gpu-check.XXXXXX)}"
+
+# The bundles, least proven first; the first one is the one to run first.
+declare -A BUNDLES=(
+    [colocate]="environment models config train report tracer"
+    [fsdp]="environment models config fsdp multi_gpu"
+    [server]="environment models config server"
+    [proven]="environment models config zero3 vlm"
+    [learner_step]="environment learner_step"
+)
+BUNDLE_ORDER=(colocate fsdp server proven learner_step)
+# GPU timeouts of the phases (s); a bundle's sum is at most 600
+declare -A GPU_LIMIT=(
+    [environment]=30 [models]=90 [config]=15 [train]=240 [report]=20 [tracer]=90 [vlm]=90
+    [zero3]=240 [fsdp]=240 [server]=300 [multi_gpu]=200 [learner_step]=480
+)
+# CPU dry-run timeouts (a busy shared machine)
+declare -A CPU_LIMIT=(
+    [environment]=300 [models]=900 [config]=300 [train]=1200 [report]=300 [tracer]=1200 [vlm]=1200
+    [zero3]=30 [fsdp]=30 [server]=30 [multi_gpu]=30 [learner_step]=1800
+)
+
+usage() {
+    echo "usage: scripts/gpu_check.sh BUNDLE|all [OUT_DIR]  (bundles, run the first first: ${BUNDLE_ORDER[*]})" >&2
+    exit 2
+}
+if [[ ${1:-} == --list ]]; then
+    for bundle in "${BUNDLE_ORDER[@]}"; do
+        total=0
+        for name in ${BUNDLES[$bundle]}; do total=$((total + GPU_LIMIT[$name])); done
+        echo "$bundle: ${BUNDLES[$bundle]} (${total} s)"
+    done
+    exit 0
+fi
+BUNDLE="${1:-}"
+if [[ $BUNDLE == all ]]; then
+    SELECTED="environment models config train report tracer vlm zero3 fsdp server multi_gpu learner_step"
+elif [[ -n $BUNDLE && -n ${BUNDLES[$BUNDLE]:-} ]]; then
+    SELECTED="${BUNDLES[$BUNDLE]}"
+else
+    usage
+fi
+OUT="${2:-$(mktemp -d -t councilzoo-gpu-check.XXXXXX)}"
 CPU="${GPU_CHECK_CPU:-0}"
 mkdir -p "$OUT"
 cd "$ROOT"
@@ -54,11 +118,14 @@ WHEELS="${GPU_CHECK_WHEELS:-}"
 export PYTHON OUT CPU WHEELS GPU_CHECK_OUT="$OUT" GPU_CHECK_CPU="$CPU"
 SUMMARY=()
 
-# phase NAME SECONDS FUNCTION [SIGNAL]: run FUNCTION (exported) under `timeout`, print and record
+# phase NAME SECONDS FUNCTION [SIGNAL]: if NAME is in the selected bundle, run FUNCTION (exported) under `timeout`, print and record
 # PASS/FAIL, or SKIP with the reason FUNCTION wrote to $OUT/skip-NAME (see skip); stop at the first FAIL. The train phase is stopped with SIGINT, so the launcher's
 # cleanup stops every member's world (they run in their own sessions).
 phase() {
     local name="$1" limit="$2" fn="$3" sig="${4:-TERM}" start status=0
+    if [[ " $SELECTED " != *" $name "* ]]; then
+        return 0  # not in this bundle
+    fi
     if [[ -n ${GPU_CHECK_PHASES:-} && ",$GPU_CHECK_PHASES," != *",$name,"* ]]; then
         SUMMARY+=("SKIP $name (not in GPU_CHECK_PHASES)")
         return 0
@@ -187,7 +254,8 @@ else:
     devices = ["0", "1"] if gpus >= 2 else ["0", "0"]
     memory = 0.3 if gpus >= 2 else 0.15  # two colocated vLLM engines on one GPU: half each
     if importlib.util.find_spec("vllm") is not None:
-        trainer.update(use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=memory)
+        trainer.update(use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=memory,
+                       vllm_max_model_length=1024, vllm_importance_sampling_mode="token_truncate")
     shape = dict(num_generations=8, prompts_per_step=8, max_completion_length=256)
     steps = 3
 with socket.socket() as s:
@@ -292,8 +360,10 @@ PY
 
 tracer() {
     # TRACER 2 steps on the first model: controllers by regret matching, utterances by GSPO on
-    # TRL's GRPOTrainer with LoRA (bf16 on a GPU); the adapters must load with peft afterwards.
+    # TRL's GRPOTrainer with LoRA (bf16 on a GPU, vLLM colocated where installed); the adapters
+    # must load with peft afterwards.
     "$PYTHON" - <<'PY'
+import importlib.util
 import os
 import subprocess
 import sys
@@ -304,13 +374,18 @@ import yaml
 out = Path(os.environ["GPU_CHECK_OUT"])
 cpu = os.environ["GPU_CHECK_CPU"] == "1"
 model = yaml.safe_load((out / "corl.yaml").read_text())["members"][0]["model"]
+trainer = {"learning_rate": 1e-5, **({} if cpu else {"bf16": True})}
+if not cpu and importlib.util.find_spec("vllm") is not None:
+    # episodes and candidates on TRL's colocated engine, our weight pushes into it after each update
+    trainer.update(use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=0.3,
+                   vllm_max_model_length=1024, vllm_importance_sampling_mode="token_truncate")
 config = {
     "max_steps": 2, "problems_per_step": 4, "output_dir": str(out / "tracer"), "save_steps": 0,
     "env": {"rounds": 3, "lam": 0.01}, "baselines": ["never_review"],
     "agents": {"kind": "llm", "model": model, "max_new_tokens": 32 if cpu else 128,
                "device": "cpu" if cpu else "cuda"},
     "generation": {"enabled": True, "num_candidates": 4, "turns_per_step": 4,
-                   "trainer": {"learning_rate": 1e-5, **({} if cpu else {"bf16": True})},
+                   "trainer": trainer,
                    "peft": {"r": 8, "lora_alpha": 16, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}},
     "data": {"synthetic_size": 16, "eval_limit": 4},
 }
@@ -321,7 +396,8 @@ from peft import PeftModel
 from transformers import AutoModelForCausalLM
 
 PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(model), out / "tracer" / "final")
-print("tracer: 2 steps, adapters in", out / "tracer" / "final", "load with peft")
+print("tracer: 2 steps", "(vLLM colocated)" if trainer.get("use_vllm") else "(transformers)", "adapters in",
+      out / "tracer" / "final", "load with peft")
 PY
 }
 
@@ -515,23 +591,23 @@ learner_step() {
     done
 }
 
-export -f skip gpu_count check_environment build_models write_config train report tracer vlm_cohort zero3 \
+export -f skip gpu_count two_gpus check_environment build_models write_config train report tracer vlm_cohort zero3 \
     one_member fsdp server multi_gpu learner_step
-# GPU limits add up to about 35 minutes (2,075 s; the first seven phases took 4 min 13 s on an H200);
-# the CPU dry run may take longer on a busy machine.
-# limit GPU_SECONDS CPU_SECONDS: a phase's timeout (the CPU dry run shares a busy machine).
-limit() { if [[ $CPU == 1 ]]; then echo "$2"; else echo "$1"; fi; }
-phase environment "$(limit 30 300)" check_environment
-phase models "$(limit 90 900)" build_models
-phase config "$(limit 15 300)" write_config
-phase train "$(limit 240 1200)" train INT
-phase report "$(limit 20 300)" report
-phase tracer "$(limit 90 1200)" tracer
-phase vlm "$(limit 90 1200)" vlm_cohort
-phase zero3 "$(limit 240 30)" zero3 INT
-phase fsdp "$(limit 240 30)" fsdp INT
-phase server "$(limit 300 30)" server INT
-phase multi_gpu "$(limit 240 30)" multi_gpu INT
-phase learner_step "$(limit 480 1800)" learner_step
+# limit NAME: a phase's timeout (the CPU dry run shares a busy machine). The first seven phases
+# took 4 min 13 s on an H200 (2026-12-04, transformers' generation).
+limit() { if [[ $CPU == 1 ]]; then echo "${CPU_LIMIT[$1]}"; else echo "${GPU_LIMIT[$1]}"; fi; }
+echo "bundle ${BUNDLE}: ${SELECTED}"
+phase environment "$(limit environment)" check_environment
+phase models "$(limit models)" build_models
+phase config "$(limit config)" write_config
+phase train "$(limit train)" train INT
+phase report "$(limit report)" report
+phase tracer "$(limit tracer)" tracer
+phase vlm "$(limit vlm)" vlm_cohort
+phase zero3 "$(limit zero3)" zero3 INT
+phase fsdp "$(limit fsdp)" fsdp INT
+phase server "$(limit server)" server INT
+phase multi_gpu "$(limit multi_gpu)" multi_gpu INT
+phase learner_step "$(limit learner_step)" learner_step
 printf '%s\n' "--- summary ---" "${SUMMARY[@]}"
 echo "outputs in $OUT"

@@ -6,6 +6,8 @@ loads. ``--set`` takes dotted paths into the YAML (list items by index:
 
 Cohort learners start one world per member on this node; ``--members 1,2`` starts only those
 (multi-node: each node starts its own members, member 0's node hosting the label store).
+``--dry-run`` trains nothing: it prints the preflight (``learners/preflight.py``) and exits 2 on a
+setting the docs call wrong.
 """
 
 from __future__ import annotations
@@ -102,6 +104,14 @@ def main(args: argparse.Namespace) -> int:
     if args.max_steps is not None:
         sets.append(f"max_steps={args.max_steps}")
     cfg = read_config(args.config, learner_class.config_class, sets)
+    if getattr(args, "dry_run", False):
+        from councilzoo.learners.preflight import preflight
+
+        report, errors = preflight(args.learner, cfg, args.gpu_memory)
+        print(report)
+        for error in errors:
+            print(f"councilzoo train: error: {error}", file=sys.stderr)
+        return 2 if errors else 0
     check_output_dir(cfg.output_dir, "--out" if args.out else f"{args.config}: output_dir")
     learner = learner_class(cfg)
     members = _members(args.members)

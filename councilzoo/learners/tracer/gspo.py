@@ -52,6 +52,24 @@ from councilzoo.tasks import answers_equivalent
 STEP_PROMPT = [{"role": "user", "content": "tracer step"}]  # dataset placeholder; rollout_func plays
 
 
+def utterance_args(cfg: TracerConfig) -> Any:
+    """The ``GRPOConfig`` of TRACER's utterance trainer: a round is ``turns_per_step`` turns x
+    ``num_candidates`` candidates of at most ``max_new_tokens``, then ``generation.trainer``."""
+    a, g = cfg.agents, cfg.generation
+    return engine.grpo_args(
+        output_dir=cfg.output_dir,
+        max_steps=cfg.max_steps,
+        seed=cfg.seed,
+        save_steps=cfg.save_steps,
+        report_to=cfg.report_to,
+        num_generations=g.num_candidates,
+        prompts_per_round=g.turns_per_step,
+        max_completion_length=a.max_new_tokens,
+        run_name=f"tracer-{cfg.seed}",
+        overrides={"temperature": a.temperature, "save_total_limit": cfg.save_total_limit, **g.trainer},
+    )
+
+
 class UtteranceReward:
     """TRL reward function of TRACER's candidates (see the module docstring)."""
 
@@ -96,18 +114,7 @@ class UtteranceLayer:
         path = resolve_model_path(a.model)
         self.shared = a.share_model and "reviewer" not in a.models
         self.trained_roles = ROLES if self.shared else ("proposer",)
-        args = engine.grpo_args(
-            output_dir=cfg.output_dir,
-            max_steps=cfg.max_steps,
-            seed=cfg.seed,
-            save_steps=cfg.save_steps,
-            report_to=cfg.report_to,
-            num_generations=g.num_candidates,
-            prompts_per_round=g.turns_per_step,
-            max_completion_length=a.max_new_tokens,
-            run_name=f"tracer-{cfg.seed}",
-            overrides={"temperature": a.temperature, "save_total_limit": cfg.save_total_limit, **g.trainer},
-        )
+        args = utterance_args(cfg)
         self.trainer = engine.build_trainer(
             # fp32 master weights whatever the checkpoint's dtype (transformers 5 would load a bf16
             # checkpoint in bf16, and pure-bf16 AdamW loses most updates); `bf16: true` autocasts
