@@ -206,3 +206,18 @@ def test_tracer_trains_on_code_problems_graded_by_program_outputs():
     assert all(m["states_over_bound"] == [] for m in metrics)
     result = tracer.evaluate(load_problems("synthetic:code", "test", size=8))
     assert 0.0 < result["accuracy"] <= 1.0  # simulated proposers state the reference program when right
+
+
+def test_a_reviewer_that_gives_no_verdict_scores_as_a_wrong_one():
+    from councilzoo.learners.tracer.gspo import UtteranceReward
+    from councilzoo.learners.tracer.values import turn_score
+
+    silent = Turn("reviewer_0", "reviewer", 2, Mode.SPEAK, "hmm, hard to say")
+    wrong = Turn("reviewer_0", "reviewer", 2, Mode.SPEAK, "Verdict: WRONG", verdict="WRONG")
+    assert turn_score(silent, "7", "7", "numeric") == turn_score(wrong, "7", "7", "numeric") == -1.0
+    assert turn_score(silent, "7", "7", "numeric", no_verdict=0.0) == 0.0  # myopic_released: the release
+    reward = UtteranceReward(cost_penalty=0.0, max_new_tokens=8)
+    texts = ["hmm, hard to say", "Verdict: RIGHT", "Verdict: WRONG"]
+    scores = reward(None, texts, [[1]] * 3, role=["reviewer"] * 3, mode=[int(Mode.SPEAK)] * 3,
+                    kind=["numeric"] * 3, label=["7"] * 3, pending=["7"] * 3)
+    assert scores == [-1.0, 1.0, -1.0]  # no verdict is no better than a wrong one

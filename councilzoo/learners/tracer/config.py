@@ -113,6 +113,13 @@ class GenerationConfig:
     cost_penalty: float = _help(
         "Optional cost penalty: reward minus this times completion tokens / max_new_tokens.", default=0.0
     )
+    minibatches: int = _help(
+        "Updates per step: the step's turns_per_step x num_candidates completions split into this many "
+        "minibatches, one optimizer step each (unless generation.trainer sets per_device_train_batch_size). "
+        "From the second on the batch is off-policy, so GSPO's sequence ratio leaves 1 and its clip acts; "
+        "with 1 update a round GSPO's gradient is GRPO's.",
+        default=2,
+    )
     trainer: dict = _help(
         "GRPOConfig fields (the release: lr 5e-6, grad clip 0.5, eps 0.1; GSPO by default).",
         default_factory=lambda: {"learning_rate": 5e-6, "max_grad_norm": 0.5, "epsilon": 0.1},
@@ -130,6 +137,10 @@ class GenerationConfig:
         check_trainer_overrides(self.trainer, "generation.trainer")
         if self.turns_per_step < 1:
             raise ValueError(f"generation.turns_per_step must be >= 1, got {self.turns_per_step}")
+        batch = self.turns_per_step * self.num_candidates
+        if self.minibatches < 1 or batch % self.minibatches:
+            raise ValueError(f"generation.minibatches must be >= 1 and divide turns_per_step x "
+                             f"num_candidates = {batch}, got {self.minibatches}")
 
 
 @dataclass
@@ -157,7 +168,9 @@ class TracerConfig:
     """Everything ``councilzoo train tracer CONFIG`` needs."""
 
     seed: int = _help("The run seed; every draw derives from it.", default=0)
-    max_steps: int = _help("Training steps (one generation round and update each).", default=50)
+    max_steps: int = _help(
+        "Training steps (one generation round each; with the utterance layer, generation.minibatches "
+        "updates each).", default=50)
     output_dir: str = _help(
         "Output folder (metrics.jsonl, checkpoints, summary.json).", default="runs/tracer"
     )

@@ -9,11 +9,16 @@ groups are the trainer's batch; ``UtteranceReward`` scores them by role against 
 label (gold, or the label-free consensus of the step's proposals):
 
 - proposer: +1 if its answer is the label, -1 if wrong or unreadable;
-- reviewer: +1 if its verdict matches the pending answer's correctness, -1 if not, 0 if none;
+- reviewer: +1 if its verdict matches the pending answer's correctness, -1 if not or if it gives
+  none (as a proposer with no answer; the release gave 0, which paid a reviewer for saying nothing);
 - both: minus ``cost_penalty * completion_tokens / max_new_tokens`` (optional).
 
-TRL then takes the GSPO step (``importance_sampling_level="sequence", loss_type="grpo"`` unless
-the config's ``generation.trainer`` says otherwise), with LoRA through ``generation.peft``.
+TRL then takes the GSPO steps (``importance_sampling_level="sequence", loss_type="grpo"`` unless
+the config's ``generation.trainer`` says otherwise), with LoRA through ``generation.peft``: the
+round's completions split into ``generation.minibatches`` minibatches (default 2), one update
+each, so every update after the first is off-policy and the sequence-level clip can act (one
+update per round would make GSPO's gradient exactly GRPO's). TRL logs the clipped fraction as
+``clip_ratio/region_mean`` (``gspo/clip_ratio/region_mean`` in TRACER's metrics).
 Turns are resampled (with replacement, seeded) when a step has fewer than ``turns_per_step``, and
 subsampled when it has more. The release updated before each real utterance; here the episodes
 of a step are played by the policy of the previous step, and the update follows the batch.
@@ -38,6 +43,7 @@ from councilzoo.envs.core import Mode
 from councilzoo.learners.cohort import engine
 from councilzoo.learners.live_policy import push_weights, trainer_vllm_generator, vllm_mode
 from councilzoo.learners.tracer.config import ROLES, TracerConfig
+from councilzoo.learners.tracer.values import NO_VERDICT
 from councilzoo.tasks import answers_equivalent
 
 STEP_PROMPT = [{"role": "user", "content": "tracer step"}]  # dataset placeholder; rollout_func plays
@@ -61,7 +67,7 @@ class UtteranceReward:
                 value = 1.0 if answers_equivalent(action.answer, lab, k) else -1.0
             else:
                 right = (action.verdict == "RIGHT") == answers_equivalent(pend or None, lab, k)
-                value = 0.0 if action.verdict is None else (1.0 if right else -1.0)
+                value = NO_VERDICT if action.verdict is None else (1.0 if right else -1.0)
             out.append(value - self.cost_penalty * len(ids) / self.max_new_tokens)
         return out
 
@@ -86,18 +92,10 @@ class UtteranceLayer:
         path = resolve_model_path(a.model)
         self.shared = a.share_model and "reviewer" not in a.models
         self.trained_roles = ROLES if self.shared else ("proposer",)
-        args = engine.grpo_args(
-            output_dir=cfg.output_dir,
-            max_steps=cfg.max_steps,
-            seed=cfg.seed,
-            save_steps=cfg.save_steps,
-            report_to=cfg.report_to,
-            num_generations=g.num_candidates,
-            prompts_per_round=g.turns_per_step,
-            max_completion_length=a.max_new_tokens,
-            run_name=f"tracer-{cfg.seed}",
-            overrides={"temperature": a.temperature, "save_total_limit": cfg.save_total_limit, **g.trainer},
-        )
+        args = self._grpo_args(1)
+        per_round = engine.optimizer_steps_per_round(args)
+        if per_round != 1:  # the trainer counts updates; TRACER's steps stay generation rounds
+            args = self._grpo_args(int(per_round))
         self.trainer = engine.build_trainer(
             AutoModelForCausalLM.from_pretrained(path),
             path,
@@ -126,6 +124,26 @@ class UtteranceLayer:
                 spec = ModelSpec("transformers", frozen, agent=options)
                 self.agents["reviewer"] = build_model("reviewer", spec)
         self._turns: list = []
+
+    def _grpo_args(self, updates_per_round: int) -> Any:
+        """The trainer's ``GRPOConfig``: ``generation.minibatches`` updates per round unless the
+        trainer settings choose the micro-batch; ``max_steps`` and ``save_steps`` in updates."""
+        cfg, g = self.cfg, self.cfg.generation
+        batch = g.turns_per_step * g.num_candidates
+        minibatch = {"per_device_train_batch_size": max(1, batch // (engine._world_size() * g.minibatches))}
+        return engine.grpo_args(
+            output_dir=cfg.output_dir,
+            max_steps=cfg.max_steps * updates_per_round,
+            seed=cfg.seed,
+            save_steps=cfg.save_steps * updates_per_round,
+            report_to=cfg.report_to,
+            num_generations=g.num_candidates,
+            prompts_per_round=g.turns_per_step,
+            max_completion_length=cfg.agents.max_new_tokens,
+            run_name=f"tracer-{cfg.seed}",
+            overrides={"temperature": cfg.agents.temperature, "save_total_limit": cfg.save_total_limit,
+                       **minibatch, **g.trainer},
+        )
 
     def sync(self) -> None:
         """Make the generator play the trainer's current weights: a no-op with transformers (it

@@ -11,7 +11,7 @@ Two layers (docs/tracer.md), each step:
    (``learners/tracer/gspo.py``): each generation round of the trainer is one TRACER step, played
    inside its ``rollout_func``; G candidates of the step's speaking turns are rewarded by role
    (proposer: +1 right answer, -1 wrong or none; reviewer: +1 verdict matches the pending answer's
-   correctness, -1 not, 0 none; minus an optional length cost) and TRL takes the GSPO step.
+   correctness, -1 not or none; minus an optional length cost) and TRL takes the GSPO step.
 
 Label-free variant (``label_free: true``): every gold-based value and reward is judged against a
 peer-consensus label instead: the plurality of all proposals made for the problem in the step's
