@@ -17,7 +17,7 @@ from councilzoo.learners.logging import check_report_to
 
 BASELINES = ("always_speak", "never_review", "alternate", "random")
 ROLES = ("proposer", "reviewer")
-CONSENSUS_VOTES = ("proposals", "proposals_and_reviews")  # label-free: whose answers vote
+CONSENSUS_VOTES = ("proposals", "proposals_and_reviews", "samples")  # label-free: whose answers vote
 
 
 def _help(text: str, minimum: float | None = None, **kwargs):
@@ -178,10 +178,14 @@ class TracerConfig:
     episodes_per_problem: int = _help("Episodes per problem per step.", default=1)
     label_free: bool = _help("Train against peer-consensus labels instead of gold.", default=False)
     consensus_votes: str = _help(
-        "Label-free: who votes for the consensus label: 'proposals' (every REFRESH answer) or "
-        "'proposals_and_reviews' (also the answer each reviewer states when it speaks).",
+        "Label-free: who votes for the consensus label: 'proposals' (every REFRESH answer), "
+        "'proposals_and_reviews' (also the answer each reviewer states when it speaks), or 'samples' "
+        "(consensus_samples fresh opening proposals per problem, drawn outside the episodes so no "
+        "controller choice shapes them; each GSPO candidate scored against the other candidates of its "
+        "group, leaving itself out).",
         default="proposals",
     )
+    consensus_samples: int = _help("Label-free 'samples': fresh proposals per problem and step.", default=8)
     eval_every: int = _help("Evaluate every k steps (0 = only at the end).", default=0)
     save_steps: int = _help("Checkpoint every k steps (0 = only at the end).", default=10)
     save_total_limit: int = _help("Checkpoints kept.", default=2)
@@ -204,6 +208,8 @@ class TracerConfig:
         for name in ("eval_every", "save_steps"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.consensus_samples < 1:
+            raise ValueError(f"consensus_samples must be >= 1, got {self.consensus_samples}")
         if self.consensus_votes not in CONSENSUS_VOTES:
             raise ValueError(
                 f"consensus_votes must be one of {list(CONSENSUS_VOTES)}, got {self.consensus_votes!r}"

@@ -6,7 +6,8 @@ regret-matching controllers choosing modes, branches them for counterfactual val
 the controllers, then picks ``turns_per_step`` of the step's speaking turns (REFRESH / SPEAK
 with a label) and samples ``num_candidates`` continuations of each turn's own prompt. Those
 groups are the trainer's batch; ``UtteranceReward`` scores them by role against the episode's
-label (gold, or the label-free consensus of the step's proposals):
+label (gold, or the label-free consensus; with ``consensus_votes: samples`` a proposer candidate's
+label is the plurality of the other candidates of its group, ``leave_one_out_labels``):
 
 - proposer: +1 if its answer is the label, -1 if wrong or unreadable;
 - reviewer: +1 if its verdict matches the pending answer's correctness, -1 if not or if it gives
@@ -44,9 +45,15 @@ from councilzoo.learners.cohort import engine
 from councilzoo.learners.live_policy import push_weights, trainer_vllm_generator, vllm_mode
 from councilzoo.learners.tracer.config import ROLES, TracerConfig
 from councilzoo.learners.tracer.values import NO_VERDICT
-from councilzoo.tasks import answers_equivalent
+from councilzoo.tasks import answers_equivalent, plurality
 
 STEP_PROMPT = [{"role": "user", "content": "tracer step"}]  # dataset placeholder; rollout_func plays
+
+
+def leave_one_out_labels(answers: Sequence[str | None], kind: str) -> list[str | None]:
+    """For each of a group's independent samples, the plurality of the *other* samples' answers
+    (ties keep the first seen; None when none of them parses): a sample never votes for itself."""
+    return [plurality(list(answers[:i]) + list(answers[i + 1:]), kind)[0] for i in range(len(answers))]
 
 
 class UtteranceReward:
@@ -185,13 +192,17 @@ class UtteranceLayer:
             k: [] for k in ("prompt_ids", "completion_ids", "role", "mode", "kind", "label", "pending")
         }
         for (episode, ctx, mode), group in zip(chosen, groups, strict=True):
-            for c in group:
+            labels_of = [labels[episode]] * len(group)
+            if self.cfg.label_free and self.cfg.consensus_votes == "samples" and ctx.role == "proposer":
+                answers = [parse_action(c.text, ctx.role, ctx.problem.kind, mode=mode).answer for c in group]
+                labels_of = leave_one_out_labels(answers, ctx.problem.kind)
+            for c, label in zip(group, labels_of, strict=True):
                 out["prompt_ids"].append(list(c.prompt_token_ids))
                 out["completion_ids"].append(list(c.token_ids))
                 out["role"].append(ctx.role)
                 out["mode"].append(int(mode))
                 out["kind"].append(ctx.problem.kind)
-                out["label"].append(labels[episode])
+                out["label"].append(label)
                 out["pending"].append(ctx.extras.get("pending_answer") or "")
         # vLLM's sampled-token log-probabilities feed TRL's importance-sampling correction; with
         # transformers TRL scores the old policy itself
