@@ -130,3 +130,23 @@ def test_trained_agents_speak_in_the_configured_prompt_format(tiny_model_dir, tm
 
     assert {tuple(ids) for ids in batch["prompt_ids"]} <= prompt_ids(question_only)
     assert not prompt_ids(question_only) & prompt_ids(render_messages)  # the renderer made a difference
+
+
+def test_label_free_samples_train_the_llm_against_leave_one_out_labels(tiny_model_dir, tmp_path, monkeypatch):
+    """A random tiny model states no answer, so no step has a consensus label; its proposer turns still
+    train, each candidate against its group's other candidates (a step without them would be replayed)."""
+    from councilzoo.learners.tracer import gspo
+
+    seen, real = [], gspo.leave_one_out_labels
+
+    def spy(answers, kind):
+        seen.append(answers)
+        return real(answers, kind)
+
+    monkeypatch.setattr(gspo, "leave_one_out_labels", spy)
+    cfg = tiny_config(tiny_model_dir, tmp_path / "run", max_steps=1, label_free=True,
+                      consensus_votes="samples", consensus_samples=3)
+    tracer = Tracer(cfg)
+    tracer.train()
+    assert tracer.step_count == 1 and len(seen) == cfg.generation.turns_per_step  # every proposer group
+    assert all(len(group) == cfg.generation.num_candidates for group in seen)

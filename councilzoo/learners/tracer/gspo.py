@@ -165,6 +165,10 @@ class UtteranceLayer:
     def start_step(self) -> None:
         self._turns = []
 
+    def _leave_one_out(self, role: str) -> bool:
+        """Whether ``role``'s candidates are scored against their group's other candidates."""
+        return self.cfg.label_free and self.cfg.consensus_votes == "samples" and role == "proposer"
+
     # -- TRL's rollout_func -------------------------------------------------------------------
     def rollout(self, prompts: list, trainer: Any) -> dict[str, list]:
         """One TRACER step, then G candidates of each chosen speaking turn (group after group)."""
@@ -175,7 +179,8 @@ class UtteranceLayer:
             )
         while True:
             problems, labels, metrics = self.play_step()
-            turns = [t for t in self._turns if t[1].role in self.trained_roles and labels[t[0]] is not None]
+            turns = [t for t in self._turns if t[1].role in self.trained_roles
+                     and (labels[t[0]] is not None or self._leave_one_out(t[1].role))]
             if turns:
                 break  # else a step with nothing to train: play the next one
         rng = np.random.default_rng([self.cfg.seed, metrics["step"], 17])
@@ -193,7 +198,7 @@ class UtteranceLayer:
         }
         for (episode, ctx, mode), group in zip(chosen, groups, strict=True):
             labels_of = [labels[episode]] * len(group)
-            if self.cfg.label_free and self.cfg.consensus_votes == "samples" and ctx.role == "proposer":
+            if self._leave_one_out(ctx.role):
                 answers = [parse_action(c.text, ctx.role, ctx.problem.kind, mode=mode).answer for c in group]
                 labels_of = leave_one_out_labels(answers, ctx.problem.kind)
             for c, label in zip(group, labels_of, strict=True):
