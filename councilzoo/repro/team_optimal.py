@@ -96,8 +96,8 @@ def build_tree(tracer, problems: Sequence) -> Tree:
     play per sequence, the engine's seeds reset first, as ``Tracer.evaluate`` does)."""
     depth = tracer.cfg.env.rounds - 1
     if tracer.cfg.env.num_agents != 2:
-        raise ValueError(f"team_optimal enumerates one proposer and one reviewer, got {tracer.cfg.env.num_agents} "
-                         "agents in review-v0")
+        raise ValueError("team_optimal enumerates one proposer and one reviewer, got "
+                         f"{tracer.cfg.env.num_agents} agents in review-v0")
     bits = np.array(list(product((0, 1), repeat=depth)), dtype=np.int8)
     n = len(problems)
     role = np.full((n, len(bits), depth), -1, np.int8)
@@ -116,16 +116,20 @@ def build_tree(tracer, problems: Sequence) -> Tree:
     return Tree(bits, role, state, value, tracer.state_fn.num_states)
 
 
-def policy_values(tree: Tree, tables: np.ndarray) -> np.ndarray:
-    """Mean team reward of each joint policy in ``tables`` (B, 2, num_states) of 0/1 on the tree's
-    problems: on each problem the first sequence whose decisions all follow the policy."""
+def problem_values(tree: Tree, tables: np.ndarray) -> np.ndarray:
+    """(B, P) team reward of each joint policy in ``tables`` (B, 2, num_states) of 0/1 on each of
+    the tree's problems: the outcome of the first sequence whose decisions all follow the policy."""
     tables = np.asarray(tables, dtype=np.int8)
     decided = tree.role >= 0  # (P, S, K)
-    r, st = np.where(decided, tree.role, 0), tree.state
-    wanted = tables[:, r, st]  # (B, P, S, K)
+    wanted = tables[:, np.where(decided, tree.role, 0), tree.state]  # (B, P, S, K)
     follows = np.all((wanted == tree.bits[None, None]) | ~decided[None], axis=3)  # (B, P, S)
-    chosen = follows.argmax(axis=2)  # (B, P): every problem has one consistent sequence
-    return tree.value[np.arange(tree.value.shape[0])[None], chosen].mean(axis=1)
+    chosen = follows.argmax(axis=2)  # (B, P): every problem has a consistent sequence
+    return tree.value[np.arange(tree.value.shape[0])[None], chosen]
+
+
+def policy_values(tree: Tree, tables: np.ndarray) -> np.ndarray:
+    """(B,) mean team reward of each joint policy in ``tables`` on the tree's problems."""
+    return problem_values(tree, tables).mean(axis=1)
 
 
 def _tables(tree: Tree, pairs: Sequence[tuple[int, int]], base: np.ndarray | None = None) -> np.ndarray:
