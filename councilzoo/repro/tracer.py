@@ -61,7 +61,7 @@ from councilzoo.config import load_config  # noqa: E402
 from councilzoo.envs.core import Mode, TurnContext  # noqa: E402
 from councilzoo.learners.tracer.config import TracerConfig  # noqa: E402
 from councilzoo.learners.tracer.learner import Tracer, baseline_controllers  # noqa: E402
-from councilzoo.repro import map_in_processes  # noqa: E402
+from councilzoo.repro import map_in_processes, team_optimal  # noqa: E402
 from councilzoo.repro.report import combine_parts  # noqa: E402
 from councilzoo.repro.tiny_lms import (  # noqa: E402
     MAX_NEW_TOKENS,
@@ -71,9 +71,9 @@ from councilzoo.repro.tiny_lms import (  # noqa: E402
     tiny_lm_info,
     torch_threads,
 )
-from councilzoo.repro.verdicts import check, conjunction, flag_status, interval_status  # noqa: E402
+from councilzoo.repro.verdicts import check, conjunction, describe, flag_status, interval_status  # noqa: E402
 from councilzoo.tasks import Problem, answers_equivalent, extract_answer  # noqa: E402
-from councilzoo.theory.stats import mean_ci  # noqa: E402
+from councilzoo.theory.stats import mean_ci, paired_cis  # noqa: E402
 
 CLAIM = ("TRACER's regret-matching speak/skip controllers converge (every state's regret stays under "
          "its regret-matching bound) and learn to speak when speaking helps, matching or beating fixed "
@@ -89,27 +89,37 @@ FULL = {"seeds": 3, "steps": 15, "problems": 48, "test": 256, "levels": (0.55, 0
         "lm_seeds": 3, "lm_steps": 8, "lm_problems": 32, "lm_test": 250,
         # the utterance part's seeds and steps: the power calculation of 2026-12-04 (docs/reproductions.md)
         "utt_seeds": 5, "utt_label_free_seeds": 3, "utt_steps": 16, "utt_problems": 16, "utt_episodes": 2,
-        "utt_candidates": 8, "utt_turns": 16, "utt_test": 250}
+        "utt_candidates": 8, "utt_turns": 16, "utt_test": 250,
+        # Experiment A (plan 2026-12-06, docs/reproductions.md): seeds from the pilot's power calculation
+        "opt_levels": (0.7, 0.95), "opt_seeds": 8, "opt_steps": (1, 2, 4, 8, 16, 32), "opt_problems": 48,
+        "opt_test": 128}
 QUICK = {"seeds": 2, "steps": 6, "problems": 24, "test": 96, "levels": (0.6, 0.9),
          "lm_seeds": 2, "lm_steps": 3, "lm_problems": 16, "lm_test": 60,
          "utt_seeds": 2, "utt_label_free_seeds": 2, "utt_steps": 2, "utt_problems": 8, "utt_episodes": 2,
-         "utt_candidates": 4, "utt_turns": 8, "utt_test": 60}
+         "utt_candidates": 4, "utt_turns": 8, "utt_test": 60,
+         "opt_levels": (0.7,), "opt_seeds": 2, "opt_steps": (1, 2, 4), "opt_problems": 16, "opt_test": 24}
 LM_PROPOSER, LM_REVIEWER = "solver-qwen-a", "solver-strong"  # tiny_lms.REGISTRY names
 LM_TEMPERATURE = 0.8
 LM_ROUNDS = 5
 ACC_TOL = 0.02  # "equal accuracy": the seed-paired mean gap may be this far below 0
 
 
-def run_cell(reliability: float, seed: int, sizes: dict[str, int]) -> dict[str, Any]:
-    """Train at one reliability level and seed; evaluate the protocols; keep the regret curve."""
+def simulated_tracer(reliability: float, seed: int, steps: int, problems: int, test: int) -> Tracer:
+    """TRACER (RM+, counterfactual values) on simulated review-v0 with a reviewer of the given
+    reliability (catches a wrong proposal w.p. r, flags a right one w.p. 1 - r)."""
     pool = {"proposer": {"skill": 0.5, "swayed_prob": 0.4},
             "reviewer": {"skill": 0.6, "catch_prob": reliability, "false_alarm_prob": 1.0 - reliability}}
     cfg = load_config({
-        "seed": seed, "max_steps": sizes["steps"], "problems_per_step": sizes["problems"],
-        "env": {"lam": LAM},
-        "agents": {"simulated": pool}, "data": {"synthetic_size": sizes["test"], "eval_limit": sizes["test"]},
+        "seed": seed, "max_steps": steps, "problems_per_step": problems, "env": {"lam": LAM},
+        "agents": {"simulated": pool}, "data": {"synthetic_size": test, "eval_limit": test},
     }, TracerConfig)
-    tracer, curve = Tracer(cfg), []
+    return Tracer(cfg)
+
+
+def run_cell(reliability: float, seed: int, sizes: dict[str, int]) -> dict[str, Any]:
+    """Train at one reliability level and seed; evaluate the protocols; keep the regret curve."""
+    tracer = simulated_tracer(reliability, seed, sizes["steps"], sizes["problems"], sizes["test"])
+    cfg, curve = tracer.cfg, []
     while tracer.step_count < cfg.max_steps:
         rows = tracer.step()["regret"]
         curve.append({f"{r['role']}:{r['state']}": (r["avg_regret"], r["avg_bound"]) for r in rows})
@@ -185,6 +195,7 @@ def simulated(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dict[s
         "levels_where_speaking_helps": [r for r in levels if helps[r]],
         "learns_where_speaking_helps": {str(r): learns[r] for r in levels if helps[r]},
         "mean_gap_to_best_fixed": {str(r): close[r][0] for r in levels},
+        "gap_to_best_fixed_ci": {str(r): [float(close[r][1]), float(close[r][2])] for r in levels},
     }
     helped = checks["levels_where_speaking_helps"]
     learned = all(checks["learns_where_speaking_helps"].values())
@@ -585,7 +596,114 @@ def utterance_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> d
     }
 
 
-SECTIONS = (("simulated", simulated), ("tiny_lm", tiny_lm_part), ("utterance", utterance_part))
+# --- Experiment A: the learned controllers against the exact team optimum -----------------------
+
+OPT_TOL = 0.02  # "gap near 0": under 2 points of accuracy - lambda * calls
+
+
+def run_optimum_cell(job: tuple[float, int, dict[str, Any]]) -> dict[str, Any]:
+    """One level and seed: the exact team optimum on the test problems (``team_optimal``), then
+    the learned controllers' gap to it and exploitability after each step count of the schedule."""
+    reliability, seed, sizes = job
+    steps = list(sizes["opt_steps"])
+    tracer = simulated_tracer(reliability, seed, steps[-1], sizes["opt_problems"], sizes["opt_test"])
+    test = tracer.eval_sets["synthetic:numeric"]
+    tree = team_optimal.build_tree(tracer, test)
+    v_star, best = team_optimal.team_optimum(tree)
+    curve = []
+    for t in steps:
+        while tracer.step_count < t:
+            tracer.step()
+        table = team_optimal.learned_table(tracer.controller)
+        value = float(team_optimal.policy_values(tree, table[None])[0])
+        curve.append({"steps": t, "value": value, "gap": v_star - value,
+                      "exploitability": team_optimal.exploitability(tree, table)})
+    per_problem = team_optimal.problem_values(tree, np.stack([best, table]))  # optimum, final learned
+    fixed = team_optimal.policy_values(tree, np.stack([np.ones_like(best), np.zeros_like(best)]))
+    return {"reliability": reliability, "seed": seed, "optimum": v_star, "curve": curve,
+            "always_speak": float(fixed[0]), "never_review": float(fixed[1]),
+            "decision_pairs": len(tree.pairs()),
+            "final_problem_gap": (per_problem[0] - per_problem[1]).tolist()}
+
+
+def _plot_optimum(cells: list[dict], path: Path) -> None:
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for k, level in enumerate(sorted({c["reliability"] for c in cells})):
+        runs = [c for c in cells if c["reliability"] == level]
+        steps = [p["steps"] for p in runs[0]["curve"]]
+        for ax, key in zip(axes, ("gap", "exploitability"), strict=True):
+            values = np.array([[p[key] for p in c["curve"]] for c in runs])
+            ci = np.array([mean_ci(v, seed=0) for v in values.T]) if len(runs) > 1 else None
+            ax.plot(steps, values.mean(axis=0), marker="o", color=f"C{k}", label=f"r = {level:g}")
+            if ci is not None:
+                ax.fill_between(steps, ci[:, 1], ci[:, 2], color=f"C{k}", alpha=0.2)
+    for ax, label in zip(axes, ("gap to the team optimum V* - V", "exploitability (best one-role change)"),
+                         strict=True):
+        ax.axhline(OPT_TOL, color="grey", ls="--", lw=0.8)
+        ax.set(xscale="log", xlabel="training steps", ylabel=label)
+        ax.legend(fontsize=8)
+    fig.suptitle("Learned TRACER controllers vs the exact team-optimal policy (mean, 95% CI over seeds)",
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def team_optimum_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dict[str, Any]:
+    """Experiment A: per level, the learned controllers' gap to the exact team optimum against steps."""
+    n_seeds = seeds or sizes["opt_seeds"]
+    jobs = [(level, seed, sizes) for level in sizes["opt_levels"] for seed in range(n_seeds)]
+    cells = map_in_processes(run_optimum_cell, jobs, os.cpu_count() or 1)
+    _plot_optimum(cells, out_dir / "team_optimum.png")
+    rows, checks = [], {}
+    for level in sizes["opt_levels"]:
+        runs = [c for c in cells if c["reliability"] == level]
+        for k, t in enumerate(sizes["opt_steps"]):
+            gap = mean_ci([c["curve"][k]["gap"] for c in runs], seed=0)
+            exp = mean_ci([c["curve"][k]["exploitability"] for c in runs], seed=0)
+            rows.append({"reliability": level, "steps": t,
+                         "optimum": float(np.mean([c["optimum"] for c in runs])),
+                         "learned": float(np.mean([c["curve"][k]["value"] for c in runs])),
+                         "gap": gap[0], "gap_ci": gap[1:], "exploitability": exp[0],
+                         "exploitability_ci": exp[1:]})
+        final = mean_ci([c["curve"][-1]["gap"] for c in runs], seed=0)
+        shrink = mean_ci([c["curve"][0]["gap"] - c["curve"][-1]["gap"] for c in runs], seed=0)
+        gaps = np.array([c["final_problem_gap"] for c in runs])  # (seeds, problems): V*'s - learned's reward
+        over = paired_cis(gaps, np.zeros_like(gaps))
+        checks[f"final_gap_near_zero_r{level:g}"] = check(
+            "paper", interval_status(final[1], final[2], OPT_TOL, above=False),
+            f"95% CI over seeds of the gap to V* after {sizes['opt_steps'][-1]} steps below {OPT_TOL} "
+            f"(over problems: [{over['over_problems'][0]:+.3f}, {over['over_problems'][1]:+.3f}])",
+            list(final))
+        checks[f"gap_shrinks_r{level:g}"] = check(
+            "paper", interval_status(shrink[1], shrink[2]),
+            f"95% CI of the seed-paired (gap after {sizes['opt_steps'][0]} - after {sizes['opt_steps'][-1]} "
+            "steps) above 0", list(shrink))
+        exp = mean_ci([c["curve"][-1]["exploitability"] for c in runs], seed=0)
+        checks[f"final_exploitability_r{level:g}"] = check(
+            "extension", interval_status(exp[1], exp[2], OPT_TOL, above=False),
+            f"95% CI of the exploitability after {sizes['opt_steps'][-1]} steps below {OPT_TOL} (reported: "
+            "regret matching promises a coarse correlated equilibrium, not the team optimum)",
+            list(exp))
+    return {
+        "setup": {"optimum_levels": list(sizes["opt_levels"]), "optimum_seeds": n_seeds,
+                  "optimum_steps": list(sizes["opt_steps"]),
+                  "optimum_problems_per_step": sizes["opt_problems"],
+                  "optimum_test_problems": sizes["opt_test"],
+                  "optimum_method": "every mode sequence played on every test problem, every deterministic "
+                                    "joint table over the (role, state) pairs that occur enumerated "
+                                    "(repro.team_optimal)"},
+        "results": {"team_optimum_curve": rows,
+                    "team_optimum_cells": [{k: v for k, v in c.items()
+                                            if k not in ("curve", "final_problem_gap")} for c in cells]},
+        "checks": checks,
+        "reason": describe(checks),
+        "figures": ["team_optimum.png"],
+    }
+
+
+SECTIONS = (("simulated", simulated), ("tiny_lm", tiny_lm_part), ("utterance", utterance_part),
+            ("team_optimum", team_optimum_part))
 
 
 def run(out_dir: str | Path, seeds: int | None = None, quick: bool = False) -> dict[str, Any]:
