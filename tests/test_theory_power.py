@@ -15,6 +15,7 @@ def test_paired_power_matches_the_textbook_values():
     assert seeds_for_power(0.61) == 24  # TRACER's utterance pilot (docs/reproductions.md)
     assert paired_power(0.61, 5) == pytest.approx(0.185, abs=1e-3)
     assert seeds_for_power(0.0) is None
+    assert paired_power(4.08, 8) == pytest.approx(1.0)  # a far tail that underflows in scipy
     with pytest.raises(ValueError, match="n >= 2"):
         paired_power(0.5, 1)
 

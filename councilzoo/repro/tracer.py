@@ -91,7 +91,7 @@ FULL = {"seeds": 3, "steps": 15, "problems": 48, "test": 256, "levels": (0.55, 0
         "utt_seeds": 5, "utt_label_free_seeds": 3, "utt_steps": 16, "utt_problems": 16, "utt_episodes": 2,
         "utt_candidates": 8, "utt_turns": 16, "utt_test": 250,
         # Experiment A (plan 2026-12-06, docs/reproductions.md): seeds from the pilot's power calculation
-        "opt_levels": (0.7, 0.95), "opt_seeds": 8, "opt_steps": (1, 2, 4, 8, 16, 32), "opt_problems": 48,
+        "opt_levels": (0.7, 0.95), "opt_seeds": 16, "opt_steps": (1, 2, 4, 8, 16, 32), "opt_problems": 48,
         "opt_test": 128}
 QUICK = {"seeds": 2, "steps": 6, "problems": 24, "test": 96, "levels": (0.6, 0.9),
          "lm_seeds": 2, "lm_steps": 3, "lm_problems": 16, "lm_test": 60,

@@ -100,7 +100,8 @@ def paired_power(d: float, n: int, alpha: float = 0.05) -> float:
     df = n - 1
     crit = stats.t.ppf(1 - alpha / 2, df)
     nc = d * np.sqrt(n)
-    return float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
+    lower = stats.nct.cdf(-crit, df, nc)  # scipy gives NaN where this tail underflows
+    return float(stats.nct.sf(crit, df, nc) + (0.0 if np.isnan(lower) else lower))
 
 
 def seeds_for_power(d: float, power: float = 0.8, alpha: float = 0.05, max_n: int = 10_000) -> int | None:
