@@ -119,3 +119,10 @@ def test_quick_repro_writes_report_figures_and_computed_verdicts(quick_repro):
     assert (check["first_proposal_raised"] == HELD) == (first["ci"][0] > 0)
     assert (check["accuracy_not_worse"] == HELD) == (gaps[("gspo", "accuracy")]["ci"][0] > -0.02)
     assert parts["utterance"] == conjunction([check["first_proposal_raised"], check["accuracy_not_worse"]])
+
+    # Experiment A: the learned controllers against the exact team optimum, per level and step count.
+    rows = res["team_optimum_curve"]
+    assert rows  # a one-role change cannot beat the team optimum: 0 <= exploitability <= gap
+    assert all(-1e-12 <= r["exploitability"] <= r["gap"] + 1e-12 for r in rows)
+    assert all(r["learned"] <= r["optimum"] + 1e-12 for r in rows)
+    assert (out / "team_optimum.png").stat().st_size > 1000
