@@ -116,9 +116,10 @@ def test_review_schedule_features_and_correction_event():
     record = env.episode_record()
     assert record.final_answer == "42" and record.correct is True
     assert record.info["correction"] is True and record.info["harmful_flip"] is False
-    assert record.info["turn_rewards"] == [-1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0]
+    # the invalid vote scores -1, as a wrong verdict (the release: 0, above a wrong verdict)
+    assert record.info["turn_rewards"] == [-1.0, 1.0, -1.0, 1.0, 1.0, 1.0, 1.0]
     assert record.reward == pytest.approx(1.0 - 0.1 * 5)
-    assert env.infos["reviewer_0"]["role_reward"] == 1.0 and env.infos["reviewer_1"]["role_reward"] == 0.5
+    assert env.infos["reviewer_0"]["role_reward"] == 1.0 and env.infos["reviewer_1"]["role_reward"] == 0.0
 
 
 def test_review_early_stop_on_unanimous_right_and_harmful_flip():

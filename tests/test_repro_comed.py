@@ -12,6 +12,7 @@ from councilzoo.agents.llm import LLMAgent
 from councilzoo.envs.core import Mode, Turn, TurnContext
 from councilzoo.repro import comed
 from councilzoo.repro.tiny_lms import addition_problems, solver_messages, verifier_messages
+from councilzoo.repro.verdicts import HELD, NOT_HELD, conjunction, part_status
 
 
 def test_solver_format_agent_renders_every_seat_as_the_sft_prompt(tiny_model_dir):
@@ -45,11 +46,12 @@ def test_quick_repro_writes_a_consistent_report(quick_repro):
     for figure in report["figures"]:
         assert (out / figure).stat().st_size > 0
     results = report["results"]
-    parts = {p["part"]: p["held"] for p in results["parts"]}
+    parts = {p["part"]: p["status"] for p in results["parts"]}
     assert set(parts) == {"simulated", "tiny_lm", "complementary"}
-    assert report["verdict"]["held"] == all(parts.values())
-    assert parts["simulated"] == all(c["held"] for c in results["checks"])
-    assert parts["tiny_lm"] == results["tiny_lm_check"][0]["held"]
+    assert report["verdict"]["status"] == conjunction(parts.values())
+    assert parts["simulated"] == (HELD if all(c["held"] for c in results["sweep_checks"]) else NOT_HELD)
+    for part in parts:  # every part's status follows from its labelled checks
+        assert parts[part] == part_status({r["check"]: r for r in results["checks"] if r["part"] == part})
 
     rows = results["sweep"]
     levels = sorted({r["swayed_prob"] for r in rows})
@@ -82,7 +84,6 @@ def test_quick_repro_writes_a_consistent_report(quick_repro):
     # the complementary council's verdict is its pre-registered check, computed from its rows
     lm = {r["protocol"]: r for r in results["complementary_protocols"]}
     check = results["complementary_check"][0]
-    assert parts["complementary"] == check["held"]
     assert check["at_least_debate"] == (lm["comed"]["accuracy"] >= lm["debate"]["accuracy"])
     assert check["rescue_above_harm"] == (lm["comed"]["rescue"] > lm["comed"]["harm"])
     assert check["comed_learned_between_comed_and_oracle"] == (
@@ -101,7 +102,8 @@ def test_complementary_check_is_the_preregistered_one():
     table = {"comed": row(0.50), "single": row(0.45), "debate": row(0.48, calls=6.0),
              "comed_learned": row(0.55), "comed_regret": row(0.52), "oracle_gate": row(0.80, harm=0.0)}
     check = comed.complementary_check(cells(0.50, 0.45), table)
-    assert check["held"] and check["comed_minus_anchor"] == pytest.approx(0.05)
+    assert part_status(comed.complementary_labelled(check)) == HELD
+    assert check["comed_minus_anchor"] == pytest.approx(0.05)
     failing = {
         "beats_anchor": (cells(0.50, 0.50), table),
         "at_least_debate": (cells(0.50, 0.45), {**table, "debate": row(0.51, calls=6.0)}),
@@ -112,5 +114,9 @@ def test_complementary_check_is_the_preregistered_one():
     }
     for name, (c, t) in failing.items():
         check = comed.complementary_check(c, t)
-        assert not check[name] and not check["held"], name
-        assert all(v for k, v in check.items() if isinstance(v, bool) and k not in (name, "held")), name
+        assert not check[name], name
+        assert all(v for k, v in check.items() if isinstance(v, bool) and k != name), name
+        labelled = comed.complementary_labelled(check)
+        # the learned gates are councilzoo's extension: reported, never deciding COMED's claim
+        expected = HELD if labelled[name]["kind"] == "extension" else NOT_HELD
+        assert labelled[name]["status"] == NOT_HELD and part_status(labelled) == expected, name

@@ -10,6 +10,7 @@ import pytest
 from councilzoo.learners.cohort.config import DataConfig
 from councilzoo.repro import corl, corl_modal, corl_sim
 from councilzoo.repro.corl_sim import SimConfig, initial_logits, train
+from councilzoo.repro.verdicts import HELD, INCONCLUSIVE, NOT_HELD, check, conjunction, part_status
 from councilzoo.tasks import extract_answer
 
 SMALL = SimConfig(problems=24, steps=25)
@@ -112,7 +113,9 @@ def test_a_v2_member_build_reproduces_its_bytes(tmp_path):
 def test_a_part_whose_precondition_failed_reports_its_training_checks_as_not_run():
     measured = {"members": [{"majority_accuracy": a} for a in (0.4, 0.6, 0.7)], "in_band": False}
     rows, checks = corl_modal.summarise("code_v2", {}, measured)
-    assert rows == [] and not any(c["held"] for c in checks.values())
+    assert rows == [] and not any(c["status"] == HELD for c in checks.values())
+    # a failed precondition means the run could not test the claim: INCONCLUSIVE, not NOT HELD
+    assert part_status(checks) == INCONCLUSIVE
     assert all("not run" in checks[k]["rule"] for k in ("corl_beats_start", "corl_beats_ttrl"))
 
 
@@ -181,16 +184,20 @@ def test_regime_plot_is_written(tmp_path):
 
 
 def test_primary_regime_needs_members_in_the_majority_band():
-    ok = {"x": {"held": True, "value": [0.1, 0.0, 0.2], "rule": "r"}}
+    ok = {"x": check("paper", HELD, "r", [0.1, 0.05, 0.2])}
     members = [{"majority_accuracy": 0.6}, {"majority_accuracy": 0.7}]
     measured = {corl.PRIMARY: {"members": members, "in_band": True},
                 "present": {"members": [], "in_band": False}}
     checks = corl.regime_checks({corl.PRIMARY: ([], ok), "present": ([], ok)}, measured)
-    assert checks[corl.PRIMARY]["members_majority_in_band"]["held"]
-    assert "members_majority_in_band" not in checks["present"] and checks["present"]["x"]["held"]
-    measured[corl.PRIMARY]["in_band"] = False
+    assert checks[corl.PRIMARY]["members_majority_in_band"]["status"] == HELD
+    assert part_status(checks[corl.PRIMARY]) == HELD
+    # the comparison regime lies outside the paper's regime: reported, not deciding
+    assert "members_majority_in_band" not in checks["present"]
+    assert checks["present"]["x"]["kind"] == "extension" and checks["present"]["x"]["status"] == HELD
+    measured[corl.PRIMARY]["in_band"] = False  # e.g. one member 0.006 under the band
     checks = corl.regime_checks({corl.PRIMARY: ([], ok), "present": ([], ok)}, measured)
-    assert not checks[corl.PRIMARY]["members_majority_in_band"]["held"]
+    assert checks[corl.PRIMARY]["members_majority_in_band"]["status"] == NOT_HELD
+    assert part_status(checks[corl.PRIMARY]) == INCONCLUSIVE
 
 
 @pytest.mark.slow
@@ -224,10 +231,11 @@ def test_quick_run_writes_a_report_whose_verdict_follows_from_its_numbers(quick_
         measured[name] = {"members": rows, "in_band": all(lo <= m["majority_accuracy"] <= hi for m in rows)}
     per_regime = {name: corl.summarise_lm(arms) for name, arms in runs.items()}
     checks = corl.regime_checks(per_regime, measured)
-    parts = {p["part"]: p["held"] for p in result["results"]["parts"]}
+    parts = {p["part"]: p["status"] for p in result["results"]["parts"]}
     assert set(parts) == {"text", *corl_modal.COHORTS}
-    assert parts["text"] == all(c["held"] for c in checks[corl.PRIMARY].values())
-    assert result["verdict"]["held"] == all(parts.values())
+    assert parts["text"] == part_status(checks[corl.PRIMARY])
+    assert result["verdict"]["status"] == conjunction(parts.values())
+    stored_rows = result["results"]["checks"]
     for part in corl_modal.COHORTS:  # each new part's checks, recomputed from its curves and majorities
         curves = json.loads((out / f"{part}_curves.json").read_text())
         members = result["results"][f"{part}_before_training"]
@@ -237,14 +245,14 @@ def test_quick_run_writes_a_report_whose_verdict_follows_from_its_numbers(quick_
         assert all(len(seeds) == 2 for seeds in curves.values())
         measured_part = {"members": members, "in_band": in_band}
         _, part_checks = corl_modal.summarise(part, curves, measured_part)
-        stored = {c["check"]: c["held"] for c in result["results"][f"{part}_checks"]}
-        assert stored == {k: c["held"] for k, c in part_checks.items()}
-        assert parts[part] == all(stored.values())
+        stored = {c["check"]: c["status"] for c in stored_rows if c["part"] == part}
+        assert stored == {k: c["status"] for k, c in part_checks.items()}
+        assert parts[part] == part_status(part_checks)
         if trained:
             grpo = next(r for r in result["results"][f"{part}_arms"] if r["arm"] == "grpo")
             assert grpo["label_precision"] == 1.0  # supervised GRPO's labels are the gold answers
-    held = {r["regime"]: r["held"] for r in result["results"]["regimes"]}
-    assert held == {name: all(c["held"] for c in cs.values()) for name, cs in checks.items()}
+    status = {r["regime"]: r["status"] for r in result["results"]["regimes"]}
+    assert status[corl.PRIMARY] == part_status(checks[corl.PRIMARY])
     stored = [(r["regime"], r["arm"], r["final_accuracy"]) for r in result["results"]["arms"]]
     assert stored == [(name, r["arm"], r["final_accuracy"])
                       for name, (rows, _) in per_regime.items() for r in rows]

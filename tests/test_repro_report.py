@@ -7,7 +7,8 @@ import json
 import pytest
 
 from councilzoo.repro import run_claim
-from councilzoo.repro.report import write_report
+from councilzoo.repro.report import combine_parts, write_report
+from councilzoo.repro.verdicts import HELD, INCONCLUSIVE, NOT_HELD, check
 
 
 def _result(**overrides) -> dict:
@@ -32,7 +33,7 @@ def test_write_report_renders_tables_and_metadata(tmp_path):
     assert "| level | accuracy | ci |" in md and "| 0 | 0.75 | [0.7, 0.8] |" in md
     assert "- crossover: 0.5" in md and "![fig.png](fig.png)" in md
     data = json.loads(paths["json"].read_text())
-    assert data["verdict"] == {"held": False, "reason": "A lost at level 0.5."}
+    assert data["verdict"] == {"status": "NOT HELD", "held": False, "reason": "A lost at level 0.5."}
     assert "git_revision" in data["run"]
 
 
@@ -40,6 +41,7 @@ def test_write_report_renders_tables_and_metadata(tmp_path):
     "bad, match",
     [
         ({"verdict": {"held": "yes", "reason": ""}}, "verdict"),
+        ({"verdict": {"status": "MAYBE", "reason": ""}}, "verdict"),
         ({"figures": ["missing.png"]}, "missing.png"),
         ({"extra": 1}, "keys"),
     ],
@@ -59,3 +61,33 @@ def test_negative_jobs_are_refused_before_any_work(tmp_path):
 
     assert cli_main(["repro", "all", "--jobs", "-1", "--out", str(tmp_path)]) == 2
     assert not any(tmp_path.iterdir())
+
+
+def test_an_inconclusive_verdict_is_written_as_such(tmp_path):
+    paths = write_report(tmp_path, _result(verdict={"status": INCONCLUSIVE, "reason": "CI spans 0."}))
+    assert "**Verdict: INCONCLUSIVE.** CI spans 0." in paths["markdown"].read_text()
+    assert json.loads(paths["json"].read_text())["verdict"]["held"] is False
+
+
+def test_combine_parts_decides_by_the_papers_checks_only():
+    def part(**checks):
+        return {"setup": {}, "results": {}, "reason": "r", "figures": [], "checks": checks}
+
+    parts = {
+        "a": part(claim=check("paper", HELD, "gain above 0", [0.1, 0.05, 0.15]),
+                  gate=check("extension", NOT_HELD, "learned gate beats COMED", 0.0)),
+        "b": part(band=check("precondition", HELD, "in band", 0.6),
+                  claim=check("paper", HELD, "gain above 0", [0.1, 0.02, 0.2])),
+    }
+    result = combine_parts("A beats B.", parts, {})
+    assert result["verdict"]["status"] == HELD  # the failed extension check does not decide
+    rows = {(r["part"], r["check"]): r for r in result["results"]["checks"]}
+    assert rows[("a", "gate")]["kind"] == "extension" and rows[("a", "claim")]["ci"] == (0.05, 0.15)
+    parts["b"]["checks"]["band"] = check("precondition", NOT_HELD, "in band", 0.544)
+    result = combine_parts("A beats B.", parts, {})
+    assert [p["status"] for p in result["results"]["parts"]] == [HELD, INCONCLUSIVE]
+    assert result["verdict"]["status"] == INCONCLUSIVE  # a failed precondition never reads NOT HELD
+    parts["a"]["checks"]["claim"] = check("paper", NOT_HELD, "gain above 0", [-0.1, -0.2, -0.05])
+    assert combine_parts("A beats B.", parts, {})["verdict"]["status"] == NOT_HELD
+    legacy = {"setup": {}, "results": {}, "reason": "r", "figures": [], "held": True}
+    assert combine_parts("A.", {"x": legacy}, {})["verdict"]["status"] == HELD

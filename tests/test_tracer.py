@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from councilzoo.config import ConfigError, load_config
 from councilzoo.envs.core import Mode, Turn
 from councilzoo.learners.tracer.config import TracerConfig
-from councilzoo.learners.tracer.learner import Tracer, consensus_labels
+from councilzoo.learners.tracer.learner import FRESH_EPISODES, Tracer, consensus_labels
 from councilzoo.learners.tracer.values import action_values, branch, play_episodes, snapshot
+from councilzoo.tasks import extract_answer, plurality
 
 # A pool where speaking sometimes harms: reviewers raise false alarms and proposers get swayed.
 HARMFUL_POOL = {"proposer": {"skill": 0.5, "swayed_prob": 0.4},
@@ -206,3 +209,44 @@ def test_tracer_trains_on_code_problems_graded_by_program_outputs():
     assert all(m["states_over_bound"] == [] for m in metrics)
     result = tracer.evaluate(load_problems("synthetic:code", "test", size=8))
     assert 0.0 < result["accuracy"] <= 1.0  # simulated proposers state the reference program when right
+
+
+def test_a_reviewer_that_gives_no_verdict_scores_as_a_wrong_one():
+    from councilzoo.learners.tracer.gspo import UtteranceReward
+    from councilzoo.learners.tracer.values import turn_score
+
+    silent = Turn("reviewer_0", "reviewer", 2, Mode.SPEAK, "hmm, hard to say")
+    wrong = Turn("reviewer_0", "reviewer", 2, Mode.SPEAK, "Verdict: WRONG", verdict="WRONG")
+    assert turn_score(silent, "7", "7", "numeric") == turn_score(wrong, "7", "7", "numeric") == -1.0
+    assert turn_score(silent, "7", "7", "numeric", no_verdict=0.0) == 0.0  # myopic_released: the release
+    reward = UtteranceReward(cost_penalty=0.0, max_new_tokens=8)
+    texts = ["hmm, hard to say", "Verdict: RIGHT", "Verdict: WRONG"]
+    scores = reward(None, texts, [[1]] * 3, role=["reviewer"] * 3, mode=[int(Mode.SPEAK)] * 3,
+                    kind=["numeric"] * 3, label=["7"] * 3, pending=["7"] * 3)
+    assert scores == [-1.0, 1.0, -1.0]  # no verdict is no better than a wrong one
+
+
+def test_leave_one_out_labels_never_let_a_sample_vote_for_itself():
+    from councilzoo.learners.tracer.gspo import leave_one_out_labels
+
+    assert leave_one_out_labels(["7", "7", "9"], "numeric") == ["7", "7", "7"]
+    assert leave_one_out_labels(["9", "7"], "numeric") == ["7", "9"]  # a lone answer cannot confirm itself
+    assert leave_one_out_labels(["7", None, None], "numeric") == [None, "7", "7"]
+
+
+def test_sampled_consensus_comes_from_fresh_proposals_the_controllers_do_not_shape():
+    tracer = make(steps=2, label_free=True, consensus_votes="samples", consensus_samples=5)
+    problems, _ = tracer.batch(0)
+    before = tracer.sampled_consensus(problems)
+    # the label is the plurality of 5 opening proposals per problem, drawn outside the episodes
+    envs = tracer._reset(problems[:1] * 5)
+    contexts = [env.turn_context(env.agent_selection) for env in envs]
+    fresh = [replace(ctx, extras={**ctx.extras, "episode": FRESH_EPISODES + j})
+             for j, ctx in enumerate(contexts)]
+    answers = [extract_answer(a.text, problems[0].kind) for a, _ in tracer.engine._act(fresh)]
+    assert before[0] == plurality(answers, problems[0].kind)[0] and before[0] is not None
+    metrics = train(tracer)  # the controllers learn; the labels of the same problems do not move
+    assert tracer.sampled_consensus(problems) == before
+    assert all(0.0 < m["label_accuracy"] <= 1.0 for m in metrics)
+    with pytest.raises(ValueError, match="consensus_samples"):
+        load_config({"consensus_samples": 0}, TracerConfig)

@@ -21,8 +21,10 @@ def tiny_config(model_dir, out_dir, **overrides) -> TracerConfig:
         # Stop strings make candidate lengths differ, so the cost penalty gives GSPO a signal even
         # though a random model never states a right answer or a verdict.
         "agents": {"kind": "llm", "model": str(model_dir), "max_new_tokens": 12, "stop": ["e", "a"]},
+        # one update a round, so the trainer's global step counts TRACER steps (the default of 2
+        # updates a round: test_gspo_takes_several_updates_a_round_and_its_sequence_clip_acts)
         "generation": {"enabled": True, "num_candidates": 3, "cost_penalty": 1.0, "turns_per_step": 2,
-                       "trainer": {"learning_rate": 1e-2},
+                       "minibatches": 1, "trainer": {"learning_rate": 1e-2},
                        "peft": {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]}},
         "data": {"synthetic_size": 6, "eval_limit": 2}, "baselines": ["never_review"], **overrides,
     }
@@ -51,6 +53,28 @@ def test_a_tracer_step_plays_episodes_inside_the_trainer_and_trains_the_adapters
     assert state["global_step"] == 2
     final = tmp_path / "run" / "final"
     assert (final / "adapter_config.json").is_file()  # peft, vLLM and lm-eval can load it
+
+
+def test_gspo_takes_several_updates_a_round_and_its_sequence_clip_acts(tiny_model_dir, tmp_path):
+    """By default a TRACER step's candidates are split into 2 minibatches: the first update is on-policy
+    (every sequence ratio 1, nothing clipped), the second sees the policy the first made, so with the
+    paper's clip range GSPO clips sequences there (with one update a round it would be GRPO)."""
+    generation = {"enabled": True, "num_candidates": 3, "cost_penalty": 1.0, "turns_per_step": 2,
+                  "trainer": {"learning_rate": 1e-2, "epsilon": 3e-4, "epsilon_high": 4e-4},  # the paper's
+                  "peft": {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]}}
+    cfg = tiny_config(tiny_model_dir, tmp_path / "run", generation=generation)
+    assert cfg.generation.minibatches == 2  # the default
+    tracer = Tracer(cfg)
+    tracer.train()
+    trainer = tracer.generation.trainer
+    assert tracer.step_count == cfg.max_steps and trainer.state.global_step == 2 * cfg.max_steps
+    clipped = [row["clip_ratio/region_mean"] for row in trainer.state.log_history
+               if "clip_ratio/region_mean" in row]
+    assert len(clipped) == 2 * cfg.max_steps  # one row per update
+    assert clipped[0::2] == [0.0] * cfg.max_steps  # each round's first update is on-policy
+    assert max(clipped[1::2]) > 0  # the off-policy updates clip
+    with pytest.raises(ValueError, match="minibatches"):  # 2 turns x 3 candidates do not split in 4
+        tiny_config(tiny_model_dir, tmp_path / "bad", generation={**generation, "minibatches": 4})
 
 
 def test_the_cli_learner_writes_metrics_summary_and_loadable_adapters(tiny_model_dir, tmp_path):
@@ -106,3 +130,23 @@ def test_trained_agents_speak_in_the_configured_prompt_format(tiny_model_dir, tm
 
     assert {tuple(ids) for ids in batch["prompt_ids"]} <= prompt_ids(question_only)
     assert not prompt_ids(question_only) & prompt_ids(render_messages)  # the renderer made a difference
+
+
+def test_label_free_samples_train_the_llm_against_leave_one_out_labels(tiny_model_dir, tmp_path, monkeypatch):
+    """A random tiny model states no answer, so no step has a consensus label; its proposer turns still
+    train, each candidate against its group's other candidates (a step without them would be replayed)."""
+    from councilzoo.learners.tracer import gspo
+
+    seen, real = [], gspo.leave_one_out_labels
+
+    def spy(answers, kind):
+        seen.append(answers)
+        return real(answers, kind)
+
+    monkeypatch.setattr(gspo, "leave_one_out_labels", spy)
+    cfg = tiny_config(tiny_model_dir, tmp_path / "run", max_steps=1, label_free=True,
+                      consensus_votes="samples", consensus_samples=3)
+    tracer = Tracer(cfg)
+    tracer.train()
+    assert tracer.step_count == 1 and len(seen) == cfg.generation.turns_per_step  # every proposer group
+    assert all(len(group) == cfg.generation.num_candidates for group in seen)

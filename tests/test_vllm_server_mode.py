@@ -63,6 +63,7 @@ def tracer_config(root: Path, model: str, url: str):
         "env": {"rounds": 2, "lam": 0.01}, "baselines": ["never_review"],
         "agents": {"kind": "llm", "model": model, "max_new_tokens": 12},
         "generation": {"enabled": True, "num_candidates": G, "turns_per_step": 2, "cost_penalty": 0.5,
+                       "minibatches": 1,  # one update a step: global_step counts steps
                        "trainer": server_trainer(url),
                        "peft": {"r": 8, "lora_alpha": 16, "target_modules": ["q_proj", "v_proj"]}},
         "data": {"synthetic_size": 8, "eval_limit": 2},

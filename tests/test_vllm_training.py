@@ -50,6 +50,7 @@ def tracer_config(root: Path, model: str):
         "env": {"rounds": 3, "lam": 0.01}, "baselines": ["never_review"],
         "agents": {"kind": "llm", "model": model, "max_new_tokens": 12},
         "generation": {"enabled": True, "num_candidates": 4, "turns_per_step": 3, "cost_penalty": 0.5,
+                       "minibatches": 1,  # one update a step: global_step counts steps
                        "trainer": dict(VLLM_TRAINER),
                        "peft": {"r": 8, "lora_alpha": 16, "target_modules": ["q_proj", "v_proj"]}},
         "data": {"synthetic_size": 16, "eval_limit": 4},

@@ -35,8 +35,10 @@ ends after `max_cycles` such steps; before that, each step deals the next proble
 
 `ground_truth` (gold answer), `ring` (member n is taught by member n+1 mod N, the Co-RL
 release), `peer_majority` (plurality of the other members' labels, ties -> unlabeled),
-`self_majority` (TTRL). A sample scores 1 when its answer is equivalent to the member's label,
-else 0; an unlabeled member scores 0 on every sample. Under the peer rules the gold answer never
+`peer_share` (the share of the labeled peers whose label the sample matches: no unanimity among
+peers needed when N > 2; equals `ring` for N = 2), `self_majority` (TTRL). A sample scores 1 when
+its answer is equivalent to the member's label, else 0 (`peer_share`: its share); an unlabeled
+member scores 0 on every sample. Under the peer rules the gold answer never
 enters a reward and a member's reward never depends on its own label.
 
 ### Observation space
@@ -86,7 +88,7 @@ from councilzoo.envs.base import (
     to_printable,
 )
 from councilzoo.envs.core import NUM_MODES, Cost, EpisodeRecord, Mode, Turn, TurnContext
-from councilzoo.envs.rewards import RULES, compute_rewards
+from councilzoo.envs.rewards import PEER_RULES, RULES, compute_rewards
 from councilzoo.envs.wrappers import OrderEnforcing, ParallelToAEC
 from councilzoo.tasks import Problem, answers_for, paraphrase, plurality
 
@@ -119,7 +121,7 @@ class parallel_env(ParallelEnv):
             raise ValueError(f"cohort-v0: num_agents must be an integer >= 1, got {num_agents!r}")
         if reward_rule not in RULES:
             raise ValueError(f"cohort-v0: reward_rule must be one of {RULES}, got {reward_rule!r}")
-        if reward_rule in ("ring", "peer_majority") and num_agents < 2:
+        if reward_rule in PEER_RULES and num_agents < 2:
             raise ValueError(f"cohort-v0: reward_rule {reward_rule!r} needs num_agents >= 2")
         views = [0] * num_agents if views is None else [int(v) for v in views]
         if len(views) != num_agents or min(views) < 0:

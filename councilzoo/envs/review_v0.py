@@ -57,8 +57,10 @@ Every agent gets the team reward `float(correct) - lam * cost` at the end. Infos
 TRACER's per-role rewards (None on unlabeled problems): each turn scores, against the pending
 proposal at that turn, REFRESH +1/-1 for a correct/wrong (or unreadable) new answer, KEEP and SKIP
 +1/-1 for the pending answer's correctness, SPEAK +1 for a verdict that matches it, -1 for one that
-does not, 0 for an unparseable one. `infos[agent]["role_reward"]` is the mean over the agent's
-turns, `info["turn_rewards"]` the per-turn list. Events (first pending proposal vs final answer):
+does not or for none (an unparseable verdict scores as a wrong one, as an unreadable answer does;
+the TRACER release gave it 0, which paid a reviewer more for saying nothing than for judging
+wrong). `infos[agent]["role_reward"]` is the mean over the agent's turns, `info["turn_rewards"]`
+the per-turn list. Events (first pending proposal vs final answer):
 `correction` (wrong -> right), `preservation` (right -> right), `harmful_flip` (right -> wrong).
 
 ### Arguments
@@ -220,7 +222,7 @@ class raw_env(CouncilEnv):
             mine = [r for t, r in scored if t.agent == agent and r is not None]
             per_agent[agent] = {
                 "role": self.roles[agent],
-                "role_reward": sum(mine) / len(mine) if mine else None,  # exact: rewards are +-1 or 0
+                "role_reward": sum(mine) / len(mine) if mine else None,  # exact: rewards are +-1
             }
         info = {
             "pending_answer": self.pending,
@@ -242,7 +244,7 @@ class raw_env(CouncilEnv):
                 rewards.append(1.0 if grade(turn.answer, self.problem) else -1.0)
             elif turn.mode is Mode.SPEAK:
                 rewards.append(
-                    0.0
+                    -1.0
                     if turn.verdict is None
                     else (1.0 if (turn.verdict == "RIGHT") == pending_ok else -1.0)
                 )

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from councilzoo.repro.report import write_report
+from councilzoo.repro.report import status_of, write_report
 
 CLAIMS = ("corl", "comed", "tracer")
 
@@ -59,7 +59,7 @@ def _run_claim_args(run: tuple) -> dict:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Entry point of ``councilzoo repro``; exit status 0 when every claim ran (held or not)."""
+    """Entry point of ``councilzoo repro``; exit status 0 when every claim ran (whatever its verdict)."""
     if getattr(args, "jobs", None) is not None and args.claim != "all":
         raise ValueError(f"--jobs: only 'repro all' runs claims in parallel, not {args.claim!r}; drop --jobs")
     claims = CLAIMS if args.claim == "all" else (args.claim,)
@@ -69,7 +69,6 @@ def main(args: argparse.Namespace) -> int:
     runs = [(claim, args.out, args.seeds, args.quick) for claim in claims]
     results = map_in_processes(_run_claim_args, runs, jobs)
     for claim, result in zip(claims, results, strict=True):
-        verdict = "HELD" if result["verdict"]["held"] else "NOT HELD"
         report = Path(args.out) / claim / "report.md"
-        print(f"[{claim}] {verdict}: {result['verdict']['reason']}  -> {report}")
+        print(f"[{claim}] {status_of(result['verdict'])}: {result['verdict']['reason']}  -> {report}")
     return 0

@@ -26,11 +26,13 @@ wrong) and precision (over labeled items), answer entropy, and *wrong consensus*
 indicator: the share of a group's samples that agree on a wrong plurality answer, averaged over
 the step's items and the members.
 
-Checked (each from the numbers, over seeds), per regime: heterogeneous Co-RL ends above its
-starting models (the 95% CI of the gain lies above 0); it is at least as good as TTRL (the CI of
-the paired difference does not lie below 0); its final wrong consensus is below the homogeneous
-cohort's. ``in_regime`` also checks its precondition: every member's majority-of-G accuracy in
-``MAJORITY_BAND``. The claim holds when every ``in_regime`` check holds.
+Checked (each from the numbers, seed-paired, ``councilzoo.repro.verdicts``), per regime: heterogeneous
+Co-RL ends above its starting models (the 95% CI of the gain above 0); above TTRL (the CI of the
+paired difference above 0); its final wrong consensus below the homogeneous cohort's (CI of the
+paired difference above 0). A CI that spans 0 is INCONCLUSIVE. ``in_regime``'s checks are the
+paper's, after its precondition (every member's majority-of-G accuracy in ``MAJORITY_BAND``; a
+failed precondition makes the part INCONCLUSIVE); ``present`` lies outside the paper's regime,
+so its checks are reported as ``extension`` and do not decide.
 
 The regime x arm x seed runs are independent and seeded, so they run in one process per CPU core
 (one torch thread each) and give the same curves as one after another.
@@ -75,6 +77,7 @@ from councilzoo.repro.tiny_lms import (  # noqa: E402
     tiny_lm,
     tiny_lm_info,
 )
+from councilzoo.repro.verdicts import check, describe, flag_status, interval_status, part_status  # noqa: E402
 from councilzoo.tasks import Problem, answers_equivalent  # noqa: E402
 
 CLAIM = (
@@ -221,12 +224,14 @@ def summarise_lm(runs: dict[str, list[dict[str, list[float]]]]) -> tuple[list[di
     vs_ttrl = seed_ci(het["final"] - ttrl["final"])  # paired: same starting models and seed
     less_collapse = seed_ci(homo["collapse"] - het["collapse"])
     checks = {
-        "heterogeneous_beats_start": {"held": bool(gain[1] > 0), "value": gain,
-                                      "rule": "95% CI of (final - start) accuracy above 0"},
-        "heterogeneous_at_least_ttrl": {"held": bool(vs_ttrl[2] >= 0), "value": vs_ttrl,
-                                        "rule": "95% CI of (heterogeneous - TTRL) accuracy not below 0"},
-        "heterogeneous_collapses_less": {"held": bool(less_collapse[0] > 0), "value": less_collapse,
-                                         "rule": "mean wrong consensus (homogeneous - heterogeneous) > 0"},
+        "heterogeneous_beats_start": check("paper", interval_status(gain[1], gain[2]),
+                                           "95% CI of (final - start) accuracy above 0", gain),
+        "heterogeneous_beats_ttrl": check("paper", interval_status(vs_ttrl[1], vs_ttrl[2]),
+                                          "95% CI of (heterogeneous - TTRL) final accuracy above 0, "
+                                          "seed-paired", vs_ttrl),
+        "heterogeneous_collapses_less": check("paper", interval_status(less_collapse[1], less_collapse[2]),
+                                              "95% CI of wrong consensus (homogeneous - heterogeneous) above "
+                                              "0, seed-paired", less_collapse),
     }
     return rows, checks
 
@@ -270,20 +275,21 @@ def summarise_labels(rows: list[dict], cfg: corl_sim.SimConfig) -> tuple[list[di
 
 
 def regime_checks(per_regime: dict[str, dict], measured: dict[str, dict]) -> dict[str, dict[str, Any]]:
-    """Each regime's three checks (``summarise_lm``) plus, for the primary regime, the
-    precondition that every member's pre-training majority accuracy lies in ``MAJORITY_BAND``."""
+    """Each regime's checks (``summarise_lm``): the primary regime's are the paper's, after the
+    precondition that every member's pre-training majority accuracy lies in ``MAJORITY_BAND``;
+    the other regimes lie outside the paper's regime, so their checks are reported (``extension``)."""
     out = {}
     for name, (_, checks) in per_regime.items():
-        checks = dict(checks)
-        if name == PRIMARY:
-            accs = [m["majority_accuracy"] for m in measured[name]["members"]]
-            band = f"[{MAJORITY_BAND[0]:.2f}, {MAJORITY_BAND[1]:.2f}]"
-            checks = {"members_majority_in_band": {
-                "held": bool(measured[name]["in_band"]),
-                "value": [float(np.mean(accs)), min(accs), max(accs)],
-                "rule": f"every member's pre-training majority-of-G accuracy in {band} (mean, [min, max])",
-            }} | checks
-        out[name] = checks
+        if name != PRIMARY:
+            out[name] = {k: {**c, "kind": "extension", "rule": c["rule"] + " (outside the paper's regime)"}
+                         for k, c in checks.items()}
+            continue
+        accs = [m["majority_accuracy"] for m in measured[name]["members"]]
+        band = f"[{MAJORITY_BAND[0]:.2f}, {MAJORITY_BAND[1]:.2f}]"
+        out[name] = {"members_majority_in_band": check(
+            "precondition", flag_status(measured[name]["in_band"]),
+            f"every member's pre-training majority-of-G accuracy in {band} (mean, [min, max])",
+            [float(np.mean(accs)), min(accs), max(accs)])} | checks
     return out
 
 
@@ -369,14 +375,6 @@ def _plot_sim(table: list[dict], path: Path) -> None:
 # --- entry point ----------------------------------------------------------------------------
 
 
-def _reason(checks: dict[str, dict[str, Any]]) -> str:
-    return "; ".join(
-        f"{name}: {'yes' if c['held'] else 'no'} ({c['rule']}: mean {c['value'][0]:+.3f}, "
-        f"CI [{c['value'][1]:+.3f}, {c['value'][2]:+.3f}])"
-        for name, c in checks.items()
-    )
-
-
 def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
     """Run both parts into ``out_dir`` and return the report dict (``councilzoo.repro.report``)."""
     settings = QUICK if quick else FULL
@@ -427,9 +425,9 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
     if not quick and FIGURES_DIR.is_dir():  # the docs page shows the full run's headline plot
         shutil.copyfile(out / "corl_regimes.png", FIGURES_DIR / "repro_corl_regimes.png")
 
-    held = {name: all(c["held"] for c in cs.values()) for name, cs in checks.items()}
-    reason = " ".join(f"[{name}: {'held' if held[name] else 'not held'}] {_reason(cs)}"
-                      for name, cs in checks.items())
+    status = {name: part_status({k: {**c, "kind": "paper" if c["kind"] == "extension" else c["kind"]}
+                                 for k, c in cs.items()}) for name, cs in checks.items()}
+    reason = " ".join(f"[{name}: {status[name]}] {describe(cs)}" for name, cs in checks.items())
     regime_rows = []
     for name, r in REGIMES.items():
         het = next(row for row in per_regime[name][0] if row["arm"] == "corl_heterogeneous")
@@ -441,7 +439,7 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
             "pre_label_coverage": measured[name]["label_coverage"],
             "train_label_precision": het["label_precision"],
             "heterogeneous_gain": het["gain"], "heterogeneous_gain_ci": het["gain_ci"],
-            "held": held[name],
+            "status": status[name],
         })
     models = {name: tiny_lm_info(tiny_lm(name)) for name in names}
     text = {
@@ -463,9 +461,6 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
             "majority_before_training": [{"regime": name, **m} for name, r in measured.items()
                                          for m in r["members"]],
             "arms": [{"regime": name, **row} for name, (rows, _) in per_regime.items() for row in rows],
-            "checks": [{"regime": name, "check": k, "held": c["held"], "mean": c["value"][0],
-                        "ci": (c["value"][1], c["value"][2]), "rule": c["rule"]}
-                       for name, cs in checks.items() for k, c in cs.items()],
             "curves_file": "curves.json",
             "simulation": sim_table,
             "simulation_tipping_rho": tips,
@@ -475,7 +470,7 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
             "measure_seconds": round(measure_seconds, 1),
             "sim_seconds": round(sim_seconds, 1),
         },
-        "held": held[PRIMARY],
+        "checks": {f"{name}:{k}": c for name, cs in checks.items() for k, c in cs.items()},
         "reason": reason,
         "figures": ["corl_regimes.png", "corl_accuracy.png", "corl_collapse.png", "corl_sim.png"],
     }

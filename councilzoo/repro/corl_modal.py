@@ -24,9 +24,10 @@ protocol the runs are test-time: each cohort trains without labels on the items 
 accuracy is measured on those same items (gold read only to report), because a 0.25M-parameter
 model that memorised answers has no skill that carries to unseen images or programs.
 
-Checks per part: every member's majority-of-G accuracy in ``cohort_runs.MAJORITY_BAND``; Co-RL ends above
-its start (95% bootstrap CI of the gain above 0); Co-RL ends above TTRL (CI of the seed-paired
-difference above 0).
+Checks per part (``councilzoo.repro.verdicts``): the precondition, every member's majority-of-G
+accuracy in ``cohort_runs.MAJORITY_BAND`` (failed: the part is INCONCLUSIVE); the paper's checks,
+Co-RL ends above its start (95% bootstrap CI of the gain above 0) and above TTRL (CI of the
+seed-paired difference above 0); an interval that spans 0 is INCONCLUSIVE.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from councilzoo.repro.cohort_runs import (
     train_cohort,
 )
 from councilzoo.repro.tiny_lms import checked, deterministic, digest, torch_threads
+from councilzoo.repro.verdicts import check, describe, flag_status, interval_status
 from councilzoo.tasks import Problem, format_answer, synthetic_problems
 
 
@@ -248,18 +250,17 @@ def summarise(part: str, runs: dict[str, list[dict]], measured: dict) -> tuple[l
     corl_gain = seed_ci(gain["corl"]) if trained else [float("nan")] * 3
     vs_ttrl = seed_ci(final["corl"] - final["ttrl"]) if trained else [float("nan")] * 3  # paired by seed
     band = f"every member's majority-of-G accuracy in [{MAJORITY_BAND[0]:.2f}, {MAJORITY_BAND[1]:.2f}]"
+    not_run = "" if trained else " (not run: the precondition failed)"
     checks = {
-        "members_majority_in_band": {"held": bool(measured["in_band"]),
-                                     "value": [float(np.mean(accs)), min(accs), max(accs)],
-                                     "rule": f"{band} (mean, [min, max])"},
-        "corl_beats_start": {"held": bool(corl_gain[1] > 0), "value": corl_gain,
-                             "rule": "95% CI of Co-RL's (final - start) accuracy above 0"},
-        "corl_beats_ttrl": {"held": bool(vs_ttrl[1] > 0), "value": vs_ttrl,
-                            "rule": "95% CI of (Co-RL - TTRL) final accuracy above 0"},
+        "members_majority_in_band": check("precondition", flag_status(measured["in_band"]),
+                                          f"{band} (mean, [min, max])",
+                                          [float(np.mean(accs)), min(accs), max(accs)]),
+        "corl_beats_start": check("paper", interval_status(corl_gain[1], corl_gain[2]),
+                                  "95% CI of Co-RL's (final - start) accuracy above 0" + not_run, corl_gain),
+        "corl_beats_ttrl": check("paper", interval_status(vs_ttrl[1], vs_ttrl[2]),
+                                 "95% CI of (Co-RL - TTRL) final accuracy above 0, seed-paired" + not_run,
+                                 vs_ttrl),
     }
-    if not trained:
-        for name in ("corl_beats_start", "corl_beats_ttrl"):
-            checks[name]["rule"] += " (not run: the precondition failed)"
     return rows, checks
 
 
@@ -315,7 +316,7 @@ def plan_part(part: str, out: Path, n_seeds: int, quick: bool) -> PartPlan:
                        else (problems, steps))
     paths = [build_member(part, i, built_on, steps) for i in range(len(cohort.families))]
     measured = measure(part, paths, problems, settings)
-    # a part whose precondition failed is NOT HELD whatever training shows, so it trains no arm;
+    # a part whose precondition failed is INCONCLUSIVE whatever training shows, so it trains no arm;
     # --quick trains the current plan's (v2) arms regardless, to check the pipeline once per modality
     # (its members answer almost nothing; v1's parts run the same code)
     trained = measured["in_band"] or (quick and cohort.version > 1)
@@ -334,9 +335,7 @@ def finish_part(plan: PartPlan, curves: list[dict]) -> dict[str, Any]:
     for (_, arm, *_), curve in zip(plan.jobs, curves, strict=True):
         runs[arm].append(curve)  # seeds in order: jobs are listed seed-major
     rows, checks = summarise(part, runs, measured)
-    held = all(c["held"] for c in checks.values())
-    reason = "; ".join(f"{name}: {'yes' if c['held'] else 'no'} ({c['rule']}: mean {c['value'][0]:+.3f}, "
-                       f"[{c['value'][1]:+.3f}, {c['value'][2]:+.3f}])" for name, c in checks.items())
+    reason = describe(checks)
     (plan.out / f"{part}_curves.json").write_text(json.dumps(runs))
     return {
         "setup": {
@@ -353,12 +352,9 @@ def finish_part(plan: PartPlan, curves: list[dict]) -> dict[str, Any]:
             f"{part}_before_training": measured["members"],
             f"{part}_pre_label_precision": measured["label_precision"],
             f"{part}_arms": rows,
-            f"{part}_checks": [{"part": part, "check": k, "held": c["held"], "mean": c["value"][0],
-                                "ci": (c["value"][1], c["value"][2]), "rule": c["rule"]}
-                               for k, c in checks.items()],
             f"{part}_setup_seconds": plan.setup_seconds,
         },
-        "held": held,
+        "checks": checks,
         "reason": reason,
         "figures": [],
     }

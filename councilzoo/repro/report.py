@@ -8,7 +8,9 @@ A claim module's ``run(out_dir, seeds, quick)`` saves its figures into ``out_dir
 - ``setup`` (dict): what was run (agents, sweep, seeds, sizes), flat values preferred;
 - ``results`` (dict): the measured numbers; a value that is a list of flat dicts (rows) is
   rendered as a markdown table, any other value as a line ``key: value``;
-- ``verdict`` (dict): ``{"held": bool, "reason": str}``, computed from ``results``, never typed in;
+- ``verdict`` (dict): ``{"status": "HELD" | "NOT HELD" | "INCONCLUSIVE", "reason": str}``
+  (``councilzoo.repro.verdicts``), computed from ``results``, never typed in; a legacy
+  ``{"held": bool}`` reads as HELD / NOT HELD. ``write_report`` adds ``held`` (status is HELD);
 - ``figures`` (list[str]): file names, relative to ``out_dir``, of the plots ``run`` saved.
 
 Anything else in ``result`` is rejected, so every claim reports in the same shape.
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from councilzoo.config import run_metadata
+from councilzoo.repro.verdicts import HELD, NOT_HELD, STATUSES, check_rows, conjunction, describe, part_status
 
 KEYS = ("claim", "setup", "results", "verdict", "figures")
 
@@ -30,10 +33,19 @@ def _check(result: dict[str, Any]) -> None:
         got = sorted(result) if isinstance(result, dict) else type(result).__name__
         raise ValueError(f"repro result must be a dict with keys {list(KEYS)}, got {got}")
     verdict = result["verdict"]
-    if not (isinstance(verdict, dict) and isinstance(verdict.get("held"), bool) and "reason" in verdict):
-        raise ValueError(f"result['verdict'] must be {{'held': bool, 'reason': str}}, got {verdict!r}")
+    if not (isinstance(verdict, dict) and "reason" in verdict and status_of(verdict) in STATUSES):
+        raise ValueError(f"result['verdict'] must be {{'status': one of {list(STATUSES)}, 'reason': str}}, "
+                         f"got {verdict!r}")
     if not all(isinstance(f, str) for f in result["figures"]):
         raise ValueError(f"result['figures'] must be a list of file names, got {result['figures']!r}")
+
+
+def status_of(verdict: dict[str, Any]) -> str | None:
+    """A verdict's or part's status: its ``status``, or a legacy ``held`` bool as HELD / NOT HELD."""
+    if "status" in verdict:
+        return verdict["status"]
+    held = verdict.get("held")
+    return (HELD if held else NOT_HELD) if isinstance(held, bool) else None
 
 
 def _cell(value: Any) -> str:
@@ -73,7 +85,7 @@ def render_markdown(result: dict[str, Any], metadata: dict[str, Any]) -> str:
     lines = [
         f"# Claim: {result['claim']}",
         "",
-        f"**Verdict: {'HELD' if verdict['held'] else 'NOT HELD'}.** {verdict['reason']}",
+        f"**Verdict: {status_of(verdict)}.** {verdict['reason']}",
         "",
     ]
     lines += _section("Setup", result["setup"]) + _section("Results", result["results"])
@@ -84,18 +96,25 @@ def render_markdown(result: dict[str, Any], metadata: dict[str, Any]) -> str:
 
 
 def combine_parts(claim: str, parts: dict[str, dict[str, Any]], setup: dict[str, Any]) -> dict[str, Any]:
-    """One result from a claim's parts (each ``{"setup", "results", "held", "reason", "figures"}``):
-    the claim holds only if every part holds; ``results["parts"]`` keeps each part's verdict."""
+    """One result from a claim's parts, each ``{"setup", "results", "checks", "reason", "figures"}``
+    with ``checks`` named labelled checks (``verdicts.check``), whose ``verdicts.part_status`` is
+    the part's status (a part may give a legacy ``held`` bool instead). The claim's status is the
+    three-valued conjunction of its parts'; ``results["parts"]`` keeps each part's status and
+    ``results["checks"]`` every check with its kind (precondition, paper or extension)."""
+    status = {name: part_status(p["checks"]) if "checks" in p else status_of(p) for name, p in parts.items()}
     return {
         "claim": claim,
         "setup": {k: v for p in parts.values() for k, v in p["setup"].items()} | setup,
         "results": {
-            "parts": [{"part": name, "held": p["held"], "reason": p["reason"]} for name, p in parts.items()],
+            "parts": [{"part": name, "status": status[name], "reason": p["reason"]}
+                      for name, p in parts.items()],
+            "checks": [row for name, p in parts.items() for row in check_rows(name, p.get("checks", {}))],
             **{k: v for p in parts.values() for k, v in p["results"].items()},
         },
         "verdict": {
-            "held": all(p["held"] for p in parts.values()),
-            "reason": " ".join(f"[{name}: {'held' if p['held'] else 'not held'}] {p['reason']}"
+            "status": conjunction(status.values()),
+            "reason": " ".join(f"[{name}: {status[name]}] "
+                               + (describe(p["checks"]) if "checks" in p else p["reason"])
                                for name, p in parts.items()),
         },
         "figures": [f for p in parts.values() for f in p["figures"]],
@@ -115,6 +134,8 @@ def write_report(out_dir: str | Path, result: dict[str, Any]) -> dict[str, Path]
         raise FileNotFoundError(f"figures listed in the result are not in {out}: {missing}")
     metadata = run_metadata()
     paths = {"json": out / "report.json", "markdown": out / "report.md"}
+    status = status_of(result["verdict"])
+    result = {**result, "verdict": {"status": status, "held": status == HELD, **result["verdict"]}}
     paths["json"].write_text(json.dumps({**result, "run": metadata}, indent=2, default=str))
     paths["markdown"].write_text(render_markdown(result, metadata))
     return paths

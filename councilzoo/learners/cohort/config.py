@@ -144,7 +144,7 @@ class EvalConfig:
 class CohortConfig:
     """A cohort learner run; the run-level names are TRL's (output_dir, max_steps, save_steps, ...)."""
 
-    RULES: ClassVar[tuple[str, ...]] = ("ring", "peer_majority")
+    RULES: ClassVar[tuple[str, ...]] = ("ring", "peer_majority", "peer_share")
     MIN_MEMBERS: ClassVar[int] = 2
 
     members: list[MemberConfig] = field(

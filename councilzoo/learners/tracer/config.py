@@ -18,7 +18,7 @@ from councilzoo.learners.recipe_checks import check_sleep_mode, check_training_d
 
 BASELINES = ("always_speak", "never_review", "alternate", "random")
 ROLES = ("proposer", "reviewer")
-CONSENSUS_VOTES = ("proposals", "proposals_and_reviews")  # label-free: whose answers vote
+CONSENSUS_VOTES = ("proposals", "proposals_and_reviews", "samples")  # label-free: whose answers vote
 
 
 def _help(text: str, minimum: float | None = None, **kwargs):
@@ -114,6 +114,13 @@ class GenerationConfig:
     cost_penalty: float = _help(
         "Optional cost penalty: reward minus this times completion tokens / max_new_tokens.", default=0.0
     )
+    minibatches: int = _help(
+        "Updates per step: the step's turns_per_step x num_candidates completions split into this many "
+        "minibatches, one optimizer step each (unless generation.trainer sets per_device_train_batch_size). "
+        "From the second on the batch is off-policy, so GSPO's sequence ratio leaves 1 and its clip acts; "
+        "with 1 update a round GSPO's gradient is GRPO's.",
+        default=2,
+    )
     trainer: dict = _help(
         "GRPOConfig fields (the release: lr 5e-6, grad clip 0.5, eps 0.1; GSPO by default).",
         default_factory=lambda: {"learning_rate": 5e-6, "max_grad_norm": 0.5, "epsilon": 0.1},
@@ -131,6 +138,10 @@ class GenerationConfig:
         check_trainer_overrides(self.trainer, "generation.trainer")
         if self.turns_per_step < 1:
             raise ValueError(f"generation.turns_per_step must be >= 1, got {self.turns_per_step}")
+        batch = self.turns_per_step * self.num_candidates
+        if self.minibatches < 1 or batch % self.minibatches:
+            raise ValueError(f"generation.minibatches must be >= 1 and divide turns_per_step x "
+                             f"num_candidates = {batch}, got {self.minibatches}")
 
 
 @dataclass
@@ -158,7 +169,9 @@ class TracerConfig:
     """Everything ``councilzoo train tracer CONFIG`` needs."""
 
     seed: int = _help("The run seed; every draw derives from it.", default=0)
-    max_steps: int = _help("Training steps (one generation round and update each).", default=50)
+    max_steps: int = _help(
+        "Training steps (one generation round each; with the utterance layer, generation.minibatches "
+        "updates each).", default=50)
     output_dir: str = _help(
         "Output folder (metrics.jsonl, checkpoints, summary.json).", default="runs/tracer"
     )
@@ -166,10 +179,14 @@ class TracerConfig:
     episodes_per_problem: int = _help("Episodes per problem per step.", default=1)
     label_free: bool = _help("Train against peer-consensus labels instead of gold.", default=False)
     consensus_votes: str = _help(
-        "Label-free: who votes for the consensus label: 'proposals' (every REFRESH answer) or "
-        "'proposals_and_reviews' (also the answer each reviewer states when it speaks).",
+        "Label-free: who votes for the consensus label: 'proposals' (every REFRESH answer), "
+        "'proposals_and_reviews' (also the answer each reviewer states when it speaks), or 'samples' "
+        "(consensus_samples fresh opening proposals per problem, drawn outside the episodes so no "
+        "controller choice shapes them; each GSPO candidate scored against the other candidates of its "
+        "group, leaving itself out).",
         default="proposals",
     )
+    consensus_samples: int = _help("Label-free 'samples': fresh proposals per problem and step.", default=8)
     eval_every: int = _help("Evaluate every k steps (0 = only at the end).", default=0)
     save_steps: int = _help("Checkpoint every k steps (0 = only at the end).", default=10)
     save_total_limit: int = _help("Checkpoints kept.", default=2)
@@ -192,6 +209,8 @@ class TracerConfig:
         for name in ("eval_every", "save_steps"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.consensus_samples < 1:
+            raise ValueError(f"consensus_samples must be >= 1, got {self.consensus_samples}")
         if self.consensus_votes not in CONSENSUS_VOTES:
             raise ValueError(
                 f"consensus_votes must be one of {list(CONSENSUS_VOTES)}, got {self.consensus_votes!r}"

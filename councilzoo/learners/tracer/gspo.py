@@ -6,14 +6,20 @@ regret-matching controllers choosing modes, branches them for counterfactual val
 the controllers, then picks ``turns_per_step`` of the step's speaking turns (REFRESH / SPEAK
 with a label) and samples ``num_candidates`` continuations of each turn's own prompt. Those
 groups are the trainer's batch; ``UtteranceReward`` scores them by role against the episode's
-label (gold, or the label-free consensus of the step's proposals):
+label (gold, or the label-free consensus; with ``consensus_votes: samples`` a proposer candidate's
+label is the plurality of the other candidates of its group, ``leave_one_out_labels``):
 
 - proposer: +1 if its answer is the label, -1 if wrong or unreadable;
-- reviewer: +1 if its verdict matches the pending answer's correctness, -1 if not, 0 if none;
+- reviewer: +1 if its verdict matches the pending answer's correctness, -1 if not or if it gives
+  none (as a proposer with no answer; the release gave 0, which paid a reviewer for saying nothing);
 - both: minus ``cost_penalty * completion_tokens / max_new_tokens`` (optional).
 
-TRL then takes the GSPO step (``importance_sampling_level="sequence", loss_type="grpo"`` unless
-the config's ``generation.trainer`` says otherwise), with LoRA through ``generation.peft``.
+TRL then takes the GSPO steps (``importance_sampling_level="sequence", loss_type="grpo"`` unless
+the config's ``generation.trainer`` says otherwise), with LoRA through ``generation.peft``: the
+round's completions split into ``generation.minibatches`` minibatches (default 2), one update
+each, so every update after the first is off-policy and the sequence-level clip can act (one
+update per round would make GSPO's gradient exactly GRPO's). TRL logs the clipped fraction as
+``clip_ratio/region_mean`` (``gspo/clip_ratio/region_mean`` in TRACER's metrics).
 Turns are resampled (with replacement, seeded) when a step has fewer than ``turns_per_step``, and
 subsampled when it has more. The release updated before each real utterance; here the episodes
 of a step are played by the policy of the previous step, and the update follows the batch.
@@ -47,27 +53,46 @@ from councilzoo.learners.cohort import engine
 from councilzoo.learners.live_policy import push_weights, trainer_vllm_generator, vllm_mode
 from councilzoo.learners.recipe_checks import check_tracer_world
 from councilzoo.learners.tracer.config import ROLES, TracerConfig
-from councilzoo.tasks import answers_equivalent
+from councilzoo.learners.tracer.values import NO_VERDICT
+from councilzoo.tasks import answers_equivalent, plurality
 
 STEP_PROMPT = [{"role": "user", "content": "tracer step"}]  # dataset placeholder; rollout_func plays
 
 
 def utterance_args(cfg: TracerConfig) -> Any:
     """The ``GRPOConfig`` of TRACER's utterance trainer: a round is ``turns_per_step`` turns x
-    ``num_candidates`` candidates of at most ``max_new_tokens``, then ``generation.trainer``."""
+    ``num_candidates`` candidates of at most ``max_new_tokens``, trained in ``generation.minibatches``
+    updates unless ``generation.trainer`` chooses the micro-batch. The trainer counts updates, so
+    ``max_steps`` and ``save_steps`` are scaled by the updates per round: TRACER's steps stay
+    generation rounds."""
+    args = _utterance_args(cfg, 1)
+    per_round = engine.optimizer_steps_per_round(args)
+    return args if per_round == 1 else _utterance_args(cfg, int(per_round))
+
+
+def _utterance_args(cfg: TracerConfig, updates_per_round: int) -> Any:
     a, g = cfg.agents, cfg.generation
+    batch = g.turns_per_step * g.num_candidates
+    minibatch = {"per_device_train_batch_size": max(1, batch // (engine._world_size() * g.minibatches))}
     return engine.grpo_args(
         output_dir=cfg.output_dir,
-        max_steps=cfg.max_steps,
+        max_steps=cfg.max_steps * updates_per_round,
         seed=cfg.seed,
-        save_steps=cfg.save_steps,
+        save_steps=cfg.save_steps * updates_per_round,
         report_to=cfg.report_to,
         num_generations=g.num_candidates,
         prompts_per_round=g.turns_per_step,
         max_completion_length=a.max_new_tokens,
         run_name=f"tracer-{cfg.seed}",
-        overrides={"temperature": a.temperature, "save_total_limit": cfg.save_total_limit, **g.trainer},
+        overrides={"temperature": a.temperature, "save_total_limit": cfg.save_total_limit,
+                   **minibatch, **g.trainer},
     )
+
+
+def leave_one_out_labels(answers: Sequence[str | None], kind: str) -> list[str | None]:
+    """For each of a group's independent samples, the plurality of the *other* samples' answers
+    (ties keep the first seen; None when none of them parses): a sample never votes for itself."""
+    return [plurality(list(answers[:i]) + list(answers[i + 1:]), kind)[0] for i in range(len(answers))]
 
 
 class UtteranceReward:
@@ -88,7 +113,7 @@ class UtteranceReward:
                 value = 1.0 if answers_equivalent(action.answer, lab, k) else -1.0
             else:
                 right = (action.verdict == "RIGHT") == answers_equivalent(pend or None, lab, k)
-                value = 0.0 if action.verdict is None else (1.0 if right else -1.0)
+                value = NO_VERDICT if action.verdict is None else (1.0 if right else -1.0)
             out.append(value - self.cost_penalty * len(ids) / self.max_new_tokens)
         return out
 
@@ -160,6 +185,10 @@ class UtteranceLayer:
     def start_step(self) -> None:
         self._turns = []
 
+    def _leave_one_out(self, role: str) -> bool:
+        """Whether ``role``'s candidates are scored against their group's other candidates."""
+        return self.cfg.label_free and self.cfg.consensus_votes == "samples" and role == "proposer"
+
     # -- TRL's rollout_func -------------------------------------------------------------------
     def rollout(self, prompts: list, trainer: Any) -> dict[str, list]:
         """This rank's share of one TRACER step's round: the step is played on rank 0, then G
@@ -183,7 +212,8 @@ class UtteranceLayer:
         g = self.cfg.generation
         while True:
             problems, labels, metrics = self.play_step()
-            turns = [t for t in self._turns if t[1].role in self.trained_roles and labels[t[0]] is not None]
+            turns = [t for t in self._turns if t[1].role in self.trained_roles
+                     and (labels[t[0]] is not None or self._leave_one_out(t[1].role))]
             if turns:
                 break  # else a step with nothing to train: play the next one
         rng = np.random.default_rng([self.cfg.seed, metrics["step"], 17])
@@ -200,13 +230,17 @@ class UtteranceLayer:
             k: [] for k in ("prompt_ids", "completion_ids", "role", "mode", "kind", "label", "pending")
         }
         for (episode, ctx, mode), group in zip(chosen, groups, strict=True):
-            for c in group:
+            labels_of = [labels[episode]] * len(group)
+            if self._leave_one_out(ctx.role):
+                answers = [parse_action(c.text, ctx.role, ctx.problem.kind, mode=mode).answer for c in group]
+                labels_of = leave_one_out_labels(answers, ctx.problem.kind)
+            for c, label in zip(group, labels_of, strict=True):
                 out["prompt_ids"].append(list(c.prompt_token_ids))
                 out["completion_ids"].append(list(c.token_ids))
                 out["role"].append(ctx.role)
                 out["mode"].append(int(mode))
                 out["kind"].append(ctx.problem.kind)
-                out["label"].append(labels[episode])
+                out["label"].append(label)
                 out["pending"].append(ctx.extras.get("pending_answer") or "")
         # vLLM's sampled-token log-probabilities feed TRL's importance-sampling correction; with
         # transformers TRL scores the old policy itself

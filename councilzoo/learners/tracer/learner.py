@@ -11,13 +11,18 @@ Two layers (docs/tracer.md), each step:
    (``learners/tracer/gspo.py``): each generation round of the trainer is one TRACER step, played
    inside its ``rollout_func``; G candidates of the step's speaking turns are rewarded by role
    (proposer: +1 right answer, -1 wrong or none; reviewer: +1 verdict matches the pending answer's
-   correctness, -1 not, 0 none; minus an optional length cost) and TRL takes the GSPO step.
+   correctness, -1 not or none; minus an optional length cost) and TRL takes the GSPO step.
 
 Label-free variant (``label_free: true``): every gold-based value and reward is judged against a
 peer-consensus label instead: the plurality of all proposals made for the problem in the step's
 episodes (``consensus_votes: proposals_and_reviews``: and of the answers the reviewers state when
-they speak). Gold is then only read to report
-evaluation accuracy. See docs/tracer.md for what changes.
+they speak). Those votes exist only where the controllers chose to propose or speak, so the label
+confirms the controllers' own choices (an arm collapsed to never reviewing).
+``consensus_votes: samples`` removes that loop: the label is the plurality of
+``consensus_samples`` fresh opening proposals per problem, drawn outside the episodes
+(``sampled_consensus``), and each GSPO proposer candidate is scored against the plurality of the
+*other* candidates of its group (``gspo.leave_one_out_labels``), so no sample votes for itself. Gold
+is then only read to report evaluation accuracy. See docs/tracer.md for what changes.
 
 Update semantics: per visit (default), each decision is one regret-matching iteration, applied in
 batch order, so a state's T is its number of decisions; ``batch_mean`` averages a state's action
@@ -32,6 +37,7 @@ import os
 import shutil
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +59,8 @@ from councilzoo.learners.tracer.values import Player, action_values, branch, pla
 from councilzoo.progress import Progress
 from councilzoo.rollout import RolloutEngine
 from councilzoo.tasks import Problem, answers_equivalent, extract_answer, load_problems, plurality
+
+FRESH_EPISODES = 1_000_000  # episode numbers of the label-free fresh proposals (no real episode's)
 
 
 def _callback_base() -> type:
@@ -246,7 +254,9 @@ class Tracer:
             on_speak=gen.collect if gen else None,
         )
         branch(self.player, decisions, episodes, mode)
-        if cfg.label_free:
+        if cfg.label_free and cfg.consensus_votes == "samples":
+            labels = self.sampled_consensus(problems)
+        elif cfg.label_free:
             labels = consensus_labels(problems, records,
                                       with_reviews=cfg.consensus_votes == "proposals_and_reviews")
         else:
@@ -285,6 +295,22 @@ class Tracer:
                 self.log_row()
         self.history.append(metrics)
         return problems, labels, metrics
+
+    def sampled_consensus(self, problems: Sequence[Problem]) -> list[str | None]:
+        """Label-free labels from ``consensus_samples`` fresh opening proposals per problem, played
+        as extra episodes' first turns (episode numbers no real episode uses, on the env pool before
+        the step's episodes reset it), so neither the controllers nor the step's episodes shape
+        them; one label per entry of ``problems``."""
+        k, unique = self.cfg.consensus_samples, list({p.id: p for p in problems}.values())
+        envs, contexts = self._reset([p for p in unique for _ in range(k)]), []
+        for n, env in enumerate(envs):
+            ctx = env.turn_context(env.agent_selection)
+            contexts.append(replace(ctx, extras={**ctx.extras, "episode": FRESH_EPISODES + n % k}))
+        for env, (action, _) in zip(envs, self.engine._act(contexts), strict=True):  # one call per model
+            env.step(action)  # the env reads the answer, as in an episode (code: its program's output)
+        labels = {p.id: plurality([env.proposals[0] for env in envs[i * k:(i + 1) * k]], p.kind)[0]
+                  for i, p in enumerate(unique)}
+        return [labels[p.id] for p in problems]
 
     def log_row(self, update: Mapping[str, float] | None = None) -> None:
         """Log the played step's row; with the utterance layer, together with the metrics of the

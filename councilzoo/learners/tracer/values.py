@@ -12,9 +12,12 @@ A *decision* is a turn where a role's silent and speaking modes are both legal. 
   sample of it) and only the other mode is rolled out.
 - ``myopic``: the released oracle scores of the turn itself, plus the cost: silent = +1/-1 for
   the pending answer's correctness; REFRESH = +1/-1 for the new answer (invalid = -1); SPEAK =
-  +1/-1 for a right/wrong verdict, 0 for none; a speaking mode also pays ``lam`` times its cost.
+  +1/-1 for a right/wrong verdict and -1 for none (the release gave 0, so a reviewer that said
+  nothing scored above one that judged wrong, while a proposer with no answer scored -1); a
+  speaking mode also pays ``lam`` times its cost.
   The untaken speaking mode is valued by a one-turn branch.
-- ``myopic_released``: the release's exact rule, cost-blind, including its flaw: when a proposer
+- ``myopic_released``: the release's exact rule, cost-blind (a SPEAK with no verdict scores 0),
+  including its flaw: when a proposer
   KEEPs, REFRESH is valued as the kept answer (never evaluated), so a state whose first update
   favoured KEEP under plain RM stays locked in KEEP.
 
@@ -162,13 +165,19 @@ def _signed(ok: bool) -> float:
     return 1.0 if ok else -1.0
 
 
-def turn_score(turn: Turn, pending: str | None, label: str, kind: str) -> float:
-    """TRACER's per-turn oracle score against ``label`` (review-v0's per-role rewards)."""
+NO_VERDICT = -1.0  # a reviewer's SPEAK without a verdict scores as a wrong one (the release: 0)
+
+
+def turn_score(
+    turn: Turn, pending: str | None, label: str, kind: str, no_verdict: float = NO_VERDICT
+) -> float:
+    """TRACER's per-turn oracle score against ``label`` (review-v0's per-role rewards); a SPEAK
+    without a verdict scores ``no_verdict``."""
     pending_ok = answers_equivalent(pending, label, kind)
     if turn.mode is Mode.REFRESH:
         return _signed(answers_equivalent(turn.answer, label, kind))
     if turn.mode is Mode.SPEAK:
-        return 0.0 if turn.verdict is None else _signed((turn.verdict == "RIGHT") == pending_ok)
+        return no_verdict if turn.verdict is None else _signed((turn.verdict == "RIGHT") == pending_ok)
     return _signed(pending_ok)
 
 
@@ -207,7 +216,8 @@ def action_values(
         if speak_turn is None:  # myopic_released: an untaken REFRESH is valued as the kept answer
             values[n, 1] = values[n, 0]
             continue
-        values[n, 1] = turn_score(speak_turn, d.pending, label, kind)
+        values[n, 1] = turn_score(speak_turn, d.pending, label, kind,
+                                  NO_VERDICT if value_mode == "myopic" else 0.0)
         if value_mode == "myopic":
             spent = speak_turn.cost.calls if cost_unit == "calls" else speak_turn.cost.tokens
             values[n, 1] -= lam * spent
