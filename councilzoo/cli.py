@@ -3,7 +3,8 @@
 Each subcommand lives with the code it drives; this module only parses arguments and dispatches,
 importing heavy modules lazily so ``councilzoo --help`` stays instant. Every user mistake (a flag,
 a config file, an agent spec, a dataset, a model, an endpoint, a missing extra) ends as ONE line
-on stderr, ``councilzoo <cmd>: error: <what and where, how to fix>``, with exit status 2;
+on stderr, ``councilzoo <cmd>: error: <what and where, how to fix>``, with exit status 2 (a file
+with several mistakes: one such line per mistake, all from one run);
 ``COUNCILZOO_TRACEBACK=1`` re-raises it with its traceback instead. Ctrl-C ends as one line too
 (what rerunning does) with exit status 130. Each subcommand is one ``_add_<name>`` function listed
 in ``SUBCOMMANDS``; its help states every option's default.
@@ -67,6 +68,9 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from councilzoo.config import check_file
+
+    check_file(args.config)  # before the learners' imports (torch, TRL: seconds)
     from councilzoo.learners.train import main as train_main
 
     return train_main(args)
@@ -273,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # a user's mistake: one line, not a traceback
         if os.environ.get("COUNCILZOO_TRACEBACK") or not isinstance(err, _user_errors()):
             raise
-        print(f"councilzoo {args.command}: error: {' '.join(str(err).split())}", file=sys.stderr)
+        for problem in str(err).splitlines() or [""]:  # several mistakes: one line each
+            print(f"councilzoo {args.command}: error: {' '.join(problem.split())}", file=sys.stderr)
         return 2
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from councilzoo.config import ConfigError, check_output_dir, load_config
+from councilzoo.config import ConfigError, check_output_dir, in_file, load_config, read_yaml
 
 
 def apply_overrides(data: dict[str, Any], assignments: Sequence[str]) -> dict[str, Any]:
@@ -63,21 +63,20 @@ def _scalar(raw: str) -> Any:
 
 def read_config(path: str | Path, cls: type, assignments: Sequence[str] = ()) -> Any:
     """The validated ``cls`` config from a YAML file with ``--set`` overrides applied."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file {str(path)!r} does not exist")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        raise ConfigError(f"{path}{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from exc
+    problems: list[str] = []
+    data = read_yaml(path, "config file", problems) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level")
-    try:
-        return load_config(apply_overrides(data, assignments), cls)
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
+    data = apply_overrides(data, assignments)
+    flags = {a.partition("=")[0]: f"--set {a}" for a in assignments}
+    with in_file(path, flags):
+        try:
+            cfg = load_config(data, cls)
+        except ConfigError as exc:
+            problems += exc.problems
+        if problems:
+            raise ConfigError("\n".join(problems))
+    return cfg
 
 
 def _members(value: str | None) -> list[int] | None:
