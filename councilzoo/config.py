@@ -102,11 +102,38 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
         return dict(pairs)
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if tp is float and isinstance(value, str) and _YAML11_FLOAT.fullmatch(value.strip()):
+        return float(value)  # YAML 1.1 reads 1e-6 (no dot) as text
     if tp is Path and isinstance(value, str):
         return Path(value)
     if isinstance(tp, type) and isinstance(value, tp) and not (tp is int and isinstance(value, bool)):
         return value
     raise ConfigError(f"{where}: expected {_type_name(tp)}, got {type(value).__name__} {value!r}")
+
+
+_YAML11_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def check_fields(data: Mapping[str, Any], cls: type, where: str, what: str | None = None) -> None:
+    """Check a mapping of keyword arguments for the dataclass ``cls`` (a library's config, e.g.
+    TRL's ``GRPOConfig``) against its fields' own annotations without building it: one
+    ``ConfigError`` line per unknown name (with a did-you-mean) and per value of the wrong type."""
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
+    what = what or cls.__name__
+    problems = [
+        f"{where}.{key}: not a {what} field{did_you_mean(key, names)} (see {cls.__module__}.{cls.__name__})"
+        for key in data
+        if key not in names
+    ]
+    for key, value in data.items():
+        if key in names:
+            try:
+                _convert(value, hints[key], f"{where}.{key}")
+            except ConfigError as err:
+                problems += err.problems
+    if problems:
+        raise ConfigError("\n".join(problems))
 
 
 def _build(data: Any, cls: type[T], where: str) -> T:
@@ -155,6 +182,16 @@ def load_config(source: str | Path | Mapping[str, Any], cls: type[T]) -> T:
         with in_file(source):
             return _build(read_yaml(source) or {}, cls, "")
     return _build(source, cls, "")
+
+
+def gather(problems: list[str], check: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+    """``check(*args, **kwargs)``, or None with its mistake's lines appended to ``problems``: so
+    that independent inputs are all checked, and their mistakes reported together."""
+    try:
+        return check(*args, **kwargs)
+    except ValueError as err:  # ConfigError included
+        problems += str(err).splitlines()
+        return None
 
 
 def check_file(path: str | Path, what: str = "config file") -> Path:

@@ -239,7 +239,7 @@ CASES = {
     ),
     "eval jsonl without --path": ev("reads a local file: pass path=", "--dataset", "jsonl"),
     "eval missing --path file": ev(
-        "none.jsonl' (--path) does not exist", "--dataset", "jsonl", "--path", "{dir}/none.jsonl"
+        "dataset file (--path) '{dir}/none.jsonl' does not exist", "--dataset", "jsonl", "--path", "{dir}/none.jsonl"
     ),
     # ---- eval: the agents file -----------------------------------------------------------------
     "agents file missing": ev("nope.yaml' does not exist", "--agents", "{dir}/nope.yaml"),
@@ -247,7 +247,7 @@ CASES = {
         "agents.yaml, line 3: not valid YAML", agents_yaml="models:\n  medium: {type: simulated\nanchor: x\n"
     ),
     "agents YAML a list": ev("expected a mapping for CouncilConfig", agents_yaml="- medium\n"),
-    "agents unknown top-level key": ev("unknown key(s) ['modls']", agents_yaml=GOOD_AGENTS + "modls: {}\n"),
+    "agents unknown top-level key": ev("modls: unknown key for CouncilConfig (did you mean 'models'?)", agents_yaml=GOOD_AGENTS + "modls: {}\n"),
     "agents missing key": ev("verifier: missing required key", agents_yaml=agents("verifier: strong\n")),
     "agent spec unknown kwarg": ev(
         "agents.yaml, line 2: models.medium.kwargs.skil: SimulatedAgent has no keyword 'skil' "
@@ -262,7 +262,7 @@ CASES = {
         "skill must be a number in [0, 1], got 1.5", agents_yaml=agents("skill: 0.6", "skill: 1.5")
     ),
     "agent spec unknown field": ev(
-        "line 2: models.medium: unknown key(s) ['kwarg']", agents_yaml=agents("kwargs: {", "kwarg: {")
+        "line 2: models.medium.kwarg: unknown key for ModelSpec (did you mean 'kwargs'?)", agents_yaml=agents("kwargs: {", "kwarg: {")
     ),
     "agent spec unknown type": ev("model type must be one of", agents_yaml=agents("simulated", "gpt")),
     "agent class not importable": ev(
@@ -317,12 +317,12 @@ CASES = {
         ["train", "corl", "{dir}/none.yaml", "--out", "{out}"], "none.yaml' does not exist"
     ),
     "train YAML malformed": tr(
-        "corl.yaml (line 3, column 2): not valid YAML", config="members:\n  - {name: q\nx: 1\n"
+        "corl.yaml, line 3: not valid YAML", config="members:\n  - {name: q\nx: 1\n"
     ),
     "train config a list": tr("expected a mapping of settings at the top level", config="- 1\n"),
-    "train unknown key": tr("corl.yaml: unknown key(s) ['max_stpes']", config=GOOD_CORL + "max_stpes: 3\n"),
+    "train unknown key": tr("corl.yaml, line 10: max_stpes: unknown key for CoRLConfig (did you mean 'max_steps'?)", config=GOOD_CORL + "max_stpes: 3\n"),
     "train member unknown key": tr(
-        "members[1]: unknown key(s) ['tiny_famly']", config=corl("tiny_family: llama", "tiny_famly: llama")
+        "members[1].tiny_famly: unknown key for MemberConfig (did you mean 'tiny_family'?)", config=corl("tiny_family: llama", "tiny_famly: llama")
     ),
     "train member family": tr(
         "tiny_family: expected one of", config=corl("tiny_family: llama", "tiny_family: gpt2")
@@ -339,7 +339,7 @@ CASES = {
         "needs >= 2 members", config=corl("  - {name: llama, tiny_family: llama, view: 1}\n", "")
     ),
     "train unknown trainer field": tr(
-        "unknown GRPOConfig field(s) ['learning_rat']", config=corl("learning_rate", "learning_rat")
+        "trainer.learning_rat: not a GRPOConfig field (did you mean 'learning_rate'?)", config=corl("learning_rate", "learning_rat")
     ),
     "train learner-owned trainer key": tr(
         "are set by the learner's own keys", config=corl("{learning_rate: 0.001}", "{max_steps: 3}")
@@ -361,7 +361,7 @@ CASES = {
     "train --set malformed": tr("--set 'max_steps': expected key.sub=value", "--set", "max_steps"),
     "train --set bad index": tr("not an index of one", "--set", "members.7.view=1"),
     "train --members": tr("--members: expected member indices", "--members", "one"),
-    "train tracer unknown key": tr("unknown key(s) ['stpes']", learner="tracer", config="stpes: 3\n"),
+    "train tracer unknown key": tr("stpes: unknown key for TracerConfig", learner="tracer", config="stpes: 3\n"),
 }
 
 

@@ -22,7 +22,14 @@ from typing import Any
 import numpy as np
 
 from councilzoo.agents.factory import build_models
-from councilzoo.config import check_output_dir, config_to_dict, load_config, run_metadata
+from councilzoo.config import (
+    check_output_dir,
+    config_to_dict,
+    did_you_mean,
+    gather,
+    load_config,
+    run_metadata,
+)
 from councilzoo.envs.core import EpisodeRecord
 from councilzoo.evaluation import protocols, report
 from councilzoo.evaluation.context import Run
@@ -180,8 +187,9 @@ class Evaluation:
 def problems_for(
     dataset: str, split: str, limit: int | None, seed: int, path: str | None = None
 ) -> list[Problem]:
-    """Test problems: ``synthetic:<kind>`` (seeded) or a named/local dataset (``tasks.load_problems``)."""
-    return load_problems(dataset, split, seed=seed, path=path, limit=limit)
+    """Test problems: ``synthetic:<kind>`` (seeded) or a named/local dataset (``tasks.load_problems``),
+    each with an answer to score against."""
+    return load_problems(dataset, split, seed=seed, path=path, limit=limit, require_answers=True)
 
 
 def dev_for(
@@ -191,7 +199,7 @@ def dev_for(
     ``path`` when given, a local file in the dataset's schema)."""
     size = council.comed.dev_size
     split = "dev" if dataset.startswith("synthetic:") else council.comed.dev_split
-    return lambda: load_problems(dataset, split, seed=seed, limit=size, path=path)
+    return lambda: load_problems(dataset, split, seed=seed, limit=size, path=path, require_answers=True)
 
 
 def checked_dev(dev: Sequence[Problem], test: Sequence[Problem]) -> list[Problem]:
@@ -222,12 +230,24 @@ def evaluate(
 
 
 def parse_protocols(spec: str) -> list[str]:
+    """The protocols of ``--protocol``: one name, a comma list or 'all'; an unknown name (with a
+    did-you-mean) or one named twice is refused, every such mistake on its own line."""
     names = list(PROTOCOL_ORDER) if spec == "all" else [s.strip() for s in spec.split(",") if s.strip()]
-    unknown = [n for n in names if n not in protocols.PROTOCOLS]
-    if unknown or not names:
-        raise ValueError(
-            f"--protocol {spec!r}: unknown {unknown}; choose from {list(PROTOCOL_ORDER)} or 'all'"
-        )
+    if not names:
+        raise ValueError(f"--protocol {spec!r}: name one of {list(PROTOCOL_ORDER)} or 'all'")
+    problems = [
+        f"--protocol {spec!r}: unknown protocol {n!r}{did_you_mean(n, PROTOCOL_ORDER)}; choose from "
+        f"{list(PROTOCOL_ORDER)} or 'all'"
+        for n in dict.fromkeys(names)
+        if n not in protocols.PROTOCOLS
+    ]
+    problems += [
+        f"--protocol {spec!r}: {n!r} is named {names.count(n)} times; name each protocol once"
+        for n in dict.fromkeys(names)
+        if names.count(n) > 1
+    ]
+    if problems:
+        raise ValueError("\n".join(problems))
     return names
 
 
@@ -276,11 +296,14 @@ def main(args: argparse.Namespace) -> int:
     Everything that needs no model is checked first (flags, the output folder, the agents file,
     every problem, the dev split of protocols fitted on it, a rerun's settings), then the models
     are built and the episodes played."""
-    names = parse_protocols(args.protocol)
-    check_options(args, names)
-    check_output_dir(args.out)
-    council = load_council(args.agents)
-    test = problems_for(args.dataset, args.split, args.limit, args.seed, args.path)
+    problems: list[str] = []  # every independent input is checked; their mistakes reported together
+    names = gather(problems, parse_protocols, args.protocol) or []
+    gather(problems, check_options, args, names)
+    gather(problems, check_output_dir, args.out)
+    council = gather(problems, load_council, args.agents)
+    test = gather(problems, problems_for, args.dataset, args.split, args.limit, args.seed, args.path)
+    if problems:
+        raise ValueError("\n".join(problems))
     dev = dev_for(args.dataset, council, args.seed, args.dev_path)
     if any(name in protocols.DEV_FITTED for name in names):
         dev = checked_dev(dev(), test)
