@@ -385,6 +385,32 @@ def check_output_dir(path: str | Path, flag: str = "--out") -> Path:
     return out
 
 
+LOCK_FILE = ".councilzoo.lock"
+
+
+@contextmanager
+def run_lock(out: str | Path, flag: str = "--out", name: str = LOCK_FILE) -> Iterator[None]:
+    """Hold the lock of output folder ``out`` (made if needed) while a run writes into it; a
+    second run is refused at once with one line. The lock is the kernel's (``filelock``'s
+    ``flock``), so it ends with its process: a run that was killed leaves no lock behind."""
+    from filelock import FileLock, Timeout
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(out / name, timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise ConfigError(
+            f"{flag} {out}: another councilzoo run is writing into this folder now; wait for it to "
+            f"end, or choose another {flag}"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def cache_home() -> Path:
     """Where councilzoo keeps what it builds offline (tiny models, trained tiny LMs):
     ``$COUNCILZOO_CACHE``, else ``$XDG_CACHE_HOME/councilzoo``, else ``~/.cache/councilzoo``."""

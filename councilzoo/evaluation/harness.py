@@ -28,6 +28,7 @@ from councilzoo.config import (
     did_you_mean,
     gather,
     load_config,
+    run_lock,
     run_metadata,
 )
 from councilzoo.envs.core import EpisodeRecord
@@ -320,9 +321,11 @@ def main(args: argparse.Namespace) -> int:
     check_rerun(args.out, settings, args.overwrite)
     with agents_file(args.agents):  # the models are built here: a bad value names the file and line
         ev = Evaluation(council, test, dev, args.out, seed=args.seed)
-    start_run(args.out, settings, args.overwrite)
-    meta = run_metadata(
-        args.seed, agents=str(args.agents), dataset=args.dataset, split=args.split, n=len(test)
-    )
-    run_and_report(ev, names, args.out, meta, f"{args.dataset}: {len(test)} problems")
+    with run_lock(args.out):
+        check_rerun(args.out, settings, args.overwrite)  # again: a run may have finished meanwhile
+        start_run(args.out, settings, args.overwrite)
+        meta = run_metadata(
+            args.seed, agents=str(args.agents), dataset=args.dataset, split=args.split, n=len(test)
+        )
+        run_and_report(ev, names, args.out, meta, f"{args.dataset}: {len(test)} problems")
     return 0
