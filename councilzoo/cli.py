@@ -6,13 +6,15 @@ a config file, an agent spec, a dataset, a model, an endpoint, a missing extra) 
 on stderr, ``councilzoo <cmd>: error: <what and where, how to fix>``, with exit status 2 (a file
 with several mistakes: one such line per mistake, all from one run);
 ``COUNCILZOO_TRACEBACK=1`` re-raises it with its traceback instead. Ctrl-C ends as one line too
-(what rerunning does) with exit status 130. Each subcommand is one ``_add_<name>`` function listed
-in ``SUBCOMMANDS``; its help states every option's default.
+(what rerunning does) with exit status 130, and so does a full disk (exit status 2). Each
+subcommand is one ``_add_<name>`` function listed in ``SUBCOMMANDS``; its help states every
+option's default.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 
@@ -202,6 +204,10 @@ def _add_train(sub) -> None:
     again.add_argument(
         "--overwrite", action="store_true", help="discard the output folder's checkpoints first"
     )
+    tr.add_argument(
+        "--allow-changed-settings", action="store_true",
+        help="with --resume: continue with settings other than the run's (recorded in the output folder)",
+    )
     tr.add_argument("--members", default=None,
                     help="cohorts: start only these member indices on this node (e.g. 1,2; multi-node)")
 
@@ -274,6 +280,17 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: finished episodes and checkpoints are on disk
         print(f"\ncouncilzoo {args.command}: {args.on_interrupt}", file=sys.stderr)
         return 130
+    except OSError as err:  # a full disk: what finished is on disk (episodes, checkpoints) and resumes
+        if os.environ.get("COUNCILZOO_TRACEBACK") or err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        where = f" writing {err.filename}" if err.filename else ""
+        rerun = args.on_interrupt.removeprefix("interrupted; ")
+        print(
+            f"councilzoo {args.command}: error: no space left on the device{where}; the finished work is "
+            f"kept: free some space, then {rerun}",
+            file=sys.stderr,
+        )
+        return 2
     except Exception as err:  # a user's mistake: one line, not a traceback
         if os.environ.get("COUNCILZOO_TRACEBACK") or not isinstance(err, _user_errors()):
             raise

@@ -336,6 +336,29 @@ def _git_revision() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+def differences(old: Any, new: Any, key: str = "", in_words: Mapping[str, str] = {}) -> list[str]:  # noqa: B006
+    """``"key.path: old -> new"`` for every value that differs between two resolved configs (empty
+    when equal); ``in_words`` names some keys' differences in words (a digest: "the data file
+    changed"). Mappings with other keys (e.g. other models) are named by their keys."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        if set(old) != set(new) and key:
+            return [f"{key}: {_short(sorted(old))} -> {_short(sorted(new))}"]
+        found = []
+        for name in [*old, *(k for k in new if k not in old)]:
+            found += differences(old.get(name), new.get(name), f"{key}.{name}" if key else name, in_words)
+        return found
+    if old == new:
+        return []
+    if key in in_words:
+        return [in_words[key]]
+    return [f"{key or 'settings'}: {_short(old)} -> {_short(new)}"]
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def run_metadata(seed: int | None = None, **extra: Any) -> dict[str, Any]:
     """What produced a run: seed, councilzoo version, git revision, Python and key library versions."""
     import councilzoo
@@ -392,10 +415,12 @@ LOCK_FILE = ".councilzoo.lock"
 def run_lock(out: str | Path, flag: str = "--out", name: str = LOCK_FILE) -> Iterator[None]:
     """Hold the lock of output folder ``out`` (made if needed) while a run writes into it; a
     second run is refused at once with one line. The lock is the kernel's (``filelock``'s
-    ``flock``), so it ends with its process: a run that was killed leaves no lock behind."""
+    ``flock``), so it ends with its process: a run that was killed leaves no lock behind. A
+    folder made here that a failed run left holding nothing but the lock is removed again."""
     from filelock import FileLock, Timeout
 
     out = Path(out)
+    made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     lock = FileLock(out / name, timeout=0)
     try:
@@ -407,6 +432,11 @@ def run_lock(out: str | Path, flag: str = "--out", name: str = LOCK_FILE) -> Ite
         ) from None
     try:
         yield
+    except BaseException:
+        if made and [p.name for p in out.iterdir()] == [name]:
+            (out / name).unlink()
+            out.rmdir()
+        raise
     finally:
         lock.release()
 

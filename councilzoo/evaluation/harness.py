@@ -37,7 +37,7 @@ from councilzoo.evaluation.context import Run
 from councilzoo.evaluation.council import CouncilConfig, agents_file, load_council
 from councilzoo.evaluation.metrics import ProtocolResult
 from councilzoo.evaluation.run_folder import PROBLEMS, check_rerun, file_digest, start_run
-from councilzoo.learners.logging import read_metrics
+from councilzoo.learners.logging import cut_partial_line, read_metrics
 from councilzoo.rollout import RolloutEngine
 from councilzoo.tasks import Problem, load_problems
 
@@ -103,6 +103,7 @@ class Evaluation:
         what ``councilzoo view`` shows beside an episode. Images stay in the episode records."""
         path = self.out / PROBLEMS
         if self._saved_problems is None:
+            cut_partial_line(path)
             self._saved_problems = {row["id"] for row in read_metrics(path)} if path.exists() else set()
         new = [p for p in problems if p.id not in self._saved_problems]
         with open(path, "a") as file:

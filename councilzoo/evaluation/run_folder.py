@@ -28,7 +28,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from councilzoo.config import ConfigError
+from councilzoo.config import ConfigError, differences
 
 SETTINGS_FILE = "settings.json"
 EPISODES = "episodes"
@@ -45,28 +45,6 @@ IN_WORDS = {
     "path_sha256": "the data file (--path) changed",
     "dev_path_sha256": "the dev file (--dev-path) changed",
 }
-
-
-def differences(old: Any, new: Any, key: str = "") -> list[str]:
-    """``"key.path: old -> new"`` for every value that differs (empty when equal); a digest's
-    difference in words (``IN_WORDS``)."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        if set(old) != set(new) and key:  # e.g. other models: name them, not their settings
-            return [f"{key}: {_short(sorted(old))} -> {_short(sorted(new))}"]
-        found = []
-        for name in [*old, *(k for k in new if k not in old)]:
-            found += differences(old.get(name), new.get(name), f"{key}.{name}" if key else name)
-        return found
-    if old == new:
-        return []
-    if key in IN_WORDS:
-        return [IN_WORDS[key]]
-    return [f"{key or 'settings'}: {_short(old)} -> {_short(new)}"]
-
-
-def _short(value: Any) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def has_episodes(out: Path) -> bool:
@@ -90,7 +68,7 @@ def check_rerun(out: str | Path, settings: dict[str, Any], overwrite: bool) -> N
         old = json.loads(record.read_text())
     except ValueError as err:
         raise ConfigError(f"{record} is not valid JSON ({err}); pass --overwrite to start afresh") from None
-    changed = differences(old, settings)
+    changed = differences(old, settings, in_words=IN_WORDS)
     if changed:
         raise ConfigError("\n".join(
             f"--out {out} holds episodes played with other settings: {difference}; pass --overwrite "

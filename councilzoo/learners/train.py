@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,7 +20,18 @@ from typing import Any
 
 import yaml
 
-from councilzoo.config import ConfigError, check_output_dir, in_file, load_config, read_yaml
+from councilzoo.config import (
+    LOCK_FILE,
+    ConfigError,
+    check_output_dir,
+    config_to_dict,
+    differences,
+    in_file,
+    load_config,
+    read_yaml,
+    run_lock,
+    run_metadata,
+)
 
 
 def apply_overrides(data: dict[str, Any], assignments: Sequence[str]) -> dict[str, Any]:
@@ -101,21 +113,59 @@ def main(args: argparse.Namespace) -> int:
     if args.max_steps is not None:
         sets.append(f"max_steps={args.max_steps}")
     cfg = read_config(args.config, learner_class.config_class, sets)
-    check_output_dir(cfg.output_dir, "--out" if args.out else f"{args.config}: output_dir")
+    flag = "--out" if args.out else f"{args.config}: output_dir"
+    check_output_dir(cfg.output_dir, flag)
     learner = learner_class(cfg)
     members = _members(args.members)
+    changed = changed_settings(cfg) if args.resume else []
+    if changed and not args.allow_changed_settings:
+        raise ConfigError("\n".join(
+            f"--resume: {change} since the run in {cfg.output_dir} started; pass --allow-changed-settings "
+            "to continue with the new settings (recorded with the step they start from), or --overwrite "
+            "to start again" for change in changed
+        ))
     # here, not above: they import torch, which a mistake in the input need not wait for
     from councilzoo.learners.cohort.distributed import PeerFailure
     from councilzoo.learners.cohort.launch import CohortFailed
 
     kwargs = {"members": members} if members is not None else {}
+    lock = f".councilzoo-members-{'-'.join(map(str, members))}.lock" if members is not None else LOCK_FILE
     try:
-        rows = learner.train(resume=args.resume, overwrite=args.overwrite, **kwargs)
+        with run_lock(cfg.output_dir, flag, lock):  # each node of a multi-node cohort locks its members
+            if changed:
+                record_changed_settings(cfg, changed, learner.resume_step())
+            rows = learner.train(resume=args.resume, overwrite=args.overwrite, **kwargs)
     except (CohortFailed, PeerFailure) as exc:
         print(f"councilzoo train: cohort stopped: {exc}", file=sys.stderr)
         return 3
     print_summary(args.learner, cfg, rows, members)
     return 0
+
+
+# Settings a resume may change without --allow-changed-settings: a longer run, a moved folder.
+RESUME_FREE = ("max_steps", "output_dir")
+SETTINGS_CHANGES = "settings_changes.jsonl"
+
+
+def changed_settings(cfg: Any) -> list[str]:
+    """What ``cfg`` changes against the resolved config its output folder's run started with
+    (``config.yaml``), besides ``RESUME_FREE``: one ``"key: old -> new"`` per difference."""
+    path = Path(cfg.output_dir) / "config.yaml"
+    if not path.is_file():
+        return []
+    old, new = yaml.safe_load(path.read_text()) or {}, config_to_dict(cfg)
+    for key in RESUME_FREE:
+        old.pop(key, None)
+        new.pop(key, None)
+    return differences(old, new)
+
+
+def record_changed_settings(cfg: Any, changed: Sequence[str], step: int | None) -> None:
+    """Append to ``OUTPUT/settings_changes.jsonl`` what a resume changed and the step it continues
+    after, since ``config.yaml`` then holds the new settings."""
+    row = {"resumed_after_step": step, "changed": list(changed), "at": run_metadata()["started_at"]}
+    with open(Path(cfg.output_dir) / SETTINGS_CHANGES, "a") as file:
+        file.write(json.dumps(row) + "\n")
 
 
 def print_summary(learner: str, cfg: Any, rows: Sequence[dict], members: Sequence[int] | None = None) -> None:
