@@ -88,12 +88,30 @@ def _walk(root: Path) -> Iterator[Path]:
         level = following
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def eval_report(path: Path) -> dict[str, Any]:
+    """The ``report.json`` of eval or demo at ``path`` ({} when there is none yet: a run that has
+    not finished); a ``ValueError`` in one line for one that is not such a report (cut short by a
+    full disk, edited by hand), naming what is wrong."""
+    if not path.is_file():
+        return {}
     try:
         data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    except ValueError as err:
+        raise ValueError(f"{path}: not valid JSON ({err}); rerun the command that wrote it") from None
+    if isinstance(data, dict) and "protocols" not in data:
+        return {}  # another command's report (repro's claims): no protocols' table
+    shape = {"protocols": dict, "frontier": dict, "run": dict}
+    wrong = [
+        f"{key!r} is not a mapping" for key, kind in shape.items() if not isinstance(data.get(key, {}), kind)
+    ] if isinstance(data, dict) else ["it is not a JSON object"]
+    if not wrong:
+        wrong = [f"protocol {name!r} is not a row" for name, row in data.get("protocols", {}).items()
+                 if not isinstance(row, dict)]
+    if wrong:
+        raise ValueError(
+            f"{path}: not a report of eval or demo ({'; '.join(wrong)}); rerun the command that wrote it"
+        )
+    return data
 
 
 def _is_tracer(metrics_file: Path) -> bool:
@@ -125,8 +143,7 @@ class OutputFolder:
         if (folder / "report.md").is_file():
             self.reports.append(folder)
         if any((folder / "episodes").glob("*.jsonl")):
-            report = _read_json(folder / "report.json")
-            self.evals.append(EvalSection(folder, report if "protocols" in report else {}))
+            self.evals.append(EvalSection(folder, eval_report(folder / "report.json")))
         members = sorted(p.parent.name for p in (folder / "members").glob("*/metrics.jsonl"))
         if members:
             self.trainings.append(TrainingRun(folder, "cohort", members))
