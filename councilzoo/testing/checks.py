@@ -554,7 +554,13 @@ def check_agent(
 
 def _check_action(name: str, i: int, context: TurnContext, action: Any, batch: _Batch) -> None:
     if not isinstance(action, Action):
-        _fail(name, "not an Action", f"context {i}: got {type(action).__name__} {action!r}", batch)
+        _fail(
+            name,
+            "not an Action",
+            f"context {i}: got {type(action).__name__} {action!r}; agents return Action(mode, ...) (a game's "
+            "step alone also takes a plain int or a dict, for play by hand)",
+            batch,
+        )
     try:
         action = as_action(action, context.agent)
     except (TypeError, ValueError) as err:
