@@ -54,6 +54,13 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     )
 
 
+def _full_disk(err: OSError, on_interrupt: str) -> str:
+    """A full disk in words: what finished is on disk (episodes, checkpoints) and a rerun resumes."""
+    where = f" writing {err.filename}" if err.filename else ""
+    rerun = on_interrupt.removeprefix("interrupted; ")
+    return f"no space left on the device{where}; the finished work is kept: free some space, then {rerun}"
+
+
 def _demo(args: argparse.Namespace) -> int:
     from councilzoo.evaluation.demo import run_demo
 
@@ -280,19 +287,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: finished episodes and checkpoints are on disk
         print(f"\ncouncilzoo {args.command}: {args.on_interrupt}", file=sys.stderr)
         return 130
-    except OSError as err:  # a full disk: what finished is on disk (episodes, checkpoints) and resumes
-        if os.environ.get("COUNCILZOO_TRACEBACK") or err.errno not in (errno.ENOSPC, errno.EDQUOT):
+    except Exception as err:  # a user's mistake or a full disk: one line, not a traceback
+        if os.environ.get("COUNCILZOO_TRACEBACK"):
             raise
-        where = f" writing {err.filename}" if err.filename else ""
-        rerun = args.on_interrupt.removeprefix("interrupted; ")
-        print(
-            f"councilzoo {args.command}: error: no space left on the device{where}; the finished work is "
-            f"kept: free some space, then {rerun}",
-            file=sys.stderr,
-        )
-        return 2
-    except Exception as err:  # a user's mistake: one line, not a traceback
-        if os.environ.get("COUNCILZOO_TRACEBACK") or not isinstance(err, _user_errors()):
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            print(f"councilzoo {args.command}: error: {_full_disk(err, args.on_interrupt)}", file=sys.stderr)
+            return 2
+        if not isinstance(err, _user_errors()):
             raise
         for problem in str(err).splitlines() or [""]:  # several mistakes: one line each
             print(f"councilzoo {args.command}: error: {' '.join(problem.split())}", file=sys.stderr)

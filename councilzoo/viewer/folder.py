@@ -213,7 +213,7 @@ class OutputFolder:
     def episode(self, index: int) -> dict[str, Any]:
         """Episode ``index`` in full, with its problem and what the page shows per turn: whether
         its answer is right and, for code, the program it states and how its tests went."""
-        run, offset = self.locations[index]
+        run, offset = _item(self.locations, index, "episode")
         with open(self.run_files[run], "rb") as file:
             file.seek(offset)
             record = json.loads(file.readline())
@@ -240,7 +240,7 @@ class OutputFolder:
     def image_file(self, index: int, k: int) -> Path | None:
         """Episode ``index``'s k-th image on disk: its recorded path, else the same file name in
         the run's image folder (a folder moved after the run)."""
-        run, offset = self.locations[index]
+        run, offset = _item(self.locations, index, "episode")
         with open(self.run_files[run], "rb") as file:
             file.seek(offset)
             images = json.loads(file.readline()).get("images") or []
@@ -258,7 +258,7 @@ class OutputFolder:
     def training(self, index: int) -> dict[str, Any]:
         """Run ``index``'s curves, read now (a run still training shows its latest steps):
         per member each metric as [step, value] pairs; TRACER's policies per role and state."""
-        run = self.trainings[index]
+        run = _item(self.trainings, index, "training run")
         if run.kind == "tracer":
             rows = read_metrics(run.path / "metrics.jsonl")
             return {"kind": "tracer", "members": {"controllers": _curves(rows)}, "policies": _policies(rows)}
@@ -297,6 +297,18 @@ class OutputFolder:
             ],
             "reports": [self.relative(r) for r in self.reports],
         }
+
+
+class NotInFolder(LookupError):
+    """An episode or training run the folder does not hold (a link from an earlier run of it)."""
+
+
+def _item(items: list, index: int, noun: str) -> Any:
+    """``items[index]`` for ``0 <= index < len(items)``, else ``NotInFolder`` saying what there is."""
+    if not 0 <= index < len(items):
+        held = f"{noun}s 0 to {len(items) - 1}" if items else f"no {noun}"
+        raise NotInFolder(f"no {noun} {index} in this folder: it holds {held} (a link from an earlier run?)")
+    return items[index]
 
 
 def _summary(line: bytes) -> dict[str, Any] | None:
