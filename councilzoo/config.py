@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import math
 import os
 import platform
 import re
@@ -218,6 +219,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         first: dict[Any, int] = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # "<<: *base": its keys may be overridden
+                continue
             key = self.construct_object(key_node, deep=True)
             if not isinstance(key, Hashable):  # SafeLoader's own error follows
                 continue
@@ -265,7 +268,7 @@ def in_file(path: str | Path, overrides: Mapping[str, str] = {}) -> Iterator[Non
     try:
         yield
     except ConfigError as err:
-        placed = []  # (line, message), in the file's order
+        placed = []  # (line, message): the flags' first, then the file's in its order, then the rest
         for message in err.problems:
             found = re.match(rf"{re.escape(str(path))}, line (\d+)", message)  # read_yaml's own
             if found:
@@ -277,7 +280,7 @@ def in_file(path: str | Path, overrides: Mapping[str, str] = {}) -> Iterator[Non
                 placed.append((0, f"{overrides[dotted]}: {message}"))
                 continue
             line = key_line(Path(path), key_path.group(0)) if key_path else None
-            placed.append((line or 0, f"{path}{f', line {line}' if line else ''}: {message}"))
+            placed.append((line or math.inf, f"{path}{f', line {line}' if line else ''}: {message}"))
         lines = [message for _, message in sorted(placed, key=lambda lm: lm[0])]
         raise ConfigError("\n".join(lines)) from err
 
