@@ -189,8 +189,10 @@ def test_a_full_disk_ends_in_one_line_and_the_rerun_resumes_on_a_real_small_disk
         assert cli_main(argv) == 2
         err = capsys.readouterr().err
         line = err.strip().splitlines()[-1]  # after the progress bar
-        assert "Traceback" not in err and line == ("councilzoo eval: error: no space left on the device; the finished work is kept: "
-                        "free some space, then rerun the same command to resume")
+        assert "Traceback" not in err and line == (
+            "councilzoo eval: error: no space left on the device; the finished work is kept: "
+            "free some space, then rerun the same command to resume"
+        )
         finished = _episode_keys(disk / "run")
         assert 0 < len(finished) < 200
         subprocess.run(["mount", "-o", "remount,size=8m", str(disk)], check=True)
