@@ -3,15 +3,18 @@
 Each subcommand lives with the code it drives; this module only parses arguments and dispatches,
 importing heavy modules lazily so ``councilzoo --help`` stays instant. Every user mistake (a flag,
 a config file, an agent spec, a dataset, a model, an endpoint, a missing extra) ends as ONE line
-on stderr, ``councilzoo <cmd>: error: <what and where, how to fix>``, with exit status 2;
+on stderr, ``councilzoo <cmd>: error: <what and where, how to fix>``, with exit status 2 (a file
+with several mistakes: one such line per mistake, all from one run);
 ``COUNCILZOO_TRACEBACK=1`` re-raises it with its traceback instead. Ctrl-C ends as one line too
-(what rerunning does) with exit status 130. Each subcommand is one ``_add_<name>`` function listed
-in ``SUBCOMMANDS``; its help states every option's default.
+(what rerunning does) with exit status 130, and so does a full disk (exit status 2). Each
+subcommand is one ``_add_<name>`` function listed in ``SUBCOMMANDS``; its help states every
+option's default.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 
@@ -51,6 +54,13 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     )
 
 
+def _full_disk(err: OSError, on_interrupt: str) -> str:
+    """A full disk in words: what finished is on disk (episodes, checkpoints) and a rerun resumes."""
+    where = f" writing {err.filename}" if err.filename else ""
+    rerun = on_interrupt.removeprefix("interrupted; ")
+    return f"no space left on the device{where}; the finished work is kept: free some space, then {rerun}"
+
+
 def _demo(args: argparse.Namespace) -> int:
     from councilzoo.evaluation.demo import run_demo
 
@@ -67,6 +77,9 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from councilzoo.config import check_file
+
+    check_file(args.config)  # before the learners' imports (torch, TRL: seconds)
     from councilzoo.learners.train import main as train_main
 
     return train_main(args)
@@ -216,6 +229,10 @@ def _add_train(sub) -> None:
     again.add_argument(
         "--overwrite", action="store_true", help="discard the output folder's checkpoints first"
     )
+    tr.add_argument(
+        "--allow-changed-settings", action="store_true",
+        help="with --resume: continue with settings other than the run's (recorded in the output folder)",
+    )
     tr.add_argument("--members", default=None,
                     help="cohorts: start only these member indices on this node (e.g. 1,2; multi-node)")
 
@@ -303,10 +320,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: finished episodes and checkpoints are on disk
         print(f"\ncouncilzoo {args.command}: {args.on_interrupt}", file=sys.stderr)
         return 130
-    except Exception as err:  # a user's mistake: one line, not a traceback
-        if os.environ.get("COUNCILZOO_TRACEBACK") or not isinstance(err, _user_errors()):
+    except Exception as err:  # a user's mistake or a full disk: one line, not a traceback
+        if os.environ.get("COUNCILZOO_TRACEBACK"):
             raise
-        print(f"councilzoo {args.command}: error: {' '.join(str(err).split())}", file=sys.stderr)
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            print(f"councilzoo {args.command}: error: {_full_disk(err, args.on_interrupt)}", file=sys.stderr)
+            return 2
+        if not isinstance(err, _user_errors()):
+            raise
+        for problem in str(err).splitlines() or [""]:  # several mistakes: one line each
+            print(f"councilzoo {args.command}: error: {' '.join(problem.split())}", file=sys.stderr)
         return 2
 
 

@@ -12,14 +12,18 @@ type and numbers below a field's ``metadata["minimum"]``; a dataclass may add it
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
+import math
 import os
 import platform
+import re
 import subprocess
 import sys
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,7 +34,31 @@ T = TypeVar("T")
 
 
 class ConfigError(ValueError):
-    """A config that cannot be used; the message names the key and what was expected."""
+    """A config that cannot be used; the message names the key and what was expected, one line
+    per mistake when there are several."""
+
+    @property
+    def problems(self) -> list[str]:
+        return str(self).splitlines()
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the choice closest to a mistyped ``name``, else ``""``."""
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _each(items: Iterable[Any], convert: Callable[[Any], Any]) -> list[Any]:
+    """``convert`` applied to every item; one ``ConfigError`` with every item's problems."""
+    done, problems = [], []
+    for item in items:
+        try:
+            done.append(convert(item))
+        except ConfigError as err:
+            problems += err.problems
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return done
 
 
 def _type_name(tp: Any) -> str:
@@ -65,20 +93,48 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{where}: expected a list, got {value!r}")
         item_tp = args[0] if args else Any
-        items = [_convert(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
+        items = _each(enumerate(value), lambda iv: _convert(iv[1], item_tp, f"{where}[{iv[0]}]"))
         return tuple(items) if (origin or tp) is tuple else items
     if origin is dict or tp is dict:
         if not isinstance(value, Mapping):
             raise ConfigError(f"{where}: expected a mapping, got {value!r}")
         val_tp = args[1] if args else Any
-        return {str(k): _convert(v, val_tp, f"{where}.{k}") for k, v in value.items()}
+        pairs = _each(value.items(), lambda kv: (str(kv[0]), _convert(kv[1], val_tp, f"{where}.{kv[0]}")))
+        return dict(pairs)
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if tp is float and isinstance(value, str) and _YAML11_FLOAT.fullmatch(value.strip()):
+        return float(value)  # YAML 1.1 reads 1e-6 (no dot) as text
     if tp is Path and isinstance(value, str):
         return Path(value)
     if isinstance(tp, type) and isinstance(value, tp) and not (tp is int and isinstance(value, bool)):
         return value
     raise ConfigError(f"{where}: expected {_type_name(tp)}, got {type(value).__name__} {value!r}")
+
+
+_YAML11_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def check_fields(data: Mapping[str, Any], cls: type, where: str, what: str | None = None) -> None:
+    """Check a mapping of keyword arguments for the dataclass ``cls`` (a library's config, e.g.
+    TRL's ``GRPOConfig``) against its fields' own annotations without building it: one
+    ``ConfigError`` line per unknown name (with a did-you-mean) and per value of the wrong type."""
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
+    what = what or cls.__name__
+    problems = [
+        f"{where}.{key}: not a {what} field{did_you_mean(key, names)} (see {cls.__module__}.{cls.__name__})"
+        for key in data
+        if key not in names
+    ]
+    for key, value in data.items():
+        if key in names:
+            try:
+                _convert(value, hints[key], f"{where}.{key}")
+            except ConfigError as err:
+                problems += err.problems
+    if problems:
+        raise ConfigError("\n".join(problems))
 
 
 def _build(data: Any, cls: type[T], where: str) -> T:
@@ -88,26 +144,31 @@ def _build(data: Any, cls: type[T], where: str) -> T:
         raise ConfigError(f"{where}: expected a mapping for {cls.__name__}, got {data!r}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise ConfigError(
-            f"{where + ': ' if where else ''}unknown key(s) {unknown} for {cls.__name__}; "
-            f"expected some of {sorted(fields)}"
-        )
+    problems = [
+        f"{where + '.' if where else ''}{name}: unknown key for {cls.__name__}{did_you_mean(name, fields)}; "
+        f"expected some of {sorted(fields)}"
+        for name in data
+        if name not in fields
+    ]
     kwargs = {}
     for name, f in fields.items():
         key = f"{where}.{name}" if where else name
         if name in data:
-            kwargs[name] = _convert(data[name], hints[name], key)
+            try:
+                kwargs[name] = _convert(data[name], hints[name], key)
+            except ConfigError as err:
+                problems += err.problems
+                continue
             minimum = f.metadata.get("minimum")
             if minimum is not None and kwargs[name] is not None and kwargs[name] < minimum:
-                raise ConfigError(
+                problems.append(
                     f"{key}: must be >= {minimum} (leave it out for its default), got {kwargs[name]}"
                 )
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise ConfigError(
-                f"{key}: missing required key ({f.metadata.get('help', _type_name(hints[name]))})"
-            )
+            what = f.metadata.get("help", _type_name(hints[name]))
+            problems.append(f"{key}: missing required key ({what})")
+    if problems:  # the class's own checks need every field, so they wait for these
+        raise ConfigError("\n".join(problems))
     try:
         return cls(**kwargs)
     except (ValueError, TypeError) as exc:
@@ -119,13 +180,130 @@ def _build(data: Any, cls: type[T], where: str) -> T:
 def load_config(source: str | Path | Mapping[str, Any], cls: type[T]) -> T:
     """Build a ``cls`` dataclass from a YAML file path or a mapping; raise ``ConfigError`` if invalid."""
     if isinstance(source, (str, Path)):
-        path = Path(source)
-        if not path.is_file():
-            raise ConfigError(f"config file {str(path)!r} does not exist")
-        data = yaml.safe_load(path.read_text()) or {}
-    else:
-        data = source
-    return _build(data, cls, "")
+        with in_file(source):
+            return _build(read_yaml(source) or {}, cls, "")
+    return _build(source, cls, "")
+
+
+def gather(problems: list[str], check: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+    """``check(*args, **kwargs)``, or None with its mistake's lines appended to ``problems``: so
+    that independent inputs are all checked, and their mistakes reported together."""
+    try:
+        return check(*args, **kwargs)
+    except ValueError as err:  # ConfigError included
+        problems += str(err).splitlines()
+        return None
+
+
+def check_file(path: str | Path, what: str = "config file") -> Path:
+    """``path`` when it is a file; else a ``ConfigError`` saying it is a folder (naming the YAML
+    files in it) or that it does not exist (with the closest name beside it)."""
+    path = Path(path)
+    if path.is_dir():
+        inside = sorted(p.name for p in path.iterdir() if p.suffix in (".yaml", ".yml"))
+        hint = f"; it holds {', '.join(inside[:4])}{', ...' if len(inside) > 4 else ''}" if inside else ""
+        raise ConfigError(f"{what} {str(path)!r} is a folder, not a file{hint}")
+    if not path.is_file():
+        siblings = [p.name for p in path.parent.iterdir()] if path.parent.is_dir() else []
+        raise ConfigError(f"{what} {str(path)!r} does not exist{did_you_mean(path.name, siblings)}")
+    return path
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader noting every key given twice in one mapping (PyYAML keeps the last)."""
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self.repeated: list[str] = []
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # "<<: *base": its keys may be overridden
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, Hashable):  # SafeLoader's own error follows
+                continue
+            line = key_node.start_mark.line + 1
+            if key in first:
+                self.repeated.append(
+                    f"line {line}: {key}: key given twice in one mapping (first on line {first[key]}); "
+                    "YAML would keep only the last, so remove one"
+                )
+            first.setdefault(key, line)
+        return super().construct_mapping(node, deep)
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _UniqueKeyLoader.construct_mapping
+)
+
+
+def read_yaml(path: str | Path, what: str = "config file", problems: list[str] | None = None) -> Any:
+    """The data of the YAML file ``path`` (``check_file`` first); a ``ConfigError`` naming the line
+    of a syntax error, or one line per key given twice (appended to ``problems`` instead when it
+    is given, so that they are reported with the file's other mistakes)."""
+    path = check_file(path, what)
+    loader = _UniqueKeyLoader(path.read_text())
+    try:
+        data = loader.get_single_data()
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}, line {mark.line + 1}" if mark is not None else str(path)
+        raise ConfigError(f"{where}: not valid YAML: {getattr(err, 'problem', None) or err}") from None
+    finally:
+        loader.dispose()
+    repeated = [f"{path}, {problem}" for problem in loader.repeated]
+    if repeated and problems is None:
+        raise ConfigError("\n".join(repeated))
+    (problems if problems is not None else []).extend(repeated)
+    return data
+
+
+@contextmanager
+def in_file(path: str | Path, overrides: Mapping[str, str] = {}) -> Iterator[None]:  # noqa: B006 (read only)
+    """Re-raise a ``ConfigError`` from inside with each of its lines prefixed by ``path`` and the
+    line of the key it names (``agents.yaml, line 4: models.medium.kwargs.skil: ...``), or by the
+    command-line flag that set the key (``overrides``: dotted key -> flag, e.g. ``--set env.lam=-1``)."""
+    try:
+        yield
+    except ConfigError as err:
+        placed = []  # (line, message): the flags' first, then the file's in its order, then the rest
+        for message in err.problems:
+            found = re.match(rf"{re.escape(str(path))}, line (\d+)", message)  # read_yaml's own
+            if found:
+                placed.append((int(found.group(1)), message))
+                continue
+            key_path = re.match(r"[\w-]+(?:\.[\w-]+|\[\d+\])*(?=:)", message)
+            dotted = re.sub(r"\[(\d+)\]", r".\1", key_path.group(0)) if key_path else None
+            if dotted in overrides:
+                placed.append((0, f"{overrides[dotted]}: {message}"))
+                continue
+            line = key_line(Path(path), key_path.group(0)) if key_path else None
+            placed.append((line or math.inf, f"{path}{f', line {line}' if line else ''}: {message}"))
+        lines = [message for _, message in sorted(placed, key=lambda lm: lm[0])]
+        raise ConfigError("\n".join(lines)) from err
+
+
+def key_line(path: Path, key_path: str) -> int | None:
+    """The 1-based line of ``key_path`` ("models.medium.kwargs.skil", "peers[1]") in the file."""
+    try:
+        node = yaml.compose(path.read_text(), Loader=yaml.SafeLoader)
+    except (OSError, yaml.YAMLError):
+        return None
+    line = None
+    for key in re.findall(r"[^.\[\]]+", key_path):
+        if isinstance(node, yaml.MappingNode):
+            entry = next(((k, v) for k, v in node.value if k.value == key), None)
+            if entry is None:
+                return None
+            line, node = entry[0].start_mark.line + 1, entry[1]
+        elif isinstance(node, yaml.SequenceNode) and key.isdigit() and int(key) < len(node.value):
+            node = node.value[int(key)]
+            line = node.start_mark.line + 1
+        else:
+            return None
+    return line
 
 
 def config_to_dict(cfg: Any) -> dict[str, Any]:
@@ -159,6 +337,29 @@ def _git_revision() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def differences(old: Any, new: Any, key: str = "", in_words: Mapping[str, str] = {}) -> list[str]:  # noqa: B006
+    """``"key.path: old -> new"`` for every value that differs between two resolved configs (empty
+    when equal); ``in_words`` names some keys' differences in words (a digest: "the data file
+    changed"). Mappings with other keys (e.g. other models) are named by their keys."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        if set(old) != set(new) and key:
+            return [f"{key}: {_short(sorted(old))} -> {_short(sorted(new))}"]
+        found = []
+        for name in [*old, *(k for k in new if k not in old)]:
+            found += differences(old.get(name), new.get(name), f"{key}.{name}" if key else name, in_words)
+        return found
+    if old == new:
+        return []
+    if key in in_words:
+        return [in_words[key]]
+    return [f"{key or 'settings'}: {_short(old)} -> {_short(new)}"]
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def run_metadata(seed: int | None = None, **extra: Any) -> dict[str, Any]:
@@ -208,6 +409,39 @@ def check_output_dir(path: str | Path, flag: str = "--out") -> Path:
     except OSError as err:
         raise ConfigError(f"{flag} {out}: {existing} is not writable ({err.strerror})") from None
     return out
+
+
+LOCK_FILE = ".councilzoo.lock"
+
+
+@contextmanager
+def run_lock(out: str | Path, flag: str = "--out", name: str = LOCK_FILE) -> Iterator[None]:
+    """Hold the lock of output folder ``out`` (made if needed) while a run writes into it; a
+    second run is refused at once with one line. The lock is the kernel's (``filelock``'s
+    ``flock``), so it ends with its process: a run that was killed leaves no lock behind. A
+    folder made here that a failed run left holding nothing but the lock is removed again."""
+    from filelock import FileLock, Timeout
+
+    out = Path(out)
+    made = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(out / name, timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise ConfigError(
+            f"{flag} {out}: another councilzoo run is writing into this folder now; wait for it to "
+            f"end, or choose another {flag}"
+        ) from None
+    try:
+        yield
+    except BaseException:
+        if made and [p.name for p in out.iterdir()] == [name]:
+            (out / name).unlink()
+            out.rmdir()
+        raise
+    finally:
+        lock.release()
 
 
 def cache_home() -> Path:

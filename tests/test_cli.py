@@ -34,7 +34,7 @@ def _no_traceback(monkeypatch):
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        (BAD_EVAL, "unknown ['nope']"),
+        (BAD_EVAL, "unknown protocol 'nope'"),
         (["train", "corl", "configs/does_not_exist.yaml"], "does not exist"),
     ],
 )

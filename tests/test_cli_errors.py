@@ -208,6 +208,12 @@ CASES = {
     "eval --out read-only": out("--out /sys/councilzoo-out: /sys is not writable", EVAL_AGENTS,
                                 "/sys/councilzoo-out", {"agents.yaml": GOOD_AGENTS}),
     "demo --out a file": out("--out {dir}/afile: a file is there", ["demo"], "{dir}/afile", {}),
+    "repro --out a file": out("--out {dir}/afile: a file is there", ["repro", "corl", "--quick"],
+                              "{dir}/afile", {}),
+    "repro --out under a file": out("{dir}/afile is a file, so no folder can be made under it",
+                                    ["repro", "tracer"], "{dir}/afile/run", {}),
+    "repro --out read-only": out("--out /sys/councilzoo-out: /sys is not writable", ["repro", "comed"],
+                                 "/sys/councilzoo-out", {}),
     "train --out a file": out("--out {dir}/afile: a file is there", ["train", "corl", "{dir}/corl.yaml"],
                               "{dir}/afile", {"corl.yaml": GOOD_CORL}),
     "train output_dir a file": Case(
@@ -239,15 +245,34 @@ CASES = {
     ),
     "eval jsonl without --path": ev("reads a local file: pass path=", "--dataset", "jsonl"),
     "eval missing --path file": ev(
-        "none.jsonl' (--path) does not exist", "--dataset", "jsonl", "--path", "{dir}/none.jsonl"
+        "dataset file (--path) '{dir}/none.jsonl' does not exist",
+        "--dataset", "jsonl", "--path", "{dir}/none.jsonl",
     ),
+    "eval --path a folder": ev("dataset file (--path) '{dir}' is a folder, not a file; it holds agents.yaml",
+                               "--dataset", "jsonl", "--path", "{dir}"),
+    "row without an answer": data(
+        "data.jsonl, line 2: problem 'p1' has no answer, and evaluation scores every problem against",
+        "jsonl", rows(PROBLEM % (0, 0, 1), '{"id": "p1", "question": "What is 1 + 1?", "kind": "numeric"}'),
+    ),
+    "eval protocol twice": ev("--protocol 'single,single': 'single' is named 2 times",
+                              "--protocol", "single,single"),
+    "eval protocol typo": ev("unknown protocol 'comd' (did you mean 'comed'?)", "--protocol", "comd"),
     # ---- eval: the agents file -----------------------------------------------------------------
     "agents file missing": ev("nope.yaml' does not exist", "--agents", "{dir}/nope.yaml"),
     "agents YAML malformed": ev(
         "agents.yaml, line 3: not valid YAML", agents_yaml="models:\n  medium: {type: simulated\nanchor: x\n"
     ),
     "agents YAML a list": ev("expected a mapping for CouncilConfig", agents_yaml="- medium\n"),
-    "agents unknown top-level key": ev("unknown key(s) ['modls']", agents_yaml=GOOD_AGENTS + "modls: {}\n"),
+    "agents unknown top-level key": ev("modls: unknown key for CouncilConfig (did you mean 'models'?)",
+                                       agents_yaml=GOOD_AGENTS + "modls: {}\n"),
+    "agents duplicate key": ev(
+        "agents.yaml, line 7: anchor: key given twice in one mapping (first on line 4)",
+        agents_yaml=GOOD_AGENTS + "anchor: strong\n",
+    ),
+    "agents a folder": ev("agents config '{dir}' is a folder, not a file; it holds agents.yaml",
+                          "--agents", "{dir}"),
+    "agents file name typo": ev("'{dir}/agent.yaml' does not exist (did you mean 'agents.yaml'?)",
+                                "--agents", "{dir}/agent.yaml"),
     "agents missing key": ev("verifier: missing required key", agents_yaml=agents("verifier: strong\n")),
     "agent spec unknown kwarg": ev(
         "agents.yaml, line 2: models.medium.kwargs.skil: SimulatedAgent has no keyword 'skil' "
@@ -262,7 +287,8 @@ CASES = {
         "skill must be a number in [0, 1], got 1.5", agents_yaml=agents("skill: 0.6", "skill: 1.5")
     ),
     "agent spec unknown field": ev(
-        "line 2: models.medium: unknown key(s) ['kwarg']", agents_yaml=agents("kwargs: {", "kwarg: {")
+        "line 2: models.medium.kwarg: unknown key for ModelSpec (did you mean 'kwargs'?)",
+        agents_yaml=agents("kwargs: {", "kwarg: {"),
     ),
     "agent spec unknown type": ev("model type must be one of", agents_yaml=agents("simulated", "gpt")),
     "agent class not importable": ev(
@@ -316,13 +342,33 @@ CASES = {
     "train config missing": Case(
         ["train", "corl", "{dir}/none.yaml", "--out", "{out}"], "none.yaml' does not exist"
     ),
+    "train config a folder": Case(["train", "corl", "{dir}", "--out", "{out}"],
+                                  "config file '{dir}' is a folder, not a file; it holds corl.yaml",
+                                  {"corl.yaml": GOOD_CORL}),
+    "train config name typo": Case(["train", "corl", "{dir}/corl.yml", "--out", "{out}"],
+                                   "(did you mean 'corl.yaml'?)", {"corl.yaml": GOOD_CORL}),
+    "train duplicate key": tr("corl.yaml, line 10: max_steps: key given twice in one mapping (first on line",
+                              config=GOOD_CORL + "max_steps: 2\n"),
+    "train trainer value of the wrong type": tr(
+        "corl.yaml, line 9: trainer.learning_rate: expected float, got str 'fast'",
+        config=corl("{learning_rate: 0.001}", "{learning_rate: fast}"),
+    ),
+    "train trainer bool of the wrong type": tr(
+        "trainer.bf16: expected bool, got str 'maybe'", config=corl("{learning_rate: 0.001}", "{bf16: maybe}")
+    ),
+    "train --set names the key": tr("--set env.lam=-1: env.lam: must be >= 0.0", "--set", "env.lam=-1",
+                                    learner="tracer", config=TRACER),
+    "train --set unknown key": tr("--set env.rund=3: env.rund: unknown key for EnvConfig (did you mean",
+                                  "--set", "env.rund=3", learner="tracer", config=TRACER),
     "train YAML malformed": tr(
-        "corl.yaml (line 3, column 2): not valid YAML", config="members:\n  - {name: q\nx: 1\n"
+        "corl.yaml, line 3: not valid YAML", config="members:\n  - {name: q\nx: 1\n"
     ),
     "train config a list": tr("expected a mapping of settings at the top level", config="- 1\n"),
-    "train unknown key": tr("corl.yaml: unknown key(s) ['max_stpes']", config=GOOD_CORL + "max_stpes: 3\n"),
+    "train unknown key": tr("corl.yaml, line 10: max_stpes: unknown key for CoRLConfig (did you mean",
+                            config=GOOD_CORL + "max_stpes: 3\n"),
     "train member unknown key": tr(
-        "members[1]: unknown key(s) ['tiny_famly']", config=corl("tiny_family: llama", "tiny_famly: llama")
+        "members[1].tiny_famly: unknown key for MemberConfig (did you mean 'tiny_family'?)",
+        config=corl("tiny_family: llama", "tiny_famly: llama"),
     ),
     "train member family": tr(
         "tiny_family: expected one of", config=corl("tiny_family: llama", "tiny_family: gpt2")
@@ -339,7 +385,8 @@ CASES = {
         "needs >= 2 members", config=corl("  - {name: llama, tiny_family: llama, view: 1}\n", "")
     ),
     "train unknown trainer field": tr(
-        "unknown GRPOConfig field(s) ['learning_rat']", config=corl("learning_rate", "learning_rat")
+        "trainer.learning_rat: not a GRPOConfig field (did you mean 'learning_rate'?)",
+        config=corl("learning_rate", "learning_rat"),
     ),
     "train learner-owned trainer key": tr(
         "are set by the learner's own keys", config=corl("{learning_rate: 0.001}", "{max_steps: 3}")
@@ -361,7 +408,8 @@ CASES = {
     "train --set malformed": tr("--set 'max_steps': expected key.sub=value", "--set", "max_steps"),
     "train --set bad index": tr("not an index of one", "--set", "members.7.view=1"),
     "train --members": tr("--members: expected member indices", "--members", "one"),
-    "train tracer unknown key": tr("unknown key(s) ['stpes']", learner="tracer", config="stpes: 3\n"),
+    "train tracer unknown key": tr("stpes: unknown key for TracerConfig", learner="tracer",
+                                   config="stpes: 3\n"),
 }
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from councilzoo.config import ConfigError, dump_config, load_config
+from councilzoo.config import ConfigError, dump_config, load_config, read_yaml
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 REGISTRY = {
@@ -58,7 +58,7 @@ class _Outer:
 @pytest.mark.parametrize(
     "data, message",
     [
-        ({"path": "x", "stepz": 3}, "unknown key(s) ['stepz']"),
+        ({"path": "x", "stepz": 3}, "stepz: unknown key for"),
         ({"steps": 3}, "path: missing required key (where the model lives)"),
         ({"path": "x", "steps": "3"}, "steps: expected int"),
         ({"path": "x", "steps": True}, "steps: expected int"),
@@ -119,3 +119,65 @@ def test_missing_config_file_and_unknown_backend():
     }
     with pytest.raises(ConfigError, match="unknown backend 'mlflow'"):
         load_config(data, CoRLConfig)
+
+
+# ---- every mistake at once, with its line -------------------------------------------------------
+def test_every_mistake_of_a_config_is_one_line_naming_its_key(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("stepz: 3\ninner: {rate: fast}\ntags: [a, 1]\n")
+    with pytest.raises(ConfigError) as failure:
+        load_config(path, _Outer)
+    assert failure.value.problems == [
+        f"{path}, line 1: stepz: unknown key for _Outer (did you mean 'steps'?); expected some of "
+        "['inner', 'mode', 'path', 'steps', 'tags']",
+        f"{path}, line 2: inner.rate: expected float, got str 'fast'",
+        f"{path}, line 3: tags[1]: expected str, got int 1",
+        f"{path}: path: missing required key (where the model lives)",
+    ]
+
+
+def test_a_key_given_twice_is_refused_at_every_depth_with_both_lines(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("path: a\ninner:\n  rate: 0.1\n  rate: 0.2\npath: b\n")
+    merged = tmp_path / "merged.yaml"  # YAML merge keys override, they do not repeat
+    merged.write_text("base: &base {rate: 0.1}\ninner:\n  <<: *base\n  rate: 0.2\n")
+    assert read_yaml(merged)["inner"] == {"rate": 0.2}
+    with pytest.raises(ConfigError) as failure:
+        load_config(path, _Outer)
+    assert failure.value.problems == [
+        f"{path}, line 4: rate: key given twice in one mapping (first on line 3); YAML would keep only the "
+        "last, so remove one",
+        f"{path}, line 5: path: key given twice in one mapping (first on line 1); YAML would keep only the "
+        "last, so remove one",
+    ]
+
+
+def test_yaml_11_exponents_without_a_dot_are_floats():
+    assert load_config({"path": "x", "inner": {"rate": "1e-6"}}, _Outer).inner.rate == 1e-6
+
+
+def test_trainer_values_are_checked_against_grpoconfigs_own_field_types():
+    import dataclasses
+    import typing
+
+    from trl import GRPOConfig
+
+    from councilzoo.config import check_fields
+
+    defaults = {
+        f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        for f in dataclasses.fields(GRPOConfig)
+        if f.init and (f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING)
+    }
+    assert len(defaults) > 150
+    check_fields(defaults, GRPOConfig, "trainer")  # TRL's own defaults pass: no false alarm
+    assert typing.get_type_hints(GRPOConfig)["learning_rate"] is float
+    with pytest.raises(ConfigError) as failure:
+        wrong = {"learning_rate": "fast", "bf16": "maybe", "learning_rat": 1, "beta": 0}
+        check_fields(wrong, GRPOConfig, "trainer")
+    assert failure.value.problems == [
+        "trainer.learning_rat: not a GRPOConfig field (did you mean 'learning_rate'?) "
+        "(see trl.trainer.grpo_config.GRPOConfig)",
+        "trainer.learning_rate: expected float, got str 'fast'",
+        "trainer.bf16: expected bool, got str 'maybe'",
+    ]

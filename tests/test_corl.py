@@ -108,7 +108,7 @@ def test_rows_follow_rounds_and_carry_no_gold(tmp_path):
 @pytest.mark.parametrize(
     "trainer, message",
     [
-        ({"learning_rat": 1e-3}, "unknown GRPOConfig field"),
+        ({"learning_rat": 1e-3}, "not a GRPOConfig field"),
         ({"max_steps": 3}, "set by the learner"),
         ({"top_k": 5, "seeded": True}, r"seeded_sampling does not apply trainer settings \['top_k'\]"),
         (

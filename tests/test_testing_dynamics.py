@@ -75,7 +75,7 @@ def test_a_gate_that_is_not_monotone_fails_naming_the_signal_and_both_states():
     message = str(failure.value)
     assert message.startswith("check_gate failed: not monotone in ")
     assert "but the dearer ESCALATE at GateSignals(" in message
-    assert "Shrunk counterexample: GateCase(signals=GateSignals(" in message
+    assert "Boundary counterexample: GateCase(signals=GateSignals(" in message  # found before any random one
 
 
 def test_an_illegal_decision_after_the_probe_fails():
@@ -131,3 +131,47 @@ def test_a_learner_that_peeks_at_labels_fails(tmp_path):
     message = str(failure.value)
     assert message.startswith("check_learner (label-free) failed: PeekingRENT claims to be label-free")
     assert "Shrunk counterexample: Poison(kind=" in message
+
+
+class EscalatesTheSurest(ComedController):
+    """Broken: escalates its most confident anchors (every sample agrees) at the gate."""
+
+    def _mode(self, context):
+        f = np.asarray(context.features, dtype=float)
+        if f[self._index["anchor_consistency"]] >= 1.0 and f[self._index["probe_done"]] <= 0.5:
+            return Mode.ESCALATE
+        return super()._mode(context)
+
+
+def test_the_ci_profile_catches_a_gate_that_escalates_its_most_confident_anchors():
+    """Ten random examples passed it (one sample is always fully consistent); the boundary cases
+    raise consistency to its top from just below it."""
+    ci = settings.get_profile("councilzoo-ci")  # the kit's ci profile: 10 derandomised examples
+    with pytest.raises(AssertionError) as failure:
+        check_gate(EscalatesTheSurest(FITTED), monotone=("anchor_consistency",), settings=ci)
+    message = str(failure.value)
+    assert message.startswith("check_gate failed: not monotone in anchor_consistency after the anchor: ")
+    assert "but the dearer ESCALATE at GateSignals(samples=2, agreeing=2" in message
+    assert "Boundary counterexample: GateCase(" in message
+
+
+class OneRow:
+    """Broken: one policy row whatever the number of states."""
+
+    def __init__(self, num_states, num_actions):
+        self.num_actions = num_actions
+
+    def strategy(self, states):
+        return np.full(self.num_actions, 1 / self.num_actions)
+
+    def update(self, states, action_values):
+        pass
+
+
+def test_a_strategy_of_the_wrong_shape_is_a_contract_violation_not_a_numpy_error():
+    with pytest.raises(AssertionError) as failure:
+        check_no_regret(OneRow, self_play=False)
+    message = str(failure.value)
+    assert message.startswith("check_no_regret failed: round 0: strategy() returned array([1.]) "
+                              "(shape (1,)), not 1 probability rows over 1 actions (shape (1, 1))")
+    assert "AxisError" not in message

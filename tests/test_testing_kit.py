@@ -187,3 +187,40 @@ def test_check_agent_takes_the_contexts_of_the_seats_an_agent_plays():
     checks.check_agent(Reviewer(), contexts=reviewers, settings=CI)
     with pytest.raises(AssertionError, match="illegal mode"):
         checks.check_agent(Reviewer(), settings=CI)
+
+
+class NeverEnds(debate_v0.raw_env):
+    """Broken on purpose: the debate never ends (its last round starts over)."""
+
+    def _advance(self, turn):
+        super()._advance(turn)
+        return False
+
+
+def test_a_game_that_never_ends_fails_check_env_at_once_in_one_message():
+    """It once failed with a hypothesis health check on the huge input, or minutes of shrinking."""
+    with pytest.raises(AssertionError) as failure:
+        checks.check_env(lambda: OrderEnforcing(NeverEnds()), max_steps=300, pettingzoo_tests=False,
+                         settings=CI)
+    message = str(failure.value)
+    assert message.startswith(
+        "check_env(councilzoo/debate-v0): the episode never ends: agents ['peer_0', 'peer_1', 'peer_2'] "
+        "still playing after 300 steps (random legal modes, no text); the first 9 steps below"
+    )
+    assert "HealthCheck" not in message and message.count("\n  ") == 9
+
+
+class ReturnsPlainInts:
+    """Returns the mode as a plain int: what a game's ``step`` takes, not what an agent returns."""
+
+    def act(self, contexts):
+        return [int(context.legal_modes[0]) for context in contexts]
+
+
+def test_check_agent_holds_agents_to_action_as_its_docstring_says():
+    assert "agents return ``Action`` itself" in " ".join(Action.__doc__.split())
+    env = debate_v0.env(num_agents=2, rounds=2)
+    env.reset(seed=0)
+    env.step(int(Mode.SPEAK))  # a game's step takes a plain int
+    with pytest.raises(AssertionError, match=r"not an Action: context 0: got int \d+; agents return Action"):
+        checks.check_agent(ReturnsPlainInts(), settings=CI)

@@ -111,6 +111,51 @@ def test_view_refuses_a_missing_or_unrelated_folder_in_one_line(tmp_path, capsys
     assert len(errors) == 2 and "no such folder" in errors[0] and "no report.md, episodes/" in errors[1]
 
 
+@pytest.mark.parametrize(
+    ("report", "why"),
+    [
+        ('{"protocols": {"single": {"accura', "not valid JSON"),  # cut short by a full disk
+        ("[1, 2]", "it is not a JSON object"),
+        ('{"protocols": [1, 2]}', "'protocols' is not a mapping"),
+        ('{"protocols": {"single": 5}}', "protocol 'single' is not a row"),
+        ('{"protocols": {}, "frontier": [1]}', "'frontier' is not a mapping"),
+    ],
+)
+def test_view_refuses_a_malformed_report_in_one_line(runs, tmp_path, capsys, report, why):
+    """A report.json that is not eval's (it once crashed the index with an AttributeError)."""
+    folder = tmp_path / "visual"
+    folder.mkdir()
+    (folder / "episodes").mkdir()
+    episodes = (runs / "visual" / "episodes" / "single.jsonl").read_bytes()
+    (folder / "episodes" / "single.jsonl").write_bytes(episodes)
+    (folder / "report.json").write_text(report)
+    assert cli_main(["view", str(folder), "--port", "0"]) == 2
+    [error] = capsys.readouterr().err.strip().splitlines()
+    assert error.startswith(f"councilzoo view: error: {folder / 'report.json'}: ") and why in error
+
+
+def _status_and_json(url: str) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_an_episode_or_run_the_folder_does_not_hold_is_404_with_a_message(server, folder):
+    n, runs = len(folder.locations), len(folder.trainings)
+    assert _status_and_json(server.url + f"api/episode/{n - 1}")[0] == 200
+    for route, message in [
+        (f"api/episode/{n}", f"no episode {n} in this folder: it holds episodes 0 to {n - 1}"),
+        ("api/episode/-1", "no episode -1 in this folder"),  # once served the last episode
+        (f"api/training/{runs}", f"no training run {runs} in this folder"),
+        ("api/image/999999/0", "no episode 999999"),
+        ("api/episode/abc", "api/episode/abc: not found in this folder"),
+    ]:
+        status, body = _status_and_json(server.url + route)
+        assert status == 404 and message in body["error"], (route, body)
+
+
 def test_the_command_serves_the_folder(runs):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "councilzoo.cli", "view", str(runs), "--port", "0"]
@@ -226,6 +271,19 @@ def test_one_problem_side_by_side_across_protocols(page, server, folder):
     page.wait_for_function(f"document.querySelectorAll('.side-by-side .column').length === {len(played)}")
     titles = page.locator(".side-by-side .episode-head a").all_inner_texts()
     assert set(titles) == played
+
+
+@pytest.mark.browser
+def test_a_stale_link_shows_what_is_missing_instead_of_loading_forever(page, server, folder):
+    n = len(folder.locations)
+    _open(page, server, f"#episodes?open={n + 5}")
+    page.wait_for_selector(".detail .error")
+    assert page.inner_text(".detail .error").startswith(f"no episode {n + 5} in this folder")
+    assert not page.query_selector(".detail .loading")
+    _open(page, server, "#problem?id=visual-s9-99999")
+    assert page.inner_text("#view .error").startswith('No problem "visual-s9-99999" in this folder')
+    _open(page, server, f"#training?run={len(folder.trainings)}")
+    assert page.inner_text("#view .error").startswith(f"No training run {len(folder.trainings)}")
 
 
 @pytest.mark.browser

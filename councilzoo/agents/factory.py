@@ -11,7 +11,6 @@ errors name the spec as ``models.<name>``.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import inspect
 from collections.abc import Callable, Mapping
@@ -19,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from councilzoo.agents.base import Agent
-from councilzoo.config import ConfigError
+from councilzoo.config import ConfigError, did_you_mean
 
 BUILTIN_TYPES = ("simulated", "transformers", "openai")
 
@@ -78,20 +77,20 @@ def _accepted(spec: ModelSpec) -> dict[str, tuple[str, list[str] | None]]:
 
 
 def check_keywords(name: str, spec: ModelSpec) -> None:
-    """Raise a ConfigError for a keyword of ``spec`` that its class does not accept (a typo)."""
+    """Raise a ConfigError, one line per keyword of ``spec`` that its class does not accept (a typo)."""
     try:
         sections = _accepted(spec)
     except ValueError as err:  # a class that cannot be imported
         raise ConfigError(f"models.{name}.type: {err}") from err
-    for section, (target, accepted) in sections.items():
-        for key in getattr(spec, section):
-            if accepted is not None and key not in accepted:
-                close = difflib.get_close_matches(key, accepted, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise ConfigError(
-                    f"models.{name}.{section}.{key}: {target} has no keyword {key!r}{hint}; "
-                    f"accepted: {accepted}"
-                )
+    problems = [
+        f"models.{name}.{section}.{key}: {target} has no keyword {key!r}{did_you_mean(key, accepted)}; "
+        f"accepted: {accepted}"
+        for section, (target, accepted) in sections.items()
+        for key in getattr(spec, section)
+        if accepted is not None and key not in accepted
+    ]
+    if problems:
+        raise ConfigError("\n".join(problems))
 
 
 def build_model(name: str, spec: ModelSpec) -> Agent:

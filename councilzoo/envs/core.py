@@ -30,7 +30,9 @@ SILENT_MODES = frozenset({Mode.SKIP, Mode.KEEP, Mode.ACCEPT, Mode.ESCALATE, Mode
 
 @dataclass
 class Action:
-    """An agent's move. Plain ints (a mode) and dicts with the same keys are accepted too.
+    """An agent's move: what ``Agent.act`` returns, one per context (``check_agent`` holds agents
+    to this type). A game's ``step`` also takes a plain int (a mode) or a dict with these keys, for
+    driving a game by hand; agents return ``Action`` itself.
 
     ``text`` is the utterance for speaking modes. ``samples`` holds extra sampled utterances
     when a turn draws several (the escalation anchor's self-consistency samples); ``text`` is

@@ -26,16 +26,13 @@ errors found while the models are built (a value of the wrong type, an unreachab
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from councilzoo.agents.factory import ModelSpec, check_keywords
-from councilzoo.config import ConfigError, load_config
+from councilzoo.config import ConfigError, in_file, load_config, read_yaml
 
 
 @dataclass
@@ -107,51 +104,29 @@ class CouncilConfig:
 
 
 def load_council(path: str | Path) -> CouncilConfig:
-    """The agents config in the YAML file ``path``, checked (see the module docstring)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"agents config {str(path)!r} does not exist")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{path}, line {mark.line + 1}" if mark is not None else str(path)
-        raise ConfigError(f"{where}: not valid YAML: {getattr(err, 'problem', None) or err}") from None
+    """The agents config in the YAML file ``path``, checked (see the module docstring); every
+    mistake in the file is reported at once, one line each."""
     with agents_file(path):
-        council = load_config(data or {}, CouncilConfig)
-        for name, spec in council.models.items():
-            check_keywords(name, spec)
+        problems: list[str] = []
+        data = read_yaml(path, "agents config", problems) or {}
+        try:
+            council = load_config(data, CouncilConfig)
+        except ConfigError as err:
+            council = None
+            problems += err.problems
+        models = data.get("models") if isinstance(data, dict) else None
+        for name, spec in (models or {}).items() if isinstance(models, dict) else ():
+            try:
+                check_keywords(name, load_config(spec, ModelSpec))
+            except ConfigError as err:  # a spec that does not load is already among the problems
+                problems += [p for p in err.problems if p not in problems and p.startswith(f"models.{name}.")]
+        if problems:
+            raise ConfigError("\n".join(dict.fromkeys(problems)))
     return council
 
 
 @contextmanager
 def agents_file(path: str | Path) -> Iterator[None]:
     """Re-raise a ConfigError from inside prefixed with ``path`` and the line of its key."""
-    try:
+    with in_file(path):
         yield
-    except ConfigError as err:
-        message = str(err)
-        key_path = re.match(r"[\w-]+(?:\.[\w-]+|\[\d+\])*(?=:)", message)
-        line = _line_of(Path(path), key_path.group(0)) if key_path else None
-        raise ConfigError(f"{path}{f', line {line}' if line else ''}: {message}") from err
-
-
-def _line_of(path: Path, key_path: str) -> int | None:
-    """The 1-based line of ``key_path`` ("models.medium.kwargs.skil", "peers[1]") in the file."""
-    try:
-        node = yaml.compose(path.read_text(), Loader=yaml.SafeLoader)
-    except (OSError, yaml.YAMLError):
-        return None
-    line = None
-    for key in re.findall(r"[^.\[\]]+", key_path):
-        if isinstance(node, yaml.MappingNode):
-            entry = next(((k, v) for k, v in node.value if k.value == key), None)
-            if entry is None:
-                return None
-            line, node = entry[0].start_mark.line + 1, entry[1]
-        elif isinstance(node, yaml.SequenceNode) and key.isdigit() and int(key) < len(node.value):
-            node = node.value[int(key)]
-            line = node.start_mark.line + 1
-        else:
-            return None
-    return line

@@ -14,7 +14,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from councilzoo.config import check_output_dir, config_to_dict, load_config, run_metadata
+from councilzoo.config import check_output_dir, config_to_dict, load_config, run_lock, run_metadata
 from councilzoo.evaluation.council import CouncilConfig
 from councilzoo.evaluation.harness import PROTOCOL_ORDER, Evaluation, run_and_report
 from councilzoo.evaluation.run_folder import check_rerun, start_run
@@ -86,8 +86,10 @@ def run_demo(
     }
     check_rerun(out, settings, overwrite)
     ev = Evaluation(council, test, dev, out, seed=seed, progress=real)
-    start_run(out, settings, overwrite)
-    names = [p for p in PROTOCOL_ORDER if not (real and p in ("routing", "best_single_hindsight"))]
-    meta = run_metadata(seed, demo=True, model=model, endpoint=endpoint, n=n)
-    run_and_report(ev, names, out, meta, f"councilzoo demo: {n} synthetic numeric problems")
+    with run_lock(out):
+        check_rerun(out, settings, overwrite)  # again: a run may have finished meanwhile
+        start_run(out, settings, overwrite)
+        names = [p for p in PROTOCOL_ORDER if not (real and p in ("routing", "best_single_hindsight"))]
+        meta = run_metadata(seed, demo=True, model=model, endpoint=endpoint, n=n)
+        run_and_report(ev, names, out, meta, f"councilzoo demo: {n} synthetic numeric problems")
     return 0

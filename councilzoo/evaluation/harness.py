@@ -22,14 +22,22 @@ from typing import Any
 import numpy as np
 
 from councilzoo.agents.factory import build_models
-from councilzoo.config import check_output_dir, config_to_dict, load_config, run_metadata
+from councilzoo.config import (
+    check_output_dir,
+    config_to_dict,
+    did_you_mean,
+    gather,
+    load_config,
+    run_lock,
+    run_metadata,
+)
 from councilzoo.envs.core import EpisodeRecord
 from councilzoo.evaluation import protocols, report
 from councilzoo.evaluation.context import Run
 from councilzoo.evaluation.council import CouncilConfig, agents_file, load_council
 from councilzoo.evaluation.metrics import ProtocolResult
 from councilzoo.evaluation.run_folder import PROBLEMS, check_rerun, file_digest, start_run
-from councilzoo.learners.logging import read_metrics
+from councilzoo.learners.logging import cut_partial_line, read_metrics
 from councilzoo.rollout import RolloutEngine
 from councilzoo.tasks import Problem, load_problems
 
@@ -95,6 +103,7 @@ class Evaluation:
         what ``councilzoo view`` shows beside an episode. Images stay in the episode records."""
         path = self.out / PROBLEMS
         if self._saved_problems is None:
+            cut_partial_line(path)
             self._saved_problems = {row["id"] for row in read_metrics(path)} if path.exists() else set()
         new = [p for p in problems if p.id not in self._saved_problems]
         with open(path, "a") as file:
@@ -180,8 +189,9 @@ class Evaluation:
 def problems_for(
     dataset: str, split: str, limit: int | None, seed: int, path: str | None = None
 ) -> list[Problem]:
-    """Test problems: ``synthetic:<kind>`` (seeded) or a named/local dataset (``tasks.load_problems``)."""
-    return load_problems(dataset, split, seed=seed, path=path, limit=limit)
+    """Test problems: ``synthetic:<kind>`` (seeded) or a named/local dataset (``tasks.load_problems``),
+    each with an answer to score against."""
+    return load_problems(dataset, split, seed=seed, path=path, limit=limit, require_answers=True)
 
 
 def dev_for(
@@ -191,7 +201,7 @@ def dev_for(
     ``path`` when given, a local file in the dataset's schema)."""
     size = council.comed.dev_size
     split = "dev" if dataset.startswith("synthetic:") else council.comed.dev_split
-    return lambda: load_problems(dataset, split, seed=seed, limit=size, path=path)
+    return lambda: load_problems(dataset, split, seed=seed, limit=size, path=path, require_answers=True)
 
 
 def checked_dev(dev: Sequence[Problem], test: Sequence[Problem]) -> list[Problem]:
@@ -222,12 +232,24 @@ def evaluate(
 
 
 def parse_protocols(spec: str) -> list[str]:
+    """The protocols of ``--protocol``: one name, a comma list or 'all'; an unknown name (with a
+    did-you-mean) or one named twice is refused, every such mistake on its own line."""
     names = list(PROTOCOL_ORDER) if spec == "all" else [s.strip() for s in spec.split(",") if s.strip()]
-    unknown = [n for n in names if n not in protocols.PROTOCOLS]
-    if unknown or not names:
-        raise ValueError(
-            f"--protocol {spec!r}: unknown {unknown}; choose from {list(PROTOCOL_ORDER)} or 'all'"
-        )
+    if not names:
+        raise ValueError(f"--protocol {spec!r}: name one of {list(PROTOCOL_ORDER)} or 'all'")
+    problems = [
+        f"--protocol {spec!r}: unknown protocol {n!r}{did_you_mean(n, PROTOCOL_ORDER)}; choose from "
+        f"{list(PROTOCOL_ORDER)} or 'all'"
+        for n in dict.fromkeys(names)
+        if n not in protocols.PROTOCOLS
+    ]
+    problems += [
+        f"--protocol {spec!r}: {n!r} is named {names.count(n)} times; name each protocol once"
+        for n in dict.fromkeys(names)
+        if names.count(n) > 1
+    ]
+    if problems:
+        raise ValueError("\n".join(problems))
     return names
 
 
@@ -276,11 +298,14 @@ def main(args: argparse.Namespace) -> int:
     Everything that needs no model is checked first (flags, the output folder, the agents file,
     every problem, the dev split of protocols fitted on it, a rerun's settings), then the models
     are built and the episodes played."""
-    names = parse_protocols(args.protocol)
-    check_options(args, names)
-    check_output_dir(args.out)
-    council = load_council(args.agents)
-    test = problems_for(args.dataset, args.split, args.limit, args.seed, args.path)
+    problems: list[str] = []  # every independent input is checked; their mistakes reported together
+    names = gather(problems, parse_protocols, args.protocol) or []
+    gather(problems, check_options, args, names)
+    gather(problems, check_output_dir, args.out)
+    council = gather(problems, load_council, args.agents)
+    test = gather(problems, problems_for, args.dataset, args.split, args.limit, args.seed, args.path)
+    if problems:
+        raise ValueError("\n".join(problems))
     dev = dev_for(args.dataset, council, args.seed, args.dev_path)
     if any(name in protocols.DEV_FITTED for name in names):
         dev = checked_dev(dev(), test)
@@ -297,9 +322,11 @@ def main(args: argparse.Namespace) -> int:
     check_rerun(args.out, settings, args.overwrite)
     with agents_file(args.agents):  # the models are built here: a bad value names the file and line
         ev = Evaluation(council, test, dev, args.out, seed=args.seed)
-    start_run(args.out, settings, args.overwrite)
-    meta = run_metadata(
-        args.seed, agents=str(args.agents), dataset=args.dataset, split=args.split, n=len(test)
-    )
-    run_and_report(ev, names, args.out, meta, f"{args.dataset}: {len(test)} problems")
+    with run_lock(args.out):
+        check_rerun(args.out, settings, args.overwrite)  # again: a run may have finished meanwhile
+        start_run(args.out, settings, args.overwrite)
+        meta = run_metadata(
+            args.seed, agents=str(args.agents), dataset=args.dataset, split=args.split, n=len(test)
+        )
+        run_and_report(ev, names, args.out, meta, f"{args.dataset}: {len(test)} problems")
     return 0

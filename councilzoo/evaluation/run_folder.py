@@ -6,23 +6,29 @@ episodes, so the settings that decide them (the command, the resolved agents con
 protocol setting, the dataset, split, the data files' contents, limit and seed) are recorded in
 ``OUT/settings.json``, and a rerun compares its own against them before any model is built:
 
+- no finished episode in the folder (a run that stopped before its first): the run starts;
 - equal settings: the run resumes;
-- other settings: refused, one line naming the first difference, unless ``overwrite``;
+- other settings: refused, one line per difference named in words ("the data file (--path)
+  changed", "agents.samples: 3 -> 5"), unless ``overwrite``;
 - ``overwrite``: the old episodes, their problems and settings are deleted (nothing else in the
   folder) first;
 - episodes without a settings record (a folder written by hand or by an older councilzoo):
   refused unless ``overwrite``.
+
+While a run plays, it holds the folder's lock (``config.run_lock``): a second run into the same
+folder is refused at once instead of writing the same episodes twice.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
 
-from councilzoo.config import ConfigError
+from councilzoo.config import ConfigError, differences
 
 SETTINGS_FILE = "settings.json"
 EPISODES = "episodes"
@@ -34,32 +40,24 @@ def file_digest(path: str | Path | None) -> str | None:
     return None if path is None else hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def first_difference(old: Any, new: Any, key: str = "") -> str | None:
-    """``"key.path: old -> new"`` for the first value that differs, or None when equal."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        if set(old) != set(new) and key:  # e.g. other models: name them, not their settings
-            return f"{key}: {_short(sorted(old))} -> {_short(sorted(new))}"
-        for name in [*old, *(k for k in new if k not in old)]:
-            found = first_difference(old.get(name), new.get(name), f"{key}.{name}" if key else name)
-            if found:
-                return found
-        return None
-    if old == new:
-        return None
-    return f"{key or 'settings'}: {_short(old)} -> {_short(new)}"
+# Settings recorded as a digest, named in words when they differ.
+IN_WORDS = {
+    "path_sha256": "the data file (--path) changed",
+    "dev_path_sha256": "the dev file (--dev-path) changed",
+}
 
 
-def _short(value: Any) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+def has_episodes(out: Path) -> bool:
+    """Whether ``out`` holds a finished episode (a run may stop before its first)."""
+    return any(path.stat().st_size for path in (out / EPISODES).glob("*.jsonl"))
 
 
 def check_rerun(out: str | Path, settings: dict[str, Any], overwrite: bool) -> None:
     """Refuse to run into ``out`` when its episodes were played with other settings (see the module
     docstring); reads only, so it runs before any model is built."""
     out = Path(out)
-    if overwrite or not (out / EPISODES).exists():
-        return
+    if overwrite or not has_episodes(out):
+        return  # nothing finished yet, so nothing to resume or to mix with
     record = out / SETTINGS_FILE
     if not record.is_file():
         raise ConfigError(
@@ -70,20 +68,23 @@ def check_rerun(out: str | Path, settings: dict[str, Any], overwrite: bool) -> N
         old = json.loads(record.read_text())
     except ValueError as err:
         raise ConfigError(f"{record} is not valid JSON ({err}); pass --overwrite to start afresh") from None
-    difference = first_difference(old, settings)
-    if difference:
-        raise ConfigError(
-            f"--out {out} holds episodes played with other settings ({difference}); pass --overwrite "
+    changed = differences(old, settings, in_words=IN_WORDS)
+    if changed:
+        raise ConfigError("\n".join(
+            f"--out {out} holds episodes played with other settings: {difference}; pass --overwrite "
             "to discard them, or choose another --out"
-        )
+            for difference in changed
+        ))
 
 
 def start_run(out: str | Path, settings: dict[str, Any], overwrite: bool) -> None:
-    """Just before the first episode: with ``overwrite``, delete the old episodes and the problems
-    they were played on; record ``settings``."""
+    """Just before the first episode: with ``overwrite`` or no finished episode, delete the old
+    episodes and the problems they were played on; record ``settings``."""
     out = Path(out)
-    if overwrite:
+    if overwrite or not has_episodes(out):
         shutil.rmtree(out / EPISODES, ignore_errors=True)
         (out / PROBLEMS).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
-    (out / SETTINGS_FILE).write_text(json.dumps(settings, indent=2))
+    tmp = out / f".{SETTINGS_FILE}.tmp"  # renamed into place: a full disk never leaves half a record
+    tmp.write_text(json.dumps(settings, indent=2))
+    os.replace(tmp, out / SETTINGS_FILE)

@@ -43,6 +43,11 @@ class Learner(ABC):
         """Run to ``cfg.max_steps`` (continuing the run in ``cfg.output_dir`` with ``resume``);
         returns the final metrics row of each trained model."""
 
+    def resume_step(self) -> int | None:
+        """The step a ``--resume`` continues after (its newest checkpoint), or None when unknown;
+        recorded with the settings a resume changes."""
+        return None
+
 
 def register_learner(cls: type[Learner]) -> type[Learner]:
     """Class decorator: make ``cls`` available as ``councilzoo train <cls.name>``."""

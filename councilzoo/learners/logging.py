@@ -59,6 +59,8 @@ class MetricsLogger:
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.backends = check_report_to(report_to)
+        if resume:
+            cut_partial_line(self.out_dir / file_name)
         self._file = open(self.out_dir / file_name, "a" if resume else "w")  # noqa: SIM115
         self._tb = self._wandb = self._trackio = None
         name = run_name or self.out_dir.name
@@ -101,6 +103,18 @@ class MetricsLogger:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def cut_partial_line(path: str | Path) -> None:
+    """Cut a last line that a crash or a full disk left unfinished from an append-only JSONL
+    file, so that the next appended line is not glued to it."""
+    path = Path(path)
+    if not path.is_file():
+        return
+    with path.open("r+b") as file:
+        data = file.read()
+        if data and not data.endswith(b"\n"):
+            file.truncate(data.rfind(b"\n") + 1)
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:

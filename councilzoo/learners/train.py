@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +22,18 @@ from typing import Any
 
 import yaml
 
-from councilzoo.config import ConfigError, check_output_dir, load_config
+from councilzoo.config import (
+    LOCK_FILE,
+    ConfigError,
+    check_output_dir,
+    config_to_dict,
+    differences,
+    in_file,
+    load_config,
+    read_yaml,
+    run_lock,
+    run_metadata,
+)
 
 
 def apply_overrides(data: dict[str, Any], assignments: Sequence[str]) -> dict[str, Any]:
@@ -65,21 +77,20 @@ def _scalar(raw: str) -> Any:
 
 def read_config(path: str | Path, cls: type, assignments: Sequence[str] = ()) -> Any:
     """The validated ``cls`` config from a YAML file with ``--set`` overrides applied."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file {str(path)!r} does not exist")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        raise ConfigError(f"{path}{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from exc
+    problems: list[str] = []
+    data = read_yaml(path, "config file", problems) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level")
-    try:
-        return load_config(apply_overrides(data, assignments), cls)
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
+    data = apply_overrides(data, assignments)
+    flags = {a.partition("=")[0]: f"--set {a}" for a in assignments}
+    with in_file(path, flags):
+        try:
+            cfg = load_config(data, cls)
+        except ConfigError as exc:
+            problems += exc.problems
+        if problems:
+            raise ConfigError("\n".join(problems))
+    return cfg
 
 
 def _members(value: str | None) -> list[int] | None:
@@ -112,21 +123,59 @@ def main(args: argparse.Namespace) -> int:
         for error in errors:
             print(f"councilzoo train: error: {error}", file=sys.stderr)
         return 2 if errors else 0
-    check_output_dir(cfg.output_dir, "--out" if args.out else f"{args.config}: output_dir")
+    flag = "--out" if args.out else f"{args.config}: output_dir"
+    check_output_dir(cfg.output_dir, flag)
     learner = learner_class(cfg)
     members = _members(args.members)
+    changed = changed_settings(cfg) if args.resume else []
+    if changed and not args.allow_changed_settings:
+        raise ConfigError("\n".join(
+            f"--resume: {change} since the run in {cfg.output_dir} started; pass --allow-changed-settings "
+            "to continue with the new settings (recorded with the step they start from), or --overwrite "
+            "to start again" for change in changed
+        ))
     # here, not above: they import torch, which a mistake in the input need not wait for
     from councilzoo.learners.cohort.distributed import PeerFailure
     from councilzoo.learners.cohort.launch import CohortFailed
 
     kwargs = {"members": members} if members is not None else {}
+    lock = f".councilzoo-members-{'-'.join(map(str, members))}.lock" if members is not None else LOCK_FILE
     try:
-        rows = learner.train(resume=args.resume, overwrite=args.overwrite, **kwargs)
+        with run_lock(cfg.output_dir, flag, lock):  # each node of a multi-node cohort locks its members
+            if changed:
+                record_changed_settings(cfg, changed, learner.resume_step())
+            rows = learner.train(resume=args.resume, overwrite=args.overwrite, **kwargs)
     except (CohortFailed, PeerFailure) as exc:
         print(f"councilzoo train: cohort stopped: {exc}", file=sys.stderr)
         return 3
     print_summary(args.learner, cfg, rows, members)
     return 0
+
+
+# Settings a resume may change without --allow-changed-settings: a longer run, a moved folder.
+RESUME_FREE = ("max_steps", "output_dir")
+SETTINGS_CHANGES = "settings_changes.jsonl"
+
+
+def changed_settings(cfg: Any) -> list[str]:
+    """What ``cfg`` changes against the resolved config its output folder's run started with
+    (``config.yaml``), besides ``RESUME_FREE``: one ``"key: old -> new"`` per difference."""
+    path = Path(cfg.output_dir) / "config.yaml"
+    if not path.is_file():
+        return []
+    old, new = yaml.safe_load(path.read_text()) or {}, config_to_dict(cfg)
+    for key in RESUME_FREE:
+        old.pop(key, None)
+        new.pop(key, None)
+    return differences(old, new)
+
+
+def record_changed_settings(cfg: Any, changed: Sequence[str], step: int | None) -> None:
+    """Append to ``OUTPUT/settings_changes.jsonl`` what a resume changed and the step it continues
+    after, since ``config.yaml`` then holds the new settings."""
+    row = {"resumed_after_step": step, "changed": list(changed), "at": run_metadata()["started_at"]}
+    with open(Path(cfg.output_dir) / SETTINGS_CHANGES, "a") as file:
+        file.write(json.dumps(row) + "\n")
 
 
 def print_summary(learner: str, cfg: Any, rows: Sequence[dict], members: Sequence[int] | None = None) -> None:

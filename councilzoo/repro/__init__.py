@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from councilzoo.config import check_output_dir
 from councilzoo.repro.report import status_of, write_report
 
 CLAIMS = ("corl", "comed", "tracer")
@@ -62,6 +63,7 @@ def main(args: argparse.Namespace) -> int:
     """Entry point of ``councilzoo repro``; exit status 0 when every claim ran (whatever its verdict)."""
     if getattr(args, "jobs", None) is not None and args.claim != "all":
         raise ValueError(f"--jobs: only 'repro all' runs claims in parallel, not {args.claim!r}; drop --jobs")
+    check_output_dir(args.out)  # a file or a read-only place: one line now, not after the claim ran
     claims = CLAIMS if args.claim == "all" else (args.claim,)
     jobs = getattr(args, "jobs", None) or os.cpu_count() or 1
     if jobs < 1:

@@ -466,7 +466,8 @@ def _checked_rows(rows: list[tuple[str, Any]]) -> list[tuple[str, Row]]:
 
 
 def _convert_rows(name: str, spec: DatasetSpec, rows: list[tuple[str, Row]], split: str, seed: int):
-    """Every row through ``spec.convert``; a row it cannot read is an error naming row and field."""
+    """``(where, problem)`` for every row through ``spec.convert``; a row it cannot read is an error
+    naming row and field."""
     problems = []
     for i, (where, row) in enumerate(_checked_rows(rows)):
         try:
@@ -478,16 +479,16 @@ def _convert_rows(name: str, spec: DatasetSpec, rows: list[tuple[str, Row]], spl
         except (TypeError, AttributeError, ValueError) as err:
             raise ValueError(f"{where}: not a {name} row: {type(err).__name__}: {err}") from None
         if problem is not None:
-            problems.append(problem)
+            problems.append((where, problem))
     return problems
 
 
 PROBLEM_FIELDS = ("id", "question", "answer", "kind", "choices", "source", "metadata", "images")
 
 
-def _read_local_problems(path: Path) -> list[Problem]:
-    """A JSON array or JSONL file of Problem dicts (``images``: image file paths), or of MATH-500
-    release rows (``prompt``/``answer``/``source``/``id``)."""
+def _read_local_problems(path: Path) -> list[tuple[str, Problem]]:
+    """``(where, problem)`` for a JSON array or JSONL file of Problem dicts (``images``: image file
+    paths), or of MATH-500 release rows (``prompt``/``answer``/``source``/``id``)."""
     problems = []
     for i, (where, row) in enumerate(_checked_rows(_file_rows(path))):
         if "prompt" in row and "question" not in row:  # MATH-500 release shape
@@ -513,7 +514,7 @@ def _read_local_problems(path: Path) -> list[Problem]:
                 except RowError as err:
                     raise ValueError(f"{where}: {err}") from None
         try:
-            problems.append(Problem.from_dict({"answer": None, **row}))
+            problems.append((where, Problem.from_dict({"answer": None, **row})))
         except (TypeError, ValueError) as err:
             raise ValueError(f"{where}: {err}") from None
     return problems
@@ -549,6 +550,7 @@ def load_dataset(
     seed: int = 0,
     release: str | None = None,
     window: tuple[str | None, str | None] | None = None,
+    require_answers: bool = False,
 ) -> list[Problem]:
     """Problems of benchmark ``name`` (see ``DATASETS``) or of a local file (``"jsonl"``/``"json"``).
 
@@ -558,7 +560,9 @@ def load_dataset(
     LiveCodeBench only: ``release`` picks the hub release (``"release_v6"``, cumulative, or
     ``"v5"`` alone) and ``window=(start, end)`` keeps problems with ``start <= contest_date < end``
     (ISO dates; either bound may be None). Code benchmarks run their reference solutions once, in
-    the sandbox, to label ``answer`` with the reference's output signature.
+    the sandbox, to label ``answer`` with the reference's output signature. ``require_answers``
+    (evaluation scores every problem against its answer) refuses problems left without one,
+    naming each one's file and line.
     """
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be a positive int or None, got {limit!r}")
@@ -571,7 +575,7 @@ def load_dataset(
     if name in LOCAL_FORMATS:
         if path is None:
             raise ValueError(f"load_dataset({name!r}) reads a local file: pass path='problems.{name}'")
-        problems = _read_local_problems(Path(path))
+        placed = _read_local_problems(Path(path))
     elif name in DATASETS:
         if path is not None:
             rows = _checked_rows(_file_rows(Path(path)))
@@ -580,17 +584,38 @@ def load_dataset(
             rows = [(f"{name} ({spec.hub_id}) row {i + 1}", r) for i, r in enumerate(hub_rows)]
         if window is not None:
             rows = [(w, r) for w, r in rows if _in_window(str(r.get(spec.date_field) or ""), window)]
-        problems = _convert_rows(name, spec, rows, split, seed)
+        placed = _convert_rows(name, spec, rows, split, seed)
     else:
         raise ValueError(f"unknown dataset {name!r}; known: {sorted(DATASETS) + list(LOCAL_FORMATS)}")
+    wheres, problems = [w for w, _ in placed], [p for _, p in placed]
     if path is not None:
         problems = _local_image_paths(problems, Path(path).parent)
     if limit is not None and limit < len(problems):
         keep = np.sort(np.random.default_rng(seed).choice(len(problems), size=limit, replace=False))
-        problems = [problems[k] for k in keep]
+        problems, wheres = [problems[k] for k in keep], [wheres[k] for k in keep]
     if spec is not None and spec.kind == "code":
         problems = with_reference_answers(problems)
+    if require_answers:
+        check_answers(problems, wheres)
     return problems
+
+
+MAX_LISTED = 10  # rows named one per line; beyond them, a count
+
+
+def check_answers(problems: list[Problem], wheres: list[str]) -> None:
+    """A ``ValueError`` naming every problem without an answer (file and line), one per line."""
+    missing = [
+        f"{where}: problem {p.id!r} has no answer, and evaluation scores every problem against its "
+        "answer; add one, or drop the row"
+        + (" (its reference solution fails on its own inputs)" if p.metadata.get("solution") else "")
+        for where, p in zip(wheres, problems, strict=True)
+        if p.answer is None
+    ]
+    if len(missing) > MAX_LISTED:
+        missing[MAX_LISTED:] = [f"... and {len(missing) - MAX_LISTED} more rows without an answer"]
+    if missing:
+        raise ValueError("\n".join(missing))
 
 
 def _in_window(date: str, window: tuple[str | None, str | None]) -> bool:

@@ -12,8 +12,7 @@ per problem), so one set holds at most ``MAX_SYNTHETIC_PROBLEMS``.
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from councilzoo.config import check_file
 from councilzoo.tasks.datasets import load_dataset
 from councilzoo.tasks.images import ImageError, load_image
 from councilzoo.tasks.problem import Problem
@@ -40,13 +39,15 @@ def load_problems(
     limit: int | None = None,
     size: int = DEFAULT_SYNTHETIC_SIZE,
     difficulty: float = 0.5,
+    require_answers: bool = False,
 ) -> list[Problem]:
     """Problems of ``split`` (at most ``limit``; synthetic sets have ``limit or size`` items).
 
     Raises ``ValueError`` for an unknown synthetic kind or split, a ``limit`` or ``size`` below 1 (or
     a synthetic set above ``MAX_SYNTHETIC_PROBLEMS``), a missing local file or an empty set,
     ``DatasetUnavailableError`` for a dataset that cannot be read, and ``ImageError`` for a
-    problem image that is missing, unreadable or too large, before any work starts.
+    problem image that is missing, unreadable or too large, before any work starts; with
+    ``require_answers``, also for problems without an answer (all of them, with file and line).
     """
     if limit is not None and limit < 1:
         raise ValueError(f"dataset {name!r}: limit must be >= 1 (None for all), got {limit}")
@@ -66,9 +67,11 @@ def load_problems(
             )
         problems = synthetic_problems(kind, n, seed=seeded, difficulty=difficulty)
     else:
-        if path is not None and not Path(path).is_file():
-            raise ValueError(f"dataset file {str(path)!r} (--path) does not exist")
-        problems = load_dataset(name, split=split, path=path, limit=limit, seed=seed)
+        if path is not None:
+            check_file(path, "dataset file (--path)")
+        problems = load_dataset(
+            name, split=split, path=path, limit=limit, seed=seed, require_answers=require_answers
+        )
     if not problems:
         raise ValueError(f"dataset {name!r} (split {split!r}) gave no problems")
     check_images(problems)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import inspect
 import io
 import math
@@ -32,7 +33,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-from hypothesis import given
+from hypothesis import HealthCheck, given
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from pettingzoo.test import (
@@ -93,8 +94,11 @@ RENDERED = (CouncilEnv, cohort_v0.parallel_env)  # games whose transcript text c
 
 
 def _settings(settings: Settings | None) -> Settings:
-    """The given settings, or the loaded profile's, reporting one bug (the first shrunk)."""
-    return Settings(settings or Settings(), report_multiple_bugs=False, deadline=None)
+    """The given settings, or the loaded profile's, reporting one bug (the first shrunk); a long
+    episode is a finding ("never ends"), not a health-check failure."""
+    base = settings or Settings()
+    quiet = [*base.suppress_health_check, HealthCheck.large_base_example, HealthCheck.data_too_large]
+    return Settings(base, report_multiple_bugs=False, deadline=None, suppress_health_check=quiet)
 
 
 def _fail(name: str, contract: str, detail: str, example: Any) -> None:
@@ -124,9 +128,40 @@ def check_env(
         raise TypeError(
             f"{name}: the env has no turn_context(agent); councilzoo games expose one (docs/envs.md)"
         )
+    _check_ends(factory, name, max_steps)
     _check_episodes(factory, name, reward, max_steps, _settings(settings))
     if pettingzoo_tests:
         _pettingzoo_tests(env, factory, name, cycles, kwargs)
+
+
+PROBE_SEEDS = 3  # plain episodes played before the properties: each ends, or the check stops at once
+
+
+def _check_ends(factory, name: str, max_steps: int) -> None:
+    """Play ``PROBE_SEEDS`` episodes with seeded random legal modes (no text) outside hypothesis: a
+    game that never ends is reported after ``max_steps`` steps of one episode, in one message,
+    rather than as hypothesis' health check on a huge input, or after minutes of shrinking."""
+    for seed in range(PROBE_SEEDS):
+        env = factory()
+        try:
+            episode = play(env, seed, partial(_random_mode, np.random.default_rng(seed)), max_steps)
+        except Exception:  # noqa: BLE001 - a crash is the properties' finding, with its shrunk example
+            return
+        if not episode.ended:
+            shown = 3 * len(env.possible_agents)
+            _fail(
+                name,
+                "the episode never ends",
+                f"agents {env.agents} still playing after {max_steps} steps (random legal modes, no "
+                f"text); the first {shown} steps below",
+                dataclasses.replace(episode, steps=episode.steps[:shown]),
+            )
+
+
+def _random_mode(rng: np.random.Generator, env: Any, context: TurnContext, obs: Any) -> Action:
+    modes = mask_modes(obs)
+    modes = list(context.legal_modes if modes is None else modes)
+    return Action(modes[rng.integers(len(modes))])
 
 
 def _check_episodes(factory, name: str, reward: Rule | None, max_steps: int, settings: Settings) -> None:
@@ -519,7 +554,13 @@ def check_agent(
 
 def _check_action(name: str, i: int, context: TurnContext, action: Any, batch: _Batch) -> None:
     if not isinstance(action, Action):
-        _fail(name, "not an Action", f"context {i}: got {type(action).__name__} {action!r}", batch)
+        _fail(
+            name,
+            "not an Action",
+            f"context {i}: got {type(action).__name__} {action!r}; agents return Action(mode, ...) (a game's "
+            "step alone also takes a plain int or a dict, for play by hand)",
+            batch,
+        )
     try:
         action = as_action(action, context.agent)
     except (TypeError, ValueError) as err:

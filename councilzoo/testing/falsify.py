@@ -1,15 +1,16 @@
 """Run a property under hypothesis and turn its failure into one readable ``AssertionError``.
 
 Every checker of the kit (``check_no_regret``, ``check_gate``, ...) is a plain function: it calls
-``falsify`` with a strategy and a property that raises on a counterexample. ``falsify`` asks
-hypothesis for the *smallest* failing example (``hypothesis.find``, which shrinks), then raises
-``AssertionError`` naming the checker, what went wrong on that example, and the example itself,
-so the checkers work the same under pytest, unittest or a plain script.
+``falsify`` with a strategy and a property that raises on a counterexample. ``falsify`` first tries
+the checker's explicit examples (the boundaries a few random draws rarely reach, as hypothesis'
+``@example`` does), then asks hypothesis for the *smallest* failing example (``hypothesis.find``,
+which shrinks), and raises ``AssertionError`` naming the checker, what went wrong on that example,
+and the example itself, so the checkers work the same under pytest, unittest or a plain script.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from hypothesis import find
@@ -40,13 +41,19 @@ def falsify(
     strategy: SearchStrategy[T],
     prop: Callable[[T], None],
     settings: Settings | None = None,
+    examples: Iterable[T] = (),
 ) -> None:
-    """Raise ``ContractViolation`` if hypothesis finds an example of ``strategy`` on which ``prop``
-    raises; the message names ``checker``, the failure and the shrunk example.
+    """Raise ``ContractViolation`` if one of ``examples`` (tried first, in order, under every
+    profile) or an example hypothesis finds of ``strategy`` makes ``prop`` raise; the message names
+    ``checker``, the failure and the example (shrunk, when hypothesis found it).
 
     ``settings`` defaults to the currently loaded hypothesis profile. The example database is
     off: a stored example of one checker must never be replayed against another.
     """
+    for example in examples:
+        failure = _failure(prop, example)
+        if failure is not None:
+            raise ContractViolation(f"{checker} failed: {failure}\nBoundary counterexample: {example!r}")
     run = Settings(settings if settings is not None else Settings(), database=None)
     failures: list[str] = []  # the last entry belongs to the example ``find`` returns
 

@@ -13,6 +13,9 @@ VERIFY = one adjudication, ESCALATE). ``check_gate`` plays the real game on gene
 
 The after-probe step is asked in the states the gate itself reaches (it chose VERIFY at the
 gate), or, with ``after_probe="all"``, in every state (the checker plays VERIFY at the gate).
+Before the random examples, every profile tries ``boundary_cases``: each signal raised to its top
+(every sample agreeing, a margin of 1) from just below it, the middle and the bottom, where a gate
+that turns on its most confident anchors shows, and which a few random draws rarely reach.
 """
 
 from __future__ import annotations
@@ -143,6 +146,29 @@ def play_gate(controller: Any, signals: GateSignals, force_probe: bool = False) 
     return first, _decide(controller, env.turn_context("controller"), "after the probe")
 
 
+BOUNDARY_SAMPLES = (1, 2, 3, 5, 8)
+BOUNDARY_MARGINS = (-1.0, 0.0, 0.5, 0.9, 0.99)
+
+
+def boundary_cases(monotone: tuple[str, ...]) -> list[GateCase]:
+    """Each monotone signal raised to its top from below it (``BOUNDARY_SAMPLES`` samples, one to
+    all but one agreeing; margins from ``BOUNDARY_MARGINS``), with and without a router margin
+    (always with one when ``router_margin`` is checked) and an agreeing or disagreeing probe."""
+    margins: tuple[float | None, ...] = BOUNDARY_MARGINS
+    if "router_margin" not in monotone:
+        margins = (None, *margins)
+    cases = []
+    for n in BOUNDARY_SAMPLES:
+        for agreeing in sorted({1, max(1, n // 2), max(1, n - 1)}):
+            for margin in margins:
+                for probe_agrees in (False, True):
+                    base = GateSignals(n, agreeing, margin, probe_agrees)
+                    top = {"anchor_consistency": replace(base, agreeing=n),
+                           "router_margin": replace(base, margin=1.0)}
+                    cases.append(GateCase(base, {signal: top[signal] for signal in monotone}, None))
+    return cases
+
+
 def _controller(gate: Any, outcomes: GateOutcomes | None) -> Any:
     if outcomes is not None:
         gate = gate.fit(outcomes)
@@ -188,4 +214,5 @@ def check_gate(
                     raise AssertionError(f"not monotone in {signal} {step}: {a.name} at {base}, but "
                                          f"the dearer {b.name} at {up}")
 
-    falsify("check_gate", cases(), prop, settings)
+    boundaries = boundary_cases(monotone) if monotone and not fit else []  # fit: each case its own table
+    falsify("check_gate", cases(), prop, settings, examples=boundaries)

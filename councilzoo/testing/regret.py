@@ -159,10 +159,10 @@ def run_sequence(matcher: Matcher, sequence: UtilitySequence) -> tuple[np.ndarra
     """Feed ``sequence`` to ``matcher``, all states each round; return the played policies and
     the values, both ``(T, S, A)``."""
     T, S, _ = sequence.shape
-    states = np.arange(S)
+    states = np.arange(S)  # a policy of another shape is a contract violation, before any use
     policies, values = [], []
     for t in range(T):
-        sigma = np.array(matcher.strategy(states), dtype=np.float64)
+        sigma = _policy(matcher.strategy(states), (S, sequence.shape[2]), f"round {t}")
         v = sequence.values(t, sigma)
         matcher.update(states, v)
         policies.append(sigma)
@@ -170,9 +170,25 @@ def run_sequence(matcher: Matcher, sequence: UtilitySequence) -> tuple[np.ndarra
     return np.array(policies), np.array(values)
 
 
-def _check_policy(sigma: np.ndarray, shape: tuple[int, ...], when: str) -> None:
-    if sigma.shape != shape or np.any(sigma < -1e-12) or not np.allclose(sigma.sum(-1), 1.0, atol=1e-9):
-        raise AssertionError(f"{when}: strategy() returned {sigma!r}, not {shape[0]} probability rows")
+def _policy(returned: Any, shape: tuple[int, int], when: str) -> np.ndarray:
+    """What ``strategy()`` returned as a float array, if it is ``shape[0]`` probability rows over
+    ``shape[1]`` actions; else an ``AssertionError`` naming the contract (never numpy's own error)."""
+    try:
+        sigma = np.array(returned, dtype=np.float64)
+    except (TypeError, ValueError):
+        sigma = None
+    if (
+        sigma is None
+        or sigma.shape != shape
+        or np.any(sigma < -1e-12)
+        or not np.allclose(sigma.sum(-1), 1.0, atol=1e-9)
+    ):
+        got = f"shape {sigma.shape}" if sigma is not None else type(returned).__name__
+        raise AssertionError(
+            f"{when}: strategy() returned {returned!r} ({got}), not {shape[0]} probability rows over "
+            f"{shape[1]} actions (shape {shape})"
+        )
+    return sigma
 
 
 def self_play_joint(make: Callable[[int, int], Matcher], game: MatrixGame, rounds: int) -> np.ndarray:
@@ -185,9 +201,8 @@ def self_play_joint(make: Callable[[int, int], Matcher], game: MatrixGame, round
     state = np.array([0])
     joint = np.zeros((a0, a1))
     for t in range(rounds):
-        x, y = np.asarray(m0.strategy(state), float), np.asarray(m1.strategy(state), float)
-        _check_policy(x, (1, a0), f"self-play round {t}, row player")
-        _check_policy(y, (1, a1), f"self-play round {t}, column player")
+        x = _policy(m0.strategy(state), (1, a0), f"self-play round {t}, row player")
+        y = _policy(m1.strategy(state), (1, a1), f"self-play round {t}, column player")
         m0.update(state, y @ u0.T)
         m1.update(state, x @ u1)
         joint += x[0][:, None] * y[0][None, :]
@@ -216,8 +231,6 @@ def check_no_regret(
     def no_regret(sequence: UtilitySequence) -> None:
         T, S, A = sequence.shape
         policies, values = run_sequence(make(S, A), sequence)
-        for t in range(T):
-            _check_policy(policies[t], (S, A), f"round {t}")
         regret = played_regret(policies, values)
         bound = regret_bound(sequence.delta, A, T)
         worst = int(np.argmax(regret))

@@ -88,12 +88,30 @@ def _walk(root: Path) -> Iterator[Path]:
         level = following
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def eval_report(path: Path) -> dict[str, Any]:
+    """The ``report.json`` of eval or demo at ``path`` ({} when there is none yet: a run that has
+    not finished); a ``ValueError`` in one line for one that is not such a report (cut short by a
+    full disk, edited by hand), naming what is wrong."""
+    if not path.is_file():
+        return {}
     try:
         data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    except ValueError as err:
+        raise ValueError(f"{path}: not valid JSON ({err}); rerun the command that wrote it") from None
+    if isinstance(data, dict) and "protocols" not in data:
+        return {}  # another command's report (repro's claims): no protocols' table
+    shape = {"protocols": dict, "frontier": dict, "run": dict}
+    wrong = [
+        f"{key!r} is not a mapping" for key, kind in shape.items() if not isinstance(data.get(key, {}), kind)
+    ] if isinstance(data, dict) else ["it is not a JSON object"]
+    if not wrong:
+        wrong = [f"protocol {name!r} is not a row" for name, row in data.get("protocols", {}).items()
+                 if not isinstance(row, dict)]
+    if wrong:
+        raise ValueError(
+            f"{path}: not a report of eval or demo ({'; '.join(wrong)}); rerun the command that wrote it"
+        )
+    return data
 
 
 def _is_tracer(metrics_file: Path) -> bool:
@@ -125,8 +143,7 @@ class OutputFolder:
         if (folder / "report.md").is_file():
             self.reports.append(folder)
         if any((folder / "episodes").glob("*.jsonl")):
-            report = _read_json(folder / "report.json")
-            self.evals.append(EvalSection(folder, report if "protocols" in report else {}))
+            self.evals.append(EvalSection(folder, eval_report(folder / "report.json")))
         members = sorted(p.parent.name for p in (folder / "members").glob("*/metrics.jsonl"))
         if members:
             self.trainings.append(TrainingRun(folder, "cohort", members))
@@ -196,7 +213,7 @@ class OutputFolder:
     def episode(self, index: int) -> dict[str, Any]:
         """Episode ``index`` in full, with its problem and what the page shows per turn: whether
         its answer is right and, for code, the program it states and how its tests went."""
-        run, offset = self.locations[index]
+        run, offset = _item(self.locations, index, "episode")
         with open(self.run_files[run], "rb") as file:
             file.seek(offset)
             record = json.loads(file.readline())
@@ -223,7 +240,7 @@ class OutputFolder:
     def image_file(self, index: int, k: int) -> Path | None:
         """Episode ``index``'s k-th image on disk: its recorded path, else the same file name in
         the run's image folder (a folder moved after the run)."""
-        run, offset = self.locations[index]
+        run, offset = _item(self.locations, index, "episode")
         with open(self.run_files[run], "rb") as file:
             file.seek(offset)
             images = json.loads(file.readline()).get("images") or []
@@ -241,7 +258,7 @@ class OutputFolder:
     def training(self, index: int) -> dict[str, Any]:
         """Run ``index``'s curves, read now (a run still training shows its latest steps):
         per member each metric as [step, value] pairs; TRACER's policies per role and state."""
-        run = self.trainings[index]
+        run = _item(self.trainings, index, "training run")
         if run.kind == "tracer":
             rows = read_metrics(run.path / "metrics.jsonl")
             return {"kind": "tracer", "members": {"controllers": _curves(rows)}, "policies": _policies(rows)}
@@ -280,6 +297,18 @@ class OutputFolder:
             ],
             "reports": [self.relative(r) for r in self.reports],
         }
+
+
+class NotInFolder(LookupError):
+    """An episode or training run the folder does not hold (a link from an earlier run of it)."""
+
+
+def _item(items: list, index: int, noun: str) -> Any:
+    """``items[index]`` for ``0 <= index < len(items)``, else ``NotInFolder`` saying what there is."""
+    if not 0 <= index < len(items):
+        held = f"{noun}s 0 to {len(items) - 1}" if items else f"no {noun}"
+        raise NotInFolder(f"no {noun} {index} in this folder: it holds {held} (a link from an earlier run?)")
+    return items[index]
 
 
 def _summary(line: bytes) -> dict[str, Any] | None:

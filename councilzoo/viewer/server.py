@@ -7,6 +7,8 @@ reads training curves afresh, so a run still training shows its latest steps on 
 Routes: ``/`` the page and ``/static/*`` its scripts and styles (package data, nothing from the
 network); ``/api/index``; ``/api/episode/<i>``; ``/api/training/<i>``; ``/api/image/<i>/<k>`` (an
 episode's k-th image); ``/files/<path>`` (reports and their figures, only inside the folder).
+An ``/api/`` route for an episode or run the folder does not hold answers 404 with JSON
+``{"error": "<what the folder holds>"}``, which the page shows in place of the content.
 It listens on 127.0.0.1 only.
 """
 
@@ -23,7 +25,7 @@ from importlib import resources
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from councilzoo.viewer.folder import OutputFolder
+from councilzoo.viewer.folder import NotInFolder, OutputFolder
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -78,8 +80,13 @@ class _Handler(BaseHTTPRequestHandler):
                 self._file(self._inside_folder(route.removeprefix("/files/")))
             else:
                 self.send_error(HTTPStatus.NOT_FOUND)
+        except NotInFolder as err:  # the page shows this message instead of waiting for the episode
+            self._json({"error": str(err)}, HTTPStatus.NOT_FOUND)
         except (ValueError, IndexError, FileNotFoundError):
-            self.send_error(HTTPStatus.NOT_FOUND)
+            if route.startswith("/api/"):
+                self._json({"error": f"{route}: not found in this folder"}, HTTPStatus.NOT_FOUND)
+            else:
+                self.send_error(HTTPStatus.NOT_FOUND)
 
     def _inside_folder(self, relative: str) -> Path | None:
         path = (self.server.folder.root / relative).resolve()
@@ -92,11 +99,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._send(path.read_bytes(), mimetypes.guess_type(path.name)[0] or "application/octet-stream")
 
-    def _json(self, data) -> None:
-        self._send(to_json(data), "application/json")
+    def _json(self, data, status: HTTPStatus = HTTPStatus.OK) -> None:
+        self._send(to_json(data), "application/json", status)
 
-    def _send(self, body: bytes, content_type: str) -> None:
-        self.send_response(HTTPStatus.OK)
+    def _send(self, body: bytes, content_type: str, status: HTTPStatus = HTTPStatus.OK) -> None:
+        self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")  # a reload shows what the folder holds now

@@ -25,7 +25,6 @@ row order is the schedule) and ``use_cpu`` when no accelerator is present.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import warnings
@@ -36,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from councilzoo.agents.generators.common import chat_template_kwargs, check_template_date
-from councilzoo.config import ConfigError
+from councilzoo.config import ConfigError, check_fields
 from councilzoo.learners.checkpoint import verified, write_manifest
 from councilzoo.learners.logging import read_metrics
 from councilzoo.progress import Progress, phase
@@ -73,20 +72,19 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def trainer_fields() -> set[str]:
+def check_trainer_overrides(overrides: Mapping[str, Any], where: str) -> None:
+    """Reject unknown ``GRPOConfig`` names, values of the wrong type for their ``GRPOConfig`` field
+    and keys the learner owns, naming the config path; before any model loads."""
     from trl import GRPOConfig
 
-    return {f.name for f in dataclasses.fields(GRPOConfig) if f.init}
-
-
-def check_trainer_overrides(overrides: Mapping[str, Any], where: str) -> None:
-    """Reject unknown ``GRPOConfig`` names and keys the learner owns, naming the config path."""
-    unknown = sorted(set(overrides) - trainer_fields())
-    if unknown:
-        raise ConfigError(f"{where}: unknown GRPOConfig field(s) {unknown} (see trl.GRPOConfig)")
     owned = sorted(set(overrides) & OWNED_KEYS)
-    if owned:
-        raise ConfigError(f"{where}: {owned} are set by the learner's own keys, not under 'trainer'")
+    problems = [f"{where}: {owned} are set by the learner's own keys, not under 'trainer'"] if owned else []
+    try:
+        check_fields({k: v for k, v in overrides.items() if k not in OWNED_KEYS}, GRPOConfig, where)
+    except ConfigError as err:
+        problems += err.problems
+    if problems:
+        raise ConfigError("\n".join(problems))
 
 
 def grpo_args(

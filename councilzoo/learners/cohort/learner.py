@@ -27,3 +27,11 @@ class CohortLearner(Learner):
 
         spec = f"{type(self).__module__}:{type(self).__qualname__}"  # what the member worlds import
         return launch_cohort(self.cfg, spec, members=members, resume=resume, overwrite=overwrite)
+
+    def resume_step(self) -> int | None:
+        """The newest step every member has a checkpoint of (what the members agree to resume)."""
+        from councilzoo.learners.cohort.engine import checkpoint_steps
+
+        members = range(len(self.cfg.members))
+        held = [set(checkpoint_steps(self.cfg.member_dir(i), verify=False)) for i in members]
+        return max(set.intersection(*held), default=None)

@@ -31,7 +31,9 @@ class EnvConfig:
 
     num_agents: int = _help("Agents in review-v0 (N//2 proposers, the rest reviewers).", default=2)
     rounds: int = _help("Rounds R; odd rounds propose, even rounds review.", default=5)
-    lam: float = _help("Cost weight lambda of the team reward correct - lam * cost.", default=0.0)
+    lam: float = _help(
+        "Cost weight lambda of the team reward correct - lam * cost.", minimum=0.0, default=0.0
+    )
     cost_unit: Literal["calls", "tokens"] = _help("What the cost counts.", default="calls")
     final_rule: Literal["last_pending", "majority"] = _help(
         "Final answer: the last pending proposal (TRACER) or the majority of proposals.",

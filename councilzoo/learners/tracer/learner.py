@@ -473,6 +473,12 @@ class TracerLearner(Learner):
     name = "tracer"
     config_class = TracerConfig
 
+    def resume_step(self) -> int | None:
+        """The newest checkpoint's step: TRL's ``checkpoint-N`` or the controllers' ``step-N``."""
+        out = Path(self.cfg.output_dir)
+        controllers = [int(p.name.split("-")[1]) for p in (out / "checkpoints").glob("step-*")]
+        return max([*checkpoint_steps(out, verify=False), *controllers], default=None)
+
     def train(self, resume: bool = False, overwrite: bool = False) -> list[dict]:
         """Train, then compare with the fixed protocols. In a world of several processes (torchrun)
         rank 0 plays, logs, evaluates and writes; the other ranks train their share of each round

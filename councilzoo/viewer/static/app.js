@@ -35,8 +35,11 @@ function h(tag, props, ...children) {
 
 function getJSON(url) {
   if (!cache.has(url)) {
-    cache.set(url, fetch(url).then((r) => {
-      if (!r.ok) throw new Error(`${url}: ${r.status}`);
+    cache.set(url, fetch(url).then(async (r) => {
+      if (!r.ok) {  // the server says what is missing in {"error": ...}
+        const body = await r.json().catch(() => ({}));
+        throw new Error(body.error || `${url}: HTTP ${r.status}`);
+      }
       return r.json();
     }));
   }
@@ -199,7 +202,8 @@ function viewEpisodes(view, params) {
   view.append(h("div", {class: "split"}, list, detail));
   if (state.open != null && state.open !== "") {
     detail.append(h("p", {class: "loading"}, "Loading the conversation…"));
-    getJSON(`/api/episode/${state.open}`).then((ep) => detail.replaceChildren(conversation(ep, false)));
+    getJSON(`/api/episode/${state.open}`).then((ep) => detail.replaceChildren(conversation(ep, false)))
+      .catch((err) => detail.replaceChildren(failure(err)));
   } else {
     detail.append(h("p", {class: "empty"}, "Click an episode to read its conversation."));
   }
@@ -286,9 +290,18 @@ function conversation(ep, compact) {
 
 // -- one problem across runs -----------------------------------------------------------------
 
+function failure(err) {
+  return h("p", {class: "error"}, err.message);
+}
+
 function viewProblem(view, params) {
   const id = params.get("id");
   const p = INDEX.problems.indexOf(id);
+  if (p < 0) {
+    view.append(h("p", {class: "error"}, `No problem ${JSON.stringify(id)} in this folder: it holds ` +
+      `${plural(INDEX.problems.length, "problem")} (a link from an earlier run?)`));
+    return;
+  }
   const e = INDEX.episodes;
   const episodes = [];
   for (let i = 0; i < e.run.length; i++) if (e.problem[i] === p) episodes.push(i);
@@ -300,7 +313,7 @@ function viewProblem(view, params) {
   Promise.all(episodes.map((i) => getJSON(`/api/episode/${i}`))).then((eps) => {
     top.append(problemBox(eps[0]));
     for (const ep of eps) columns.append(h("div", {class: "column"}, conversation(ep, true)));
-  });
+  }).catch((err) => top.append(failure(err)));
 }
 
 // -- training --------------------------------------------------------------------------------
@@ -324,6 +337,11 @@ function viewTraining(view, params) {
   if (!INDEX.trainings.length) { view.append(h("p", {class: "empty"}, "No training run in this folder.")); return; }
   const index = +(params.get("run") || 0);
   const run = INDEX.trainings[index];
+  if (!run) {
+    view.append(h("p", {class: "error"}, `No training run ${params.get("run")} in this folder: it holds ` +
+      `${plural(INDEX.trainings.length, "training run")} (a link from an earlier run?)`));
+    return;
+  }
   view.append(h("div", {class: "filters"}, select("f-training", "training run ",
     INDEX.trainings.map((t, i) => [i, `${t.path === "." ? INDEX.title : t.path} (${t.kind === "tracer" ? "TRACER" : t.members.length + " members"})`]),
     index, (v) => go("training", {run: v}))));
@@ -349,7 +367,7 @@ function viewTraining(view, params) {
     const more = h("div", {class: "charts"});
     view.append(h("div", {class: "filters"}, select("f-metric", "another metric ", [["", "choose…"], ...keys.map((k) => [k, k])], "",
       (key) => key && more.prepend(lineChart(key, memberSeries(data, key))))), more);
-  });
+  }).catch((err) => view.append(failure(err)));
 }
 
 // -- reports ---------------------------------------------------------------------------------
