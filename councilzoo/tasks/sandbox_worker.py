@@ -44,6 +44,7 @@ import builtins
 import contextlib
 import ctypes
 import errno
+import gc
 import io
 import json
 import math
@@ -720,10 +721,11 @@ class Worker:
                 "landlock": self.landlock, "pid": os.getpid()}  # fmt: skip
 
     def serve(self, protocol_out: int) -> None:
-        """Run jobs until the caller is gone. This process never reads a job nor its result: it
-        waits until a job is there, forks a run process that reads and runs it and writes the
-        reply to a file, kills and reaps all the run left, then has the kernel copy the reply to
-        the caller (``sendfile``). Ends when a run process says the caller is gone, or fails."""
+        """Run jobs until the caller is gone. This process never reads a job nor its result: when
+        one is there it forks a run process that reads and runs it and writes the reply to a
+        file; it then kills and reaps all the run left and has the kernel copy the reply to the
+        caller (``sendfile``). Ends when a run process says the caller is gone, or fails."""
+        gc.freeze()  # the run processes share this one's objects untouched (fewer copied pages)
         while True:
             select.select([self.caller_fd], [], [])  # a job, or the caller's end closed
             run = os.fork()
@@ -742,6 +744,7 @@ class Worker:
                 _send_file(protocol_out, self.reply_path)
             except BrokenPipeError:  # the caller is gone
                 return
+            os.unlink(self.reply_path)  # no later program finds it, even where Landlock is missing
             self.remove_leftovers()
 
     def serve_one(self) -> int:
@@ -883,7 +886,7 @@ class _Run:
         batch = []
         for text in self.job["inputs"]:
             try:
-                batch.append([to_plain(tuple(ast.literal_eval(text))), ["d", []]])
+                batch.append([to_plain(tuple(_input_value(text))), ["d", []]])
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as err:
                 return "error", outputs, f"bad test input {text[:80]!r}: {_short(err)}"
         request = {"call": self.job["entry_point"], "batch": batch}  # one write: no ping-pong per input
@@ -958,6 +961,17 @@ class _Run:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
+
+
+def _input_value(text: str) -> object:
+    """A test input's value, its ints of any number of digits: it is the problem's data, not a
+    program's output, so the interpreter's limit on decimal conversion is lifted for it alone."""
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        return ast.literal_eval(text)
+    finally:
+        sys.set_int_max_str_digits(limit)
 
 
 def _send_file(fd: int, path: str) -> None:
