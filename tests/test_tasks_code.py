@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import json
 import pickle
-import sys
 import zlib
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from councilzoo.tasks.code import (
     with_reference_answers,
 )
 from councilzoo.tasks.sandbox import Limits, Sandbox, default_sandbox
+from councilzoo.tasks.sandbox_worker import digits_unlimited
 
 HUMANEVAL = [
     {
@@ -454,13 +454,8 @@ def test_references_run_in_a_pool_of_their_own_closed_after(fixtures, monkeypatc
 
 
 def _decimal(n: int) -> str:
-    """``str(n)`` past the interpreter's digit limit (the test's own process keeps it)."""
-    limit = sys.get_int_max_str_digits()
-    sys.set_int_max_str_digits(0)
-    try:
+    with digits_unlimited():
         return str(n)
-    finally:
-        sys.set_int_max_str_digits(limit)
 
 
 def test_integers_of_any_size_are_carried_exactly(sandbox):
@@ -487,6 +482,22 @@ def test_integers_of_any_size_are_carried_exactly(sandbox):
     for metadata in (by_value, by_text, by_tests):
         problem = Problem("big", "3 ** 10000", None, "code", metadata=metadata)
         assert passes(problem, [metadata["solution"]], sandbox=sandbox) == [True], metadata
+
+
+def test_livecodebench_values_of_any_size_label_their_problem(tmp_path, sandbox):
+    """A functional LiveCodeBench row whose input and output have 5,001 digits loads, and grades
+    a right program right and a wrong one wrong."""
+    big = 10**5_000 + 7
+    case = {"input": _decimal(big), "output": _decimal(2 * big), "testtype": "functional"}
+    row = {**LCB[1], "question_id": "big", "public_test_cases": json.dumps([case]), "private_test_cases": "",
+           "metadata": json.dumps({"func_name": "double"})}  # fmt: skip
+    path = tmp_path / "lcb.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    (problem,) = load_dataset("livecodebench", path=path)
+    assert problem.answer is not None and problem.metadata["expected_outputs"] == [canonical(2 * big)]
+    right, wrong = ("class Solution:\n    def double(self, x):\n        return 2 * x\n",
+                    "class Solution:\n    def double(self, x):\n        return 2 * x + 1\n")  # fmt: skip
+    assert passes(problem, [right, wrong], sandbox=sandbox) == [True, False]
 
 
 def _problem_whose_label_parses_as_python() -> Problem:

@@ -130,6 +130,19 @@ def canonical(value: object, depth: int = 0) -> str:
     raise TypeError(f"{kind.__name__} is not plain data")
 
 
+@contextlib.contextmanager
+def digits_unlimited():
+    """Decimal text of ints of any size converts both ways inside: for a problem's own data (test
+    inputs, expected outputs), never for a program's output (the interpreter limits conversions to
+    4,300 digits because they are quadratic; one program could stall its grader)."""
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        yield
+    finally:
+        sys.set_int_max_str_digits(limit)
+
+
 def canonical_stdout(text: str) -> str:
     """Printed output as judges compare it: trailing spaces per line and trailing blank lines dropped."""
     return "\n".join(line.rstrip() for line in text.rstrip().splitlines())
@@ -964,14 +977,8 @@ class _Run:
 
 
 def _input_value(text: str) -> object:
-    """A test input's value, its ints of any number of digits: it is the problem's data, not a
-    program's output, so the interpreter's limit on decimal conversion is lifted for it alone."""
-    limit = sys.get_int_max_str_digits()
-    sys.set_int_max_str_digits(0)
-    try:
+    with digits_unlimited():  # a test input is the problem's data
         return ast.literal_eval(text)
-    finally:
-        sys.set_int_max_str_digits(limit)
 
 
 def _send_file(fd: int, path: str) -> None:
