@@ -899,7 +899,9 @@ class _Run:
         batch = []
         for text in self.job["inputs"]:
             try:
-                batch.append([to_plain(tuple(_input_value(text))), ["d", []]])
+                with digits_unlimited():  # a test input is the problem's data
+                    value = ast.literal_eval(text)
+                batch.append([to_plain(tuple(value)), ["d", []]])
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as err:
                 return "error", outputs, f"bad test input {text[:80]!r}: {_short(err)}"
         request = {"call": self.job["entry_point"], "batch": batch}  # one write: no ping-pong per input
@@ -974,11 +976,6 @@ class _Run:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-
-
-def _input_value(text: str) -> object:
-    with digits_unlimited():  # a test input is the problem's data
-        return ast.literal_eval(text)
 
 
 def _send_file(fd: int, path: str) -> None:
