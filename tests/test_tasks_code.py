@@ -523,6 +523,7 @@ def test_a_program_that_starts_like_a_signature_is_run():
     answers = [stated_answer(problem, program) for _ in range(2)]
     assert all(a.startswith("error:") for a in answers)
     assert not answers_equivalent(answers[0], answers[1], "code")  # two turns do not agree on it
+    assert not answers_equivalent(program, program, "code")  # nor does the program's text, unrun
 
 
 def test_agents_stating_the_label_as_text_are_graded_wrong():

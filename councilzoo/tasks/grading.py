@@ -322,7 +322,7 @@ def _wrap(answer: str) -> str:
 @lru_cache(maxsize=65_536)
 def _equivalent(pred: str, gold: str, kind: str) -> bool:
     if kind == "code":  # output signatures: equal, and both from programs that ran cleanly
-        return pred == gold and pred.startswith(SIGNATURE_PREFIX)
+        return pred == gold and pred.startswith(SIGNATURE_PREFIX) and is_signature(pred)
     if kind == "multiple_choice":
         a, b = _letter(pred.strip()), _letter(gold.strip())
         return a is not None and a == b
