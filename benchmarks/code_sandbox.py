@@ -13,6 +13,9 @@ trivial program (``return None``, one input) times the number of workers, i.e. w
 costs a worker beyond its own work; ``script_overhead_ms_per_program`` the same for a ``script``
 job (program plus a one-assertion test run in its own test process, as ``passes()`` grades
 HumanEval and MBPP). Worker start-up (paid once per process) is reported apart.
+``cpu_ms_per_program`` is the CPU time the workers and everything they ran spent per trivial
+program: unlike wall time, it does not grow with the machine's load, so it compares two versions
+measured on a busy machine.
 
 Containment: programs that try to outlive the deadline (a busy loop, a sleep, SIGTERM ignored, a
 thread spinning after ``setsid`` was refused) run with a 1 s limit; ``wall_clock_over_limit_s`` is
@@ -33,6 +36,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import psutil
 
 from councilzoo.tasks import sandbox_worker, synthetic_problems
 from councilzoo.tasks.sandbox import Job, Limits, Sandbox
@@ -66,6 +71,17 @@ def programs(n: int, m: int) -> list[Job]:
         inputs = (p.metadata["test_inputs"] * m)[:m]
         jobs.append(Job(source, "call", p.metadata["entry_point"], tuple(inputs)))
     return jobs
+
+
+def workers_cpu_s(box: Sandbox) -> float:
+    """CPU seconds of the pool's processes and of all they reaped (run processes, programs)."""
+    total = 0.0
+    for pid in box.worker_pids():
+        top = psutil.Process(pid)
+        for process in [top, *top.children()]:  # in a PID namespace the worker is the child
+            t = process.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+    return total
 
 
 def plain_loop(jobs: list[Job], limits: Limits) -> tuple[float, list[tuple[str, ...]]]:
@@ -105,9 +121,9 @@ def main() -> None:
         results = box.run(jobs)
         pool_s = time.perf_counter() - start
         trivial = [Job("def f():\n    return None\n", "call", "f", ("()",))] * n
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), workers_cpu_s(box)
         box.run(trivial)
-        trivial_s = time.perf_counter() - start
+        trivial_s, trivial_cpu_s = time.perf_counter() - start, workers_cpu_s(box) - cpu_start
         scripts = [Job("def f():\n    return None\n", "script", test_script="assert f() is None\n")] * n
         start = time.perf_counter()
         script_results = box.run(scripts)
@@ -132,6 +148,7 @@ def main() -> None:
         "target_met": pool_rate / loop_rate >= TARGET_RATIO,
         "overhead_ms_per_program": round(1e3 * trivial_s * workers / n, 2),
         "script_overhead_ms_per_program": round(1e3 * script_s * workers / n, 2),
+        "cpu_ms_per_program": round(1e3 * trivial_cpu_s / n, 2),
         "plain_ms_per_program": round(1e3 * loop_s / n, 2),
         "wall_clock_over_limit_s": round(max(r.wall_s for r in outlived) - CONTAINMENT_LIMIT_S, 3),
         "worker_startup_s": round(startup_s, 3),
@@ -152,7 +169,7 @@ def main() -> None:
     print(f"ratio {summary['ratio']}x (target >= {TARGET_RATIO}x: {verdict})")
     print(
         f"overhead {summary['overhead_ms_per_program']} ms/program per worker vs "
-        f"{summary['plain_ms_per_program']} ms plain"
+        f"{summary['plain_ms_per_program']} ms plain; {summary['cpu_ms_per_program']} ms CPU/program"
     )
     print(
         f"script jobs {summary['script_overhead_ms_per_program']} ms/program per worker; "

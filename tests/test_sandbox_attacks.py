@@ -9,6 +9,9 @@ for escapes, early exits, forged passes, disk filling. Add a row for every new a
 
 from __future__ import annotations
 
+import ast
+import ctypes
+import os
 import textwrap
 from pathlib import Path
 
@@ -17,7 +20,7 @@ import pytest
 
 from councilzoo.tasks import Problem
 from councilzoo.tasks.code import passes
-from councilzoo.tasks.sandbox import Limits, Sandbox
+from councilzoo.tasks.sandbox import Job, Limits, Sandbox
 
 LIMITS = Limits(timeout_s=1.0, memory_mb=512, max_output_bytes=65_536, disk_mb=8, max_files=2_000)
 TESTS = """
@@ -263,3 +266,130 @@ def test_attack_gets_its_verdict_and_leaves_nothing(sandbox, name):
     assert leftovers(sandbox) == ([], [])
     correct = STDIN_ADD + "main()\n" if mode == "stdin" else ADD
     assert passes(PROBLEMS[mode], [correct], sandbox=sandbox) == [True]  # the pool goes on
+
+
+# --- attacks across jobs: nothing of one job reaches a later one -----------------------------------
+
+NEEDLE = "councilzoo-earlier-job-7f3a9c"  # in the earlier jobs' sources and outputs
+SCAN_MEMORY = """
+import ctypes, gc, os
+PAGE = 4096
+HEAD, TAIL = ("council" + "zoo-earlier").encode(), ("-job-" + "7f3a9c").encode()  # never whole here
+libc = ctypes.CDLL(None, use_errno=True)
+libc.sbrk.restype = ctypes.c_void_p
+libc.write.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t)
+
+def regions():
+    near = {id(o) >> 20 for o in gc.get_objects()}  # the interpreter's arenas
+    spans = {((m - 1) << 20, (m + 2) << 20) for m in near}
+    top = libc.sbrk(0)
+    spans.add((top - (256 << 20), top))  # malloc's heap below the break
+    return sorted(spans)
+
+def holds_needle(data):
+    at = data.find(HEAD)
+    while at >= 0:
+        if data[at + len(HEAD):at + len(HEAD) + len(TAIL)] == TAIL:
+            return True
+        at = data.find(HEAD, at + 1)
+    return False
+
+def scan():
+    # write() from an address into a pipe copies readable memory and fails on the rest (no segfault)
+    r, w = os.pipe()
+    hits = pages = 0
+    for start, end in regions():
+        run = bytearray()
+        for address in range(start, end, PAGE):
+            if libc.write(w, address, PAGE) == PAGE:
+                run += os.read(r, PAGE)
+                pages += 1
+                continue
+            hits += holds_needle(run)
+            run = bytearray()
+        hits += holds_needle(run)
+    return hits, pages
+"""
+TABLE = repr((NEEDLE + " ") * 700)  # a reference with a big lookup table: malloc keeps freed chunks
+EARLIER_JOBS = [
+    Job(f"TABLE = {TABLE}\ndef f():\n    return TABLE[:200]\n", "call", "f", ("()",)),
+    Job(f"TABLE = {TABLE}\nprint(TABLE[:200])\n", "stdin", None, ("",)),
+    Job(f"TABLE = {TABLE}\ndef f():\n    return TABLE\n", "script", test_script=f"assert f() == {TABLE}\n"),
+]
+
+
+def test_a_later_job_finds_nothing_of_earlier_jobs_in_its_memory():
+    """Raw memory (every readable page near the heap and the interpreter's arenas, copied through
+    a pipe) of a program run after jobs whose sources and outputs held a needle."""
+    with Sandbox(workers=1, limits=Limits(timeout_s=60, memory_mb=1_024)) as box:
+        assert all(r.ok for r in box.run(EARLIER_JOBS))
+        (found,) = box.run([Job(SCAN_MEMORY, "call", "scan", ("()",))])
+    assert found.ok, found.error
+    hits, pages = ast.literal_eval(found.outputs[0])
+    assert pages > 1_000 and hits == 0
+
+
+IPC_KEY = 0x435A0000 + (os.getpid() & 0xFFFF)
+IPC_CREATE = f"""
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+def create():
+    shm = libc.shmget({IPC_KEY}, 64 << 20, 0o1000 | 0o600)  # IPC_CREAT
+    if shm >= 0:
+        address = libc.shmat(shm, None, 0)
+        if address not in (None, ctypes.c_void_p(-1).value):
+            ctypes.memmove(address, b"{NEEDLE}", {len(NEEDLE)})
+    queue = libc.msgget({IPC_KEY}, 0o1000 | 0o600)
+    semaphores = libc.semget({IPC_KEY}, 1, 0o1000 | 0o600)
+    return shm, queue, semaphores
+"""
+IPC_LOOK = f"""
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+def look():
+    return libc.shmget({IPC_KEY}, 0, 0), libc.msgget({IPC_KEY}, 0), libc.semget({IPC_KEY}, 0, 0)
+"""
+
+
+def host_ipc_keys() -> set[int]:
+    """Keys of the System V segments, queues and semaphore sets of the host's IPC namespace."""
+    keys = set()
+    for table in ("shm", "msg", "sem"):
+        lines = Path(f"/proc/sysvipc/{table}").read_text().splitlines()[1:]
+        keys |= {int(line.split()[0]) for line in lines}
+    return keys
+
+
+@pytest.fixture
+def host_ipc_cleanup():
+    """Removes whatever a test left under ``IPC_KEY`` on the host (when the sandbox let it through)."""
+    yield
+    libc = ctypes.CDLL(None, use_errno=True)
+    found = [(libc.shmget(IPC_KEY, 0, 0), libc.shmctl), (libc.msgget(IPC_KEY, 0), libc.msgctl),
+             (libc.semget(IPC_KEY, 0, 0), libc.semctl)]  # fmt: skip
+    for ident, control in found:
+        if ident >= 0:
+            control(ident, 0, 0)  # IPC_RMID (0) in every table's argument order
+
+
+def test_system_v_ipc_carries_nothing_between_runs_and_nothing_outlives_close(host_ipc_cleanup):
+    with Sandbox(workers=1, limits=LIMITS) as box:
+        created, later = box.run(
+            [Job(IPC_CREATE, "call", "create", ("()",)), Job(IPC_LOOK, "call", "look", ("()",))]
+        )
+        assert created.ok and later.ok, (created.error, later.error)
+        assert ast.literal_eval(later.outputs[0]) == (-1, -1, -1)  # the later job finds none of them
+    assert IPC_KEY not in host_ipc_keys()  # and none is left on the host
+
+
+@pytest.mark.parametrize("mode", ["call", "stdin"])
+def test_a_deeply_nested_result_line_is_the_programs_error_not_a_dead_worker(sandbox, mode):
+    channel = 4 if mode == "call" else 3  # the program's result channel in each mode
+    source = f"import os\nos.write({channel}, b'[' * 20_000 + b'\\n')\n{ADD}"
+    job = Job(source, mode, "add" if mode == "call" else None, ("(2, 3)",) if mode == "call" else ("2 3",))
+    sandbox.run([])  # the pool starts
+    workers = sorted(sandbox.worker_pids())
+    (result,) = sandbox.run([job])
+    assert result.status == "error" and "harness" in result.error
+    assert sorted(sandbox.worker_pids()) == workers  # the same workers go on

@@ -17,14 +17,24 @@ from councilzoo.tasks import (
     DatasetUnavailableError,
     Problem,
     answers_equivalent,
+    code,
     extract_answer,
     format_answer,
     load_dataset,
     plurality,
     synthetic_problems,
 )
-from councilzoo.tasks.code import answers_for, pass_at_k, passes, program_for
-from councilzoo.tasks.sandbox import Limits, Sandbox
+from councilzoo.tasks.code import (
+    answers_for,
+    canonical,
+    pass_at_k,
+    passes,
+    program_for,
+    stated_answer,
+    with_reference_answers,
+)
+from councilzoo.tasks.sandbox import Limits, Sandbox, default_sandbox
+from councilzoo.tasks.sandbox_worker import digits_unlimited
 
 HUMANEVAL = [
     {
@@ -420,3 +430,114 @@ def test_eval_grades_humaneval_programs(fixtures, tmp_path):
     protocols = json.loads((tmp_path / "out" / "report.json").read_text())["protocols"]
     assert protocols["single"]["n"] == len(HUMANEVAL)
     assert any(row["accuracy"] > 0 for row in protocols.values())
+
+
+# --- hardening: references apart, integers of any size, answers only from running ---------------
+
+
+def test_references_run_in_a_pool_of_their_own_closed_after(fixtures, monkeypatch):
+    """The answer key never runs where candidates are graded: the loader's references get a pool
+    that is closed before any candidate runs."""
+    pools = []
+    run = Sandbox.run
+
+    def spy(self, jobs, limits=None):
+        pools.append(self)
+        return run(self, jobs, limits)
+
+    monkeypatch.setattr(Sandbox, "run", spy)
+    monkeypatch.setattr(code, "_CACHE", code._Cache(code.CACHE_SIZE))  # earlier tests ran these references
+    problems = load_dataset("humaneval", path=fixtures["humaneval"])
+    assert all(p.answer is not None for p in problems)
+    assert pools and default_sandbox() not in pools
+    assert all(pool._pool == [] for pool in pools)  # closed
+
+
+def _decimal(n: int) -> str:
+    with digits_unlimited():
+        return str(n)
+
+
+def test_integers_of_any_size_are_carried_exactly(sandbox):
+    """``3 ** 10000`` (4,772 digits, past the interpreter's default limit of 4,300) returned,
+    printed and tested: the references label their problems and the right programs pass."""
+    big, returning = 3**10_000, "def f():\n    return 3 ** 10_000\n"
+    returned = Problem("big-call", "3 ** 10000", None, "code",
+                       metadata={"entry_point": "f", "test_inputs": ["()"], "solution": returning})
+    printed = Problem("big-stdin", "3 ** 10000", None, "code",
+                      metadata={"entry_point": None, "test_inputs": [""], "solution": "print(3 ** 10_000)\n"})
+    labelled = with_reference_answers([returned, printed])
+    assert all(p.answer is not None and p.answer.startswith("out:") for p in labelled)  # the references ran
+    other_text = ("def f():\n    return pow(3, 10_000)\n", "print(pow(3, 10_000))\n")
+    off_by_one = ("def f():\n    return 3 ** 10_000 + 1\n", "print(3 ** 10_000 + 1)\n")
+    for p, right, wrong in zip(labelled, other_text, off_by_one, strict=True):
+        texts = [format_answer(right, "code"), format_answer(wrong, "code")]
+        answers = answers_for(p, texts, sandbox=sandbox)
+        assert answers_equivalent(answers[0], p.answer, "code")
+        assert answers[1].startswith("out:") and not answers_equivalent(answers[1], p.answer, "code")
+    by_value = {**returned.metadata, "expected_outputs": [canonical(big)]}
+    by_text = {**printed.metadata, "expected_outputs": [_decimal(big)]}
+    tests = f"assert f() == 3 ** 10_000\nassert str(f()) == {_decimal(big)!r}\n"
+    by_tests = {"entry_point": "f", "test_script": tests, "solution": returning}
+    for metadata in (by_value, by_text, by_tests):
+        problem = Problem("big", "3 ** 10000", None, "code", metadata=metadata)
+        assert passes(problem, [metadata["solution"]], sandbox=sandbox) == [True], metadata
+
+
+def test_livecodebench_values_of_any_size_label_their_problem(tmp_path, sandbox):
+    """A functional LiveCodeBench row whose input and output have 5,001 digits loads, and grades
+    a right program right and a wrong one wrong."""
+    big = 10**5_000 + 7
+    case = {"input": _decimal(big), "output": _decimal(2 * big), "testtype": "functional"}
+    row = {**LCB[1], "question_id": "big", "public_test_cases": json.dumps([case]), "private_test_cases": "",
+           "metadata": json.dumps({"func_name": "double"})}  # fmt: skip
+    path = tmp_path / "lcb.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    (problem,) = load_dataset("livecodebench", path=path)
+    assert problem.answer is not None and problem.metadata["expected_outputs"] == [canonical(2 * big)]
+    right, wrong = ("class Solution:\n    def double(self, x):\n        return 2 * x\n",
+                    "class Solution:\n    def double(self, x):\n        return 2 * x + 1\n")  # fmt: skip
+    assert passes(problem, [right, wrong], sandbox=sandbox) == [True, False]
+
+
+def _problem_whose_label_parses_as_python() -> Problem:
+    """A synthetic code problem whose output signature ``out:<hex>`` is also a valid program (an
+    annotated name: its hex starts with a letter)."""
+    return next(
+        p for seed in range(100) for p in synthetic_problems("code", 1, seed=seed) if p.answer[4] in "abcdef"
+    )
+
+
+def test_text_that_looks_like_an_output_signature_is_no_answer():
+    problem = _problem_whose_label_parses_as_python()
+    stated = format_answer(problem.answer, "code")  # the label itself, fenced like a program
+    assert extract_answer(stated, "code") is None
+    assert stated_answer(problem, extract_answer(stated, "code")) is None
+    assert stated_answer(problem, problem.answer) == problem.answer  # a label stated as data stays one
+
+
+def test_a_program_that_starts_like_a_signature_is_run():
+    problem = _problem_whose_label_parses_as_python()
+    broken = f"out: None\ndef {problem.metadata['entry_point']}(*args):\n    raise ValueError\n"
+    program = extract_answer(format_answer(broken, "code"), "code")
+    answers = [stated_answer(problem, program) for _ in range(2)]
+    assert all(a.startswith("error:") for a in answers)
+    assert not answers_equivalent(answers[0], answers[1], "code")  # two turns do not agree on it
+    assert not answers_equivalent(program, program, "code")  # nor does the program's text, unrun
+
+
+def test_agents_stating_the_label_as_text_are_graded_wrong():
+    from councilzoo.envs import make
+    from councilzoo.envs.core import Action, Mode
+
+    problem = _problem_whose_label_parses_as_python()
+    env = make("councilzoo/debate-v0", problems=[problem])
+    env.reset(seed=0)
+    for agent in env.agent_iter():
+        if env.terminations[agent] or env.truncations[agent]:
+            env.step(None)
+            continue
+        legal = env.unwrapped.legal_modes(agent)
+        mode = next((m for m in (Mode.ANSWER, Mode.SPEAK) if m in legal), legal[0])
+        env.step(Action(mode, text=f"Computed already:\n{format_answer(problem.answer, 'code')}"))
+    assert env.unwrapped.episode_record().correct is False

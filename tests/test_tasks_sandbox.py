@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from councilzoo.tasks.sandbox import Job, Limits, Sandbox, remove_abandoned_roots
-from councilzoo.tasks.sandbox_worker import from_plain, remove_tree, to_plain
+from councilzoo.tasks.sandbox_worker import canonical, digits_unlimited, from_plain, remove_tree, to_plain
 
 LIMITS = Limits(timeout_s=1.0, memory_mb=512, max_output_bytes=65_536)
 
@@ -257,3 +257,14 @@ def test_plain_data_is_exact_builtin_types():
     for junk in (["i", 3], ["x", "1"], [["i", "0x1"]], {"i": "0x1"}, ["d", [["i"]]]):
         with pytest.raises(ValueError):
             from_plain(junk)
+
+
+def test_integers_of_any_size_cross_both_ways(sandbox):
+    """A 5,001-digit input (past the interpreter's 4,300-digit default) reaches the program exactly,
+    and what it returns comes back exactly (ints that long are canonical in hex)."""
+    big = 10**5_000 + 7
+    with digits_unlimited():
+        literal = f"({big},)"
+    result = run_one(sandbox, Job("def f(x):\n    return x * 3, x % 1_000\n", "call", "f", (literal,)))
+    assert result.ok and result.outputs == (canonical((big * 3, big % 1_000)),)
+    assert result.outputs[0] == f"({hex(big * 3)}, 7)"

@@ -21,6 +21,7 @@ program runs per equivalence check: results are cached by (problem inputs, progr
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -29,13 +30,19 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from councilzoo.tasks.grading import ERROR_PREFIX, SIGNATURE_PREFIX, extract_answer, extract_program
+from councilzoo.tasks.grading import (
+    DIGEST_CHARS,
+    ERROR_PREFIX,
+    SIGNATURE_PREFIX,
+    extract_answer,
+    extract_program,
+    is_signature,
+)
 from councilzoo.tasks.problem import Problem
 from councilzoo.tasks.sandbox import Job, Limits, RunResult, Sandbox, default_sandbox
 from councilzoo.tasks.sandbox_worker import canonical, canonical_stdout
 
 CODE_REPLY = "Reply with the complete Python solution in one ```python code block."
-DIGEST_CHARS = 24
 CACHE_SIZE = 65_536
 __all__ = [
     "answers_for",
@@ -169,9 +176,9 @@ def answers_for(problem: Problem, texts: Sequence[str | None], **kwargs) -> list
 
 def stated_answer(problem: Problem, answer: str | None) -> str | None:
     """The comparable answer of a turn that stated ``answer``: for code, the output signature of
-    the stated program (one already a signature, as simulated agents and peer labels state it, is
-    kept); any other kind unchanged."""
-    if problem.kind != "code" or answer is None or answer.startswith((SIGNATURE_PREFIX, ERROR_PREFIX)):
+    the stated program; an exact signature (a peer label, stated as data) is kept, and anything
+    else, a program that merely starts like one included, runs. Any other kind unchanged."""
+    if problem.kind != "code" or answer is None or is_signature(answer):
         return answer
     return answers_for(problem, [answer])[0]
 
@@ -214,26 +221,31 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 def reference_answer(problem: Problem, *, sandbox: Sandbox | None = None) -> str | None:
     """The signature of the reference outputs: ``expected_outputs`` directly, else the ``solution``
-    run in the sandbox; None when neither exists or the reference itself fails."""
+    run in ``sandbox`` (by default a pool of its own, see ``with_reference_answers``); None when
+    neither exists or the reference itself fails."""
     _require_code(problem)
     if not problem.metadata.get("test_inputs"):
         return None
     expected = problem.metadata.get("expected_outputs")
     if expected is not None:
         return signature_of_outputs(expected)
-    solution = problem.metadata.get("solution")
-    if not solution:
+    if not problem.metadata.get("solution"):
         return None
-    (answer,) = answers_for(problem, [f"```python\n{solution}\n```"], sandbox=sandbox)
-    return answer if answer is not None and answer.startswith(SIGNATURE_PREFIX) else None
+    return with_reference_answers([dataclasses.replace(problem, answer=None)], sandbox=sandbox)[0].answer
 
 
 def with_reference_answers(problems: Sequence[Problem], *, sandbox: Sandbox | None = None) -> list[Problem]:
-    """``problems`` with ``answer`` set to ``reference_answer``; all references run in one batch."""
+    """``problems`` with ``answer`` set to ``reference_answer``; all references run in one batch.
+
+    Without ``sandbox`` the references run in a pool of their own, closed after: the answer key
+    never runs in a pool that grades candidates."""
     need = [p for p in problems if p.answer is None and p.metadata.get("solution")]
-    texts = [[f"```python\n{p.metadata['solution']}\n```"] for p in need]
-    signatures = answers_for_batch(list(zip(need, texts, strict=True)), sandbox=sandbox)
-    found = {p.id: s[0] for p, s in zip(need, signatures, strict=True)}
+    found = {}
+    if need:
+        texts = [[f"```python\n{p.metadata['solution']}\n```"] for p in need]
+        with contextlib.nullcontext(sandbox) if sandbox is not None else Sandbox() as pool:
+            signatures = answers_for_batch(list(zip(need, texts, strict=True)), sandbox=pool)
+        found = {p.id: s[0] for p, s in zip(need, signatures, strict=True)}
     out = []
     for p in problems:
         answer = p.answer if p.answer is not None else found.get(p.id)

@@ -37,7 +37,7 @@ from councilzoo.tasks.code import CODE_REPLY, with_reference_answers
 from councilzoo.tasks.grading import LETTERS
 from councilzoo.tasks.images import HASH_PREFIX, ImageError, load_image
 from councilzoo.tasks.problem import Problem, answer_text
-from councilzoo.tasks.sandbox_worker import canonical, canonical_stdout
+from councilzoo.tasks.sandbox_worker import canonical, canonical_stdout, digits_unlimited
 from councilzoo.tasks.visual_datasets import (
     mathverse_problem,
     mathvision_problem,
@@ -199,7 +199,8 @@ def _call_inputs(test_code: str, callee: str) -> list[str]:
         if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
             continue
         try:
-            text = repr(tuple(ast.literal_eval(a) for a in node.args))
+            with digits_unlimited():  # the dataset's own literals: ints of any size
+                text = repr(tuple(ast.literal_eval(a) for a in node.args))
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             continue
         if text not in found:
@@ -302,8 +303,9 @@ def _livecodebench(row: Row, i: int, split: str, seed: int) -> Problem | None:
     starter = row.get("starter_code") or ""
     if functional:
         entry = meta.get("func_name")
-        inputs = [repr(tuple(json.loads(line) for line in t["input"].splitlines())) for t in tests]
-        expected = [canonical(json.loads(t["output"])) for t in tests]
+        with digits_unlimited():  # the dataset's own values: ints of any size
+            inputs = [repr(tuple(json.loads(line) for line in t["input"].splitlines())) for t in tests]
+            expected = [canonical(json.loads(t["output"])) for t in tests]
         how = f"Use this starter code:\n```python\n{starter}\n```"
     else:
         entry, how = None, "Read the input from standard input and write the answer to standard output."

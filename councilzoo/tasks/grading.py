@@ -17,6 +17,8 @@ Extraction rules (``extract_answer``), first that applies wins:
 
 Code (``kind="code"``): the answer is the program, the last fenced ```python (or bare ```) block
 that parses, else the whole text if it parses and defines a function; no usable code gives None.
+A text that is only an output signature (below) is not a program: a code answer always comes
+from running code, never from text that looks like an already computed result.
 Two programs are compared by their *output signatures* (``councilzoo.tasks.code``): equivalent
 when both ran cleanly on the same inputs and printed/returned the same canonical outputs; an
 ``error:`` signature (crash, timeout, limit) is equivalent to nothing, itself included.
@@ -83,6 +85,8 @@ _FRAC_RE = re.compile(r"\\[dt]?frac\s*\{\s*(-?[\d.]+)\s*\}\s*\{\s*(-?[\d.]+)\s*\
 _FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 CODE_LANGUAGES = ("", "python", "py", "python3")
 SIGNATURE_PREFIX, ERROR_PREFIX = "out:", "error:"
+DIGEST_CHARS = 24
+_SIGNATURE_RE = re.compile(rf"(?:out|error:[a-z_]+):[0-9a-f]{{{DIGEST_CHARS}}}")
 
 _VERDICT_WORD = r"(not\s+)?(right|wrong|correct|incorrect)"
 _VERDICT_RES = (
@@ -219,10 +223,17 @@ def extract_program(text: str | None, entry_point: str | None = None) -> str | N
 def _extract_program(text: str, entry_point: str | None) -> str | None:
     blocks = [m.group(2) for m in _FENCE_RE.finditer(text) if m.group(1).lower() in CODE_LANGUAGES]
     for block in reversed(blocks):
-        if block.strip() and _parses(block) is not None:
+        if block.strip() and not is_signature(block.strip("\n")) and _parses(block) is not None:
             return block.strip("\n")
     tree = _parses(text)
     return text.strip("\n") if tree is not None and _defines(tree, entry_point) else None
+
+
+def is_signature(answer: str) -> bool:
+    """Whether ``answer`` is exactly an output signature (``out:<digest>`` or
+    ``error:<status>:<digest>``) as ``councilzoo.tasks.code`` writes them; ``out:abc...`` also
+    parses as Python (an annotated name), so extraction must never take it for a program."""
+    return _SIGNATURE_RE.fullmatch(answer) is not None
 
 
 def extract_answer(text: str | None, kind: str, *, fallback_last_number: bool = False) -> str | None:
@@ -311,7 +322,7 @@ def _wrap(answer: str) -> str:
 @lru_cache(maxsize=65_536)
 def _equivalent(pred: str, gold: str, kind: str) -> bool:
     if kind == "code":  # output signatures: equal, and both from programs that ran cleanly
-        return pred == gold and pred.startswith(SIGNATURE_PREFIX)
+        return pred == gold and pred.startswith(SIGNATURE_PREFIX) and is_signature(pred)
     if kind == "multiple_choice":
         a, b = _letter(pred.strip()), _letter(gold.strip())
         return a is not None and a == b

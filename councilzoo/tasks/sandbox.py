@@ -6,10 +6,12 @@ is data: an infinite loop, a crash, a fork bomb or a memory hog comes back as a 
 ``status`` says what happened; ``run`` itself raises only on a caller's mistake (a bad ``Job``).
 
 Isolation (see ``sandbox_worker`` for the layers): each worker starts from a scrubbed environment
-in its own session, enters user + network + mount + PID namespaces where the kernel allows them,
-and forks one child per program that takes rlimits, a Landlock filesystem ruleset and a seccomp
-filter, runs in a fresh tmpfs of bounded size, and dies with everything it started at the
-wall-clock limit. ``Sandbox.isolation`` reports which layers the kernel granted.
+in its own session, enters user + network + IPC + mount + PID namespaces where the kernel allows
+them, and runs each job in a fresh process forked from a template that never saw a job (jobs
+share no memory); that process forks one child per program that takes rlimits, a Landlock
+filesystem ruleset and a seccomp filter, runs in a fresh tmpfs of bounded size and an IPC
+namespace of its run, and dies with everything it started at the wall-clock limit.
+``Sandbox.isolation`` reports which layers the kernel granted.
 
 Every pool lives under ``$TMPDIR/councilzoo-sandbox-<pid>-*``; a pool whose process died without
 closing it (SIGKILL, SIGTERM) is deleted by the next pool that starts.
@@ -37,7 +39,7 @@ from councilzoo.tasks import sandbox_worker as wire
 
 MODES = ("call", "stdin", "script")
 STATUSES = ("ok", "error", "timeout", "output_limit", "crashed")
-LAYERS = ("network_namespace", "pid_namespace", "disk_quota", "seccomp", "landlock")
+LAYERS = ("network_namespace", "ipc_namespace", "pid_namespace", "disk_quota", "seccomp", "landlock")
 WORKER_FILE = str(Path(wire.__file__).resolve())
 ROOT_PREFIX = "councilzoo-sandbox-"
 STARTUP_TIMEOUT_S = 30.0

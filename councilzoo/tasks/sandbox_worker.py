@@ -6,26 +6,35 @@ project). It serves jobs read from fd 0 and answers on fd 1, as 4-byte length-pr
 Reusing one interpreter and forking it per program makes a program cost milliseconds instead of a
 Python start-up.
 
+Jobs share nothing. The worker is a clean template: it never reads a job. For each job it forks a
+run process, which reads the job, forks the program's children, answers and exits, so a program's
+memory holds its own job and nothing of an earlier one (freed memory is not cleared, and a job's
+source or outputs once parsed in a long-lived process stayed readable to later programs).
+
 Set-up, once per worker (``enter_namespaces``): a new user namespace (our own uid mapped to
 itself) holding a network namespace (no interface but a down loopback), a mount namespace (each
-program gets a fresh tmpfs: the disk quota, and a cleanup that is one unmount) and a PID
-namespace whose init is the worker: after every run it kills every other process of the namespace
-(``kill(-1)``), so nothing a program started outlives its run, whatever group or session it moved
-to. A kernel that refuses user namespaces (a container's seccomp profile, Ubuntu's AppArmor
-restriction) gets the other layers, and the hello message says which were granted.
+program gets a fresh tmpfs: the disk quota, and a cleanup that is one unmount), an IPC namespace
+(each run then enters one of its own, so System V segments, queues and semaphores die with the
+run) and a PID namespace whose init is the worker: after every run it kills every other process
+of the namespace (``kill(-1)``), so nothing a program started outlives its run, whatever group or
+session it moved to. A kernel that refuses user namespaces (a container's seccomp profile,
+Ubuntu's AppArmor restriction) gets the other layers, and the hello message says which were
+granted.
 
 Each child, before the program: its own process group, its folder, rlimits (CPU, address space,
 file size, open files, processes), no capabilities, a Landlock ruleset (read-only below the
 interpreter and system libraries, full access below its folder) and a seccomp filter (no new
 processes, no leaving its process group or session, no rlimit change but the stack's, no signals
-to others, ptrace, sockets, mounts, namespaces...): the program is one process, killed at the
-deadline.
+to others, ptrace, sockets, mounts, namespaces, System V and POSIX message-queue IPC...): the
+program is one process, killed at the deadline.
 
 Results never rest on the program's own interpreter: a ``call`` program answers calls over a pipe
-with plain data (tagged JSON) that the worker decodes into exact builtin types and canonicalises
-itself; a ``script`` program's functions are called by a second child, the test runner, which runs
-the tests against proxies and alone holds the channel that says the tests finished. So no patch of
-builtins, modules, ``json.dumps`` or ``__eq__`` inside the program reaches a comparison.
+with plain data (tagged JSON, integers in hex, so of any size) that the worker decodes into exact
+builtin types and canonicalises itself; a ``script`` program's functions are called by a second
+child, the test runner, which runs the tests against proxies and alone holds the channel that says
+the tests finished. So no patch of builtins, modules, ``json.dumps`` or ``__eq__`` inside the
+program reaches a comparison. Every line a child writes is parsed within bounds (the run's byte
+budget, the recursion limit, 4,300-digit JSON numbers): a hostile line is the program's error.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ import builtins
 import contextlib
 import ctypes
 import errno
+import gc
 import io
 import json
 import math
@@ -50,15 +60,20 @@ import time
 import types
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x10000000, 0x20000000, 0x40000000
+CLONE_NEWIPC = 0x08000000
 MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE, MNT_DETACH = 0x2, 0x4, 0x4000, 0x40000, 0x2
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
 CAPABILITY_VERSION_3 = 0x20080522
 PROGRAM_NAME = "solution"  # ``__name__`` of a program whose functions are tested: its main guard stays off
 MAX_DEPTH = 64
+# ints past the interpreter's default decimal limit (4,300 digits, there because decimal conversion
+# is quadratic) are written in hex: linear, so a huge return value cannot stall the worker
+DECIMAL_BOUND = 10**sys.int_info.default_max_str_digits
 PREVIEW_BYTES = 2_048  # stdout/stderr kept in a result for diagnostics
 MAX_ERROR_CHARS = 300
 OPEN_FILES = 64
 MAX_FD = 4_096
+CALLER_GONE, RUN_FAILED = 1, 2  # exit codes of a run process that did not answer
 EXIT_GRACE_S = 0.2  # how long a child whose channel closed gets to exit before its status is read
 DISK_POLL_S = 0.05  # without a tmpfs, how often the worker measures a running program's folder
 READ_ONLY_DIRS = ("/usr", "/lib", "/lib64", "/bin", "/etc/alternatives")
@@ -76,6 +91,9 @@ DENIED_SYSCALLS = (
     "clock_settime", "adjtimex", "clock_adjtime", "swapon", "swapoff", "acct", "quotactl", "bpf",
     "perf_event_open", "keyctl", "add_key", "request_key", "userfaultfd", "io_uring_setup",
     "io_uring_enter", "io_uring_register", "personality", "mknod", "mknodat", "syslog",
+    "shmget", "shmat", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop",
+    "semtimedop", "semctl", "ipc", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive",
+    "mq_notify", "mq_getsetattr",
 )  # fmt: skip
 LIBC = ctypes.CDLL(None, use_errno=True)
 
@@ -83,12 +101,15 @@ LIBC = ctypes.CDLL(None, use_errno=True)
 def canonical(value: object, depth: int = 0) -> str:
     """A program output as text that two equal outputs share: floats to 10 significant digits,
     integral floats as ints (``2.0`` == ``2``), dicts and sets sorted; list, tuple, set and bool
-    stay distinct, as Python's ``==`` keeps them. Exact builtin types only: a subclass (an ``int``
-    with its own ``__eq__`` or ``__repr__``) is not its base type."""
+    stay distinct, as Python's ``==`` keeps them; ints of more than 4,300 digits in hex. Exact
+    builtin types only: a subclass (an ``int`` with its own ``__eq__`` or ``__repr__``) is not its
+    base type."""
     if depth > MAX_DEPTH:
         raise ValueError("output nested too deeply")
     kind = type(value)
-    if value is None or kind in (bool, int, str, bytes):
+    if kind is int:
+        return repr(value) if -DECIMAL_BOUND < value < DECIMAL_BOUND else hex(value)
+    if value is None or kind in (bool, str, bytes):
         return repr(value)
     if kind is float:
         if math.isnan(value) or math.isinf(value):
@@ -107,6 +128,19 @@ def canonical(value: object, depth: int = 0) -> str:
         items = sorted(f"{canonical(k, depth + 1)}: {canonical(v, depth + 1)}" for k, v in value.items())
         return "{" + ", ".join(items) + "}"
     raise TypeError(f"{kind.__name__} is not plain data")
+
+
+@contextlib.contextmanager
+def digits_unlimited():
+    """Decimal text of ints of any size converts both ways inside: for a problem's own data (test
+    inputs, expected outputs), never for a program's output (the interpreter limits conversions to
+    4,300 digits because they are quadratic; one program could stall its grader)."""
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        yield
+    finally:
+        sys.set_int_max_str_digits(limit)
 
 
 def canonical_stdout(text: str) -> str:
@@ -249,9 +283,9 @@ class Lines:
             self.buffer += chunk
         line, _, rest = bytes(self.buffer).partition(b"\n")
         self.buffer = bytearray(rest)
-        try:
+        try:  # the budget bounds a line's size; json stops at the recursion limit and at 4,300 digits
             return json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
 
 
@@ -282,17 +316,20 @@ def _write_file(path: str, text: str) -> None:
 
 
 def enter_namespaces() -> dict[str, bool]:
-    """Enter new user + network + mount + PID namespaces (unprivileged where user namespaces are
-    allowed), falling back to user + network, then to none. Maps our uid and gid to themselves, so
-    files on a tmpfs belong to the caller's user."""
+    """Enter new user + network + IPC + mount + PID namespaces (unprivileged where user namespaces
+    are allowed), falling back to user + network + IPC, then to none. Maps our uid and gid to
+    themselves, so files on a tmpfs belong to the caller's user."""
     uid, gid = os.getuid(), os.getgid()
-    full = CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID
+    full = CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWNS | CLONE_NEWPID
     if LIBC.unshare(full) == 0:
-        granted = {"network_namespace": True, "pid_namespace": True, "mount_namespace": True}
-    elif LIBC.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0:
-        granted = {"network_namespace": True, "pid_namespace": False, "mount_namespace": False}
+        granted = {"network_namespace": True, "ipc_namespace": True, "pid_namespace": True,
+                   "mount_namespace": True}  # fmt: skip
+    elif LIBC.unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWIPC) == 0:
+        granted = {"network_namespace": True, "ipc_namespace": True, "pid_namespace": False,
+                   "mount_namespace": False}  # fmt: skip
     else:
-        return {"network_namespace": False, "pid_namespace": False, "mount_namespace": False}
+        return {"network_namespace": False, "ipc_namespace": False, "pid_namespace": False,
+                "mount_namespace": False}  # fmt: skip
     with contextlib.suppress(OSError):
         _write_file("/proc/self/uid_map", f"{uid} {uid} 1")
         _write_file("/proc/self/setgroups", "deny")
@@ -500,6 +537,7 @@ def _confine(job: dict, workdir: str, seccomp_filter, use_landlock: bool) -> Non
         _limit(resource.RLIMIT_NPROC, 0)
     _limit(resource.RLIMIT_CORE, 0)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-long write fails instead of killing
+    sys.set_int_max_str_digits(0)  # a program prints and tests compare ints of any size
     drop_capabilities()
     if use_landlock:
         apply_landlock(workdir)
@@ -668,27 +706,77 @@ def run_main(job: dict) -> None:
 
 
 class Worker:
-    """Serves jobs; children per program (per input for stdin programs)."""
+    """Serves jobs, each in a run process of its own (``serve``); children per program (per input
+    for stdin programs)."""
 
     def __init__(self, root: str, caller_fd: int, granted: dict[str, bool]) -> None:
         self.root, self.caller_fd, self.granted = root, caller_fd, granted
-        for name in os.listdir(root):  # what a killed predecessor left
-            remove_tree(os.path.join(root, name))
+        self.io_dir = ""
+        self.remove_leftovers()  # what a killed predecessor left
         self.io_dir = tempfile.mkdtemp(prefix="io-", dir=root)
+        self.reply_path = os.path.join(self.io_dir, "reply")
         self.init = granted["pid_namespace"] and os.getpid() == 1
         self.quota = granted["mount_namespace"] and quota_works(root)
         self.seccomp = build_seccomp()
         self.landlock = landlock_available()
-        self.trash: list[str] = []
 
-    def empty_trash(self) -> None:
-        while self.trash:
-            remove_tree(self.trash.pop())
+    def remove_leftovers(self) -> None:
+        """Delete the program folders of the root (a run on disk leaves them to this process, so
+        the caller's clock stops first)."""
+        for name in os.listdir(self.root):
+            if os.path.join(self.root, name) != self.io_dir:
+                remove_tree(os.path.join(self.root, name))
 
     def hello(self) -> dict:
-        return {"network_namespace": self.granted["network_namespace"], "pid_namespace": self.init,
+        return {"network_namespace": self.granted["network_namespace"],
+                "ipc_namespace": self.granted["ipc_namespace"], "pid_namespace": self.init,
                 "disk_quota": self.quota, "seccomp": self.seccomp is not None,
                 "landlock": self.landlock, "pid": os.getpid()}  # fmt: skip
+
+    def serve(self, protocol_out: int) -> None:
+        """Run jobs until the caller is gone. This process never reads a job nor its result: when
+        one is there it forks a run process that reads and runs it and writes the reply to a
+        file; it then kills and reaps all the run left and has the kernel copy the reply to the
+        caller (``sendfile``). Ends when a run process says the caller is gone, or fails."""
+        gc.freeze()  # the run processes share this one's objects untouched (fewer copied pages)
+        while True:
+            select.select([self.caller_fd], [], [])  # a job, or the caller's end closed
+            run = os.fork()
+            if run == 0:
+                code = RUN_FAILED
+                try:
+                    code = self.serve_one()
+                finally:
+                    os._exit(code)
+            _, status = os.waitpid(run, 0)
+            if self.init:
+                _kill_and_reap_all()
+            if os.waitstatus_to_exitcode(status) != 0:
+                return
+            try:
+                _send_file(protocol_out, self.reply_path)
+            except BrokenPipeError:  # the caller is gone
+                return
+            os.unlink(self.reply_path)  # no later program finds it, even where Landlock is missing
+            self.remove_leftovers()
+
+    def serve_one(self) -> int:
+        """In the run process: one job, in an IPC namespace of its own where the kernel allows."""
+        try:
+            job = read_message(self.caller_fd)
+            if job is None:
+                return CALLER_GONE
+            if self.granted["ipc_namespace"]:
+                LIBC.unshare(CLONE_NEWIPC)
+            reply = self.run(job)
+        except CallerGone:
+            return CALLER_GONE
+        fd = os.open(self.reply_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            write_message(fd, reply)
+        finally:
+            os.close(fd)
+        return 0
 
     def run(self, job: dict) -> dict:
         start = time.perf_counter()
@@ -730,8 +818,6 @@ class Worker:
             if mounted:
                 LIBC.umount2(workdir.encode(), MNT_DETACH)
                 remove_tree(workdir)
-            else:
-                self.trash.append(workdir)  # deleted after the reply: the caller's clock stops first
         stdout, stdout_size = _read_bounded(paths[1], job["max_output_bytes"])
         stderr, _ = _read_bounded(paths[2], PREVIEW_BYTES)
         if status in ("ok", "error", "crashed") and stdout_size > job["max_output_bytes"]:
@@ -813,7 +899,9 @@ class _Run:
         batch = []
         for text in self.job["inputs"]:
             try:
-                batch.append([to_plain(tuple(ast.literal_eval(text))), ["d", []]])
+                with digits_unlimited():  # a test input is the problem's data
+                    value = ast.literal_eval(text)
+                batch.append([to_plain(tuple(value)), ["d", []]])
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as err:
                 return "error", outputs, f"bad test input {text[:80]!r}: {_short(err)}"
         request = {"call": self.job["entry_point"], "batch": batch}  # one write: no ping-pong per input
@@ -872,19 +960,15 @@ class _Run:
             self.fds.remove(fd)
 
     def end(self) -> None:
-        """Kill every process of the run and reap it. As init of our own PID namespace, ``kill(-1)``
-        reaches whatever the programs started, in any process group or session; without the
-        namespace, each child and its group (seccomp keeps a program to one process and group)."""
+        """Kill every process of the run and reap it. In our own PID namespace ``kill(-1)`` reaches
+        whatever the programs started, in any process group or session (the worker, its init,
+        reaps the orphans after the run process ends); without the namespace, each child and its
+        group (seccomp keeps a program to one process and group)."""
         for fd in self.fds:
             os.close(fd)
         if self.worker.init:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(-1, signal.SIGKILL)
-            while True:
-                try:
-                    os.waitpid(-1, 0)
-                except ChildProcessError:
-                    return
+            _kill_and_reap_all()
+            return
         for pid in self.pids:
             if pid in self.statuses:
                 continue
@@ -892,6 +976,29 @@ class _Run:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
+
+
+def _send_file(fd: int, path: str) -> None:
+    """The file's bytes written to ``fd`` by the kernel: they never enter this process's memory."""
+    source = os.open(path, os.O_RDONLY)
+    try:
+        size, sent = os.fstat(source).st_size, 0
+        while sent < size:
+            sent += os.sendfile(fd, source, sent, size - sent)
+    finally:
+        os.close(source)
+
+
+def _kill_and_reap_all() -> None:
+    """In our own PID namespace: kill every process of it but init and the caller (``kill(-1)``),
+    then reap the caller's children (all of them, for init)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(-1, signal.SIGKILL)
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
 
 
 def _quota_error(job: dict) -> str:
@@ -941,12 +1048,7 @@ def main(root: str) -> None:
         os.dup2(null, fd)
     worker = Worker(root, protocol_in, granted)
     write_message(protocol_out, worker.hello())
-    try:
-        while (job := read_message(protocol_in)) is not None:
-            write_message(protocol_out, worker.run(job))
-            worker.empty_trash()
-    except (CallerGone, BrokenPipeError):
-        pass
+    worker.serve(protocol_out)
     remove_tree(root)
 
 
