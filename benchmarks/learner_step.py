@@ -24,6 +24,9 @@ is autocast over fp32 master weights, so it should be ~1).
 
 ``--model-size 0.5b`` trains a ~0.48B-parameter random Qwen3 (hidden 1280, 24 layers, 32k
 vocabulary) instead of the toy, so the ratio is measured at a real step size (a GPU's job).
+``--model-size smollm2`` trains the real SmolLM2-135M-Instruct (``smollm2-135m-instruct``,
+``councilzoo.real_models``; no warm-up: it states numbers already) on ``synthetic:word_problems``
+and writes ``benchmarks/results/learner_step_smollm2.json``.
 ``--profile DIR`` records one timed step of each trainer with ``torch.profiler`` (a Chrome trace
 per trainer in DIR) and lists the operators whose self time differs most between the two
 (CUDA self time on a GPU, CPU self time otherwise): where an extra cost comes from.
@@ -63,7 +66,10 @@ BF16_SHAPE, BF16_STEPS = (2, 4, 32), 3
 MODEL_SIZES = {  # build_tiny_model arguments
     "toy": dict(vocab_size=VOCAB),
     "0.5b": dict(hidden_size=1280, num_layers=24, num_heads=20, head_dim=64, vocab_size=VOCAB),
+    "smollm2": {},  # the real model by name
 }
+REAL_MODEL = "smollm2-135m-instruct"
+DEFAULT_DATA = "synthetic:multiple_choice"
 TOP_OPS = 12
 HOST_FUNCTIONS = 300  # functions kept per host profile, by self time
 
@@ -92,7 +98,7 @@ def _cohort_config(spec: dict):
         max_steps=spec["steps"],
         max_completion_length=spec["tokens"],
         output_dir=spec["out"],
-        data=DataConfig(dataset="synthetic:multiple_choice", num_problems=64, difficulty=0.2),
+        data=DataConfig(dataset=spec.get("dataset", DEFAULT_DATA), num_problems=64, difficulty=0.2),
         trainer=trainer,
     )
 
@@ -252,7 +258,7 @@ def child(spec: dict) -> dict:
 
 def build_model(folder: Path, size: str) -> Path:
     """The ~32k-vocabulary random model of ``size``, taught the answer format (as cohort tiny
-    members are; on the GPU when there is one)."""
+    members are; on the GPU when there is one); for "smollm2" the converted real model."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -260,6 +266,10 @@ def build_model(folder: Path, size: str) -> Path:
     from councilzoo.testing import build_tiny_model
     from councilzoo.tiny_models import warm_up
 
+    if size == "smollm2":
+        from councilzoo.agents.generators import resolve_model_path
+
+        return Path(resolve_model_path(REAL_MODEL))
     base = build_tiny_model(folder / "base", **MODEL_SIZES[size])
     model, tokenizer = AutoModelForCausalLM.from_pretrained(base), AutoTokenizer.from_pretrained(base)
     if torch.cuda.is_available():
@@ -368,7 +378,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         model = str(build_model(tmp / "model", args.model_size))
-        base = dict(model=model, prompts=prompts, generations=generations, tokens=tokens, lr=1e-6, bf16=False)
+        dataset = "synthetic:word_problems" if args.model_size == "smollm2" else DEFAULT_DATA
+        base = dict(model=model, prompts=prompts, generations=generations, tokens=tokens, lr=1e-6, bf16=False,
+                    dataset=dataset)
         configs = {"ours": dict(base, kind="ours", steps=args.steps),
                    "plain TRL": dict(base, kind="trl", steps=args.steps)}
         plan = [name for i in range(args.repeats) for name in (list(configs)[:: 1 if i % 2 == 0 else -1])]
@@ -417,9 +429,10 @@ def main() -> int:
     print_table(rows, summary)
     config = {"quick": args.quick, "model_size": args.model_size, "model": MODEL_SIZES[args.model_size],
               "steps": args.steps, "repeats": args.repeats, "torch_threads": args.threads,
-              "reward_rule": "ground_truth", "data": "synthetic:multiple_choice", "bf16_shape": BF16_SHAPE,
+              "reward_rule": "ground_truth", "data": base["dataset"], "bf16_shape": BF16_SHAPE,
               "bf16_steps": BF16_STEPS, "device": "cuda" if torch.cuda.is_available() else "cpu"}
-    output = Path(args.output or RESULT)
+    default = RESULT.with_name("learner_step_smollm2.json") if args.model_size == "smollm2" else RESULT
+    output = Path(args.output or default)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps({"config": config, "table": rows, "summary": summary}, indent=2) + "\n")
     return 0

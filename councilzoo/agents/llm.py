@@ -22,7 +22,7 @@ from councilzoo.agents.base import Completion, Generator, Request, Sampling, acc
 from councilzoo.agents.controllers import Controller, default_mode, is_silent
 from councilzoo.agents.generators.common import checked_generate
 from councilzoo.agents.parsing import parse_action
-from councilzoo.agents.prompts import MAX_CHARS, render_messages
+from councilzoo.agents.prompts import MAX_CHARS, check_prompt_style, render_messages
 from councilzoo.envs.core import Action, Mode, TurnContext
 from councilzoo.tasks import plurality
 
@@ -68,7 +68,9 @@ def generate_requests(
 class LLMAgent:
     """An agent backed by a ``Generator``; modes from ``controller`` (default: speak when legal).
 
-    ``role_prompts`` / ``instructions`` override ``councilzoo.agents.prompts`` per role;
+    ``prompt_style`` picks the prompt texts (``councilzoo.agents.prompts.PROMPT_STYLES``: "default"
+    asks to think step by step and box the answer, "concise" asks small models for the number);
+    ``role_prompts`` / ``instructions`` override them per role;
     ``samples_per_turn`` maps a role to its number of samples (default anchor 5, member 4, others
     1); ``max_chars`` bounds each quoted utterance in the prompt. ``render`` replaces the prompt
     renderer altogether (``TurnContext -> chat messages``), e.g. for a model fine-tuned on its own
@@ -89,12 +91,15 @@ class LLMAgent:
         max_chars: int = MAX_CHARS,
         render: Callable[[TurnContext], list[dict[str, str]]] | None = None,
         name: str = "llm",
+        prompt_style: str = "default",
     ) -> None:
         if not isinstance(generator, Generator):
             raise TypeError(f"LLMAgent {name!r}: generator must implement generate(prompts, n, sampling), "
                             f"got {type(generator).__name__}")
         self.generator = generator
+        check_prompt_style(prompt_style)
         self.role_prompts, self.instructions = dict(role_prompts or {}), dict(instructions or {})
+        self.prompt_style = prompt_style
         self.controller = controller
         self.sampling = sampling or Sampling()
         self.samples_per_turn = {"anchor": 5, "member": 4, **(samples_per_turn or {})}
@@ -126,7 +131,7 @@ class LLMAgent:
                 self.render(ctx) if self.render is not None
                 else render_messages(
                     ctx, self.role_prompts, self.instructions, max_chars=self.max_chars,
-                    with_images=self._with_images,
+                    with_images=self._with_images, style=self.prompt_style,
                 )
             )
             requests.append(Request(ctx, mode, messages, n))
@@ -139,7 +144,11 @@ class LLMAgent:
         ctx = request.context
         if not completions:  # a backend that returned nothing: no answer, still a call
             return Action(request.mode, calls=request.n), None
-        parsed = [parse_action(c.text, ctx.role, ctx.problem.kind, mode=request.mode) for c in completions]
+        kind, role, mode = ctx.problem.kind, ctx.role, request.mode
+        parsed = [  # a reply at the token limit is truncated: its unfinished end states nothing
+            parse_action(c.text, role, kind, mode=mode, truncated=c.finish_reason == "length")
+            for c in completions
+        ]
         index = 0
         if len(parsed) > 1:
             top, _ = plurality([p.answer for p in parsed], ctx.problem.kind)

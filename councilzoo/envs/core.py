@@ -34,10 +34,11 @@ class Action:
     to this type). A game's ``step`` also takes a plain int (a mode) or a dict with these keys, for
     driving a game by hand; agents return ``Action`` itself.
 
-    ``text`` is the utterance for speaking modes. ``samples`` holds extra sampled utterances
-    when a turn draws several (the escalation anchor's self-consistency samples); ``text`` is
-    then the one the agent commits to. ``answer`` / ``verdict`` may be pre-parsed by the agent;
-    otherwise the env parses ``text``. Token counts and ``calls`` feed cost accounting.
+    ``text`` is the utterance for speaking modes (``truncated``: cut at the token limit).
+    ``samples`` holds extra sampled utterances when a turn draws several (the escalation anchor's
+    self-consistency samples); ``text`` is then the one the agent commits to. ``answer`` /
+    ``verdict`` may be pre-parsed by the agent; otherwise the env parses ``text``. Token counts
+    and ``calls`` feed cost accounting.
     """
 
     mode: Mode
@@ -48,6 +49,7 @@ class Action:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     calls: int = 0
+    truncated: bool = False  # ``text`` ran into the token limit (its unfinished end states nothing)
 
 
 @dataclass

