@@ -119,3 +119,13 @@ def test_missing_config_file_and_unknown_backend():
     }
     with pytest.raises(ConfigError, match="unknown backend 'mlflow'"):
         load_config(data, CoRLConfig)
+
+
+def test_a_cohort_member_may_name_a_real_model_before_it_is_converted():
+    """``smollm2-135m-instruct`` is converted on first use (``resolve_model_path``), not a folder
+    that must already exist; another name without a folder is still refused."""
+    from councilzoo.learners.cohort.config import MemberConfig
+
+    assert MemberConfig(name="smol", model="smollm2-135m-instruct").model == "smollm2-135m-instruct"
+    with pytest.raises(ValueError, match="does not exist"):
+        MemberConfig(name="smol", model="smollm2-135m-instruc")

@@ -8,7 +8,8 @@ A claim module's ``run(out_dir, seeds, quick)`` saves its figures into ``out_dir
 - ``setup`` (dict): what was run (agents, sweep, seeds, sizes), flat values preferred;
 - ``results`` (dict): the measured numbers; a value that is a list of flat dicts (rows) is
   rendered as a markdown table, any other value as a line ``key: value``;
-- ``verdict`` (dict): ``{"held": bool, "reason": str}``, computed from ``results``, never typed in;
+- ``verdict`` (dict): ``{"held": bool, "reason": str}``, computed from ``results``, never typed in
+  (optionally ``"outcome"``: a pre-registered rule's word, e.g. INCONCLUSIVE, shown instead);
 - ``figures`` (list[str]): file names, relative to ``out_dir``, of the plots ``run`` saved.
 
 Anything else in ``result`` is rejected, so every claim reports in the same shape.
@@ -68,12 +69,17 @@ def _section(title: str, data: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def outcome(verdict: dict[str, Any]) -> str:
+    """HELD or NOT HELD, or a claim's own pre-registered outcome (e.g. INCONCLUSIVE)."""
+    return verdict.get("outcome", "HELD" if verdict["held"] else "NOT HELD")
+
+
 def render_markdown(result: dict[str, Any], metadata: dict[str, Any]) -> str:
     verdict = result["verdict"]
     lines = [
         f"# Claim: {result['claim']}",
         "",
-        f"**Verdict: {'HELD' if verdict['held'] else 'NOT HELD'}.** {verdict['reason']}",
+        f"**Verdict: {outcome(verdict)}.** {verdict['reason']}",
         "",
     ]
     lines += _section("Setup", result["setup"]) + _section("Results", result["results"])

@@ -18,6 +18,7 @@ from councilzoo.config import cache_home, config_to_dict
 from councilzoo.learners.cohort import engine
 from councilzoo.learners.cohort.distributed import DistributedConfig
 from councilzoo.learners.logging import check_report_to
+from councilzoo.real_models import is_real_model_name
 from councilzoo.tasks import Problem, load_problems
 from councilzoo.tiny_models import member_spec, spec_dir
 
@@ -71,6 +72,7 @@ class MemberConfig:
         if self.num_processes < 1 or self.view < 0 or self.tiny_warmup_steps < 0:
             raise ValueError(f"member {self.name!r}: num_processes >= 1, view >= 0, tiny_warmup_steps >= 0")
         local = self.model.startswith(("/", ".", "~")) or self.model.count("/") != 1
+        local = local and not is_real_model_name(self.model)  # smollm2-135m-instruct: converted on use
         if self.model and local and not Path(self.model).expanduser().is_dir():
             raise ValueError(f"member {self.name!r}: model path {self.model!r} does not exist")
         engine.check_trainer_overrides(self.trainer, f"members[{self.name}].trainer")

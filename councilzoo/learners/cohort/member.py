@@ -35,7 +35,8 @@ from councilzoo.tasks import Problem, answers_equivalent, answers_for_batch
 
 class HeldOutAccuracy(engine.MetricsFile):
     """Greedy accuracy of the member on held-out items before training and every ``eval_steps``
-    optimizer steps (and at the end), one JSON line per evaluation in ``path`` (main process).
+    optimizer steps (and at the end), one JSON line per evaluation in ``path`` (main process):
+    the accuracy and each item's hit (0/1, in item order), so runs can be compared item by item.
 
     Every rank of the member's world evaluates a shard of the items and rank 0 gathers the hits:
     under ZeRO-3 and FSDP each forward all-gathers parameters, so a generation on rank 0 alone
@@ -76,7 +77,8 @@ class HeldOutAccuracy(engine.MetricsFile):
 
             hits = {i: hit for shard in gather_object([hits]) for i, hit in shard.items()}
         if state.is_world_process_zero:
-            row = {"step": state.global_step, "accuracy": sum(hits.values()) / len(hits), "items": len(hits)}
+            row = {"step": state.global_step, "accuracy": sum(hits.values()) / len(hits), "items": len(hits),
+                   "hits": [int(hits[i]) for i in sorted(hits)]}  # per item, for paired statistics
             with self.path.open("a") as fh:
                 fh.write(json.dumps(row) + "\n")
             return row["accuracy"]
