@@ -189,3 +189,21 @@ def test_seats_of_one_local_model_share_its_weights(tiny_model_dir):
     assert agents["anchor"].generator is agents["peer"].generator
     assert agents["bf16"].generator is not agents["anchor"].generator
     assert agents["anchor"].sampling != agents["peer"].sampling  # each seat keeps its own settings
+
+
+class CutShort:
+    """A generator whose every reply ran into the token limit mid-sentence, as SmolLM2's did at a
+    64-token cap ("so the answer is 4 + 6")."""
+
+    def generate(self, prompts, n=1, sampling=None):
+        text = "Multiply 2 times the number of shells, so the answer is 4 + 6"
+        return [[Completion(text, finish_reason="length") for _ in range(n)] for _ in prompts]
+
+
+def test_a_reply_at_the_token_limit_is_recorded_truncated_and_states_no_answer():
+    """Before, every turn recorded truncated: false and the answer "4" was read from the cut sentence."""
+    engine = RolloutEngine("councilzoo/debate-v0", {"*": LLMAgent(CutShort())}, progress=False)
+    (record,) = engine.run(synthetic_problems("numeric", 1, seed=0))
+    speaking = [t for t in record.turns if t.text]
+    assert speaking and all(t.truncated and t.answer is None for t in speaking)
+    assert record.final_answer is None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -62,7 +64,7 @@ EXTRACTION = [
     ("#### \\frac{1}{2}", "math", "\\frac{1}{2}"),
     ("#### 72\nOn reflection the answer is 73", "numeric", "73"),  # the last phrase wins
     ("#### C", "multiple_choice", "C"),
-    ("#### Step 2: add 3 and 4\n3 + 4 = 7", "numeric", None),  # a markdown heading, not the mark
+    ("#### Step 2: add 3 and 4\nthen multiply by 2", "numeric", None),  # a markdown heading, not the mark
     ("##### 5 apples", "numeric", None),
     ("#### Conclusion\nBoth options fail", "multiple_choice", None),
     # multiple choice stated after an explanation
@@ -75,7 +77,15 @@ EXTRACTION = [
     ("The best choice is unclear; A and B both fit.", "multiple_choice", None),
     ("The correct choice is Dijkstra's algorithm.", "multiple_choice", None),  # D must stand alone
     ("Option A is tempting, but the answer should be obvious.", "multiple_choice", None),
-    ("The answer must be positive, so x = 3", "numeric", None),  # "must be" is for letters only
+    ("The answer must be 3 more than x", "numeric", None),  # "must be" is for letters only
+    # a stated result "= N" closing its sentence (rule 4), as small models answer "the number"
+    ("So, Ben has 3 + 4 = 7 books now.", "numeric", "7"),
+    ("Dana has 6 pencils and 2 more, so Dana has 6 + 2 = 8 pencils now", "numeric", "8"),
+    ("Goro has 9 + 3 = 12 apples.\nNow, Goro has 12 apples.\n\nThen 12 * 2 = 24 apples.", "numeric", "12"),
+    ("8 + 3 = 12. No: 8 + 3 = 11.", "numeric", "11"),  # restated after a wrong one
+    ("Ivan has 6 + 8 = 14 apples x 10", "numeric", None),  # "= 14" is followed by more work
+    ("The total is 2 + 5 = 7 and then we divide", "numeric", None),
+    ("Ben has 8 - 3 = 5 shells.", "math", None),  # math answers are boxed or stated as such
 ]
 
 EQUIVALENCE = [
@@ -150,12 +160,34 @@ def test_last_number_fallback_is_explicit():
 
 
 def test_parse_cache_is_keyed_by_text_kind_and_fallback():
-    text = "Options weighed: \\boxed{B}, and 3 + 4 = 7"
+    text = "Options weighed: \\boxed{B}, and 3 + 4 = 7 and so on"
     for _ in range(2):  # the second pass is served from the cache
         assert extract_answer(text, "multiple_choice") == "B"
         assert extract_answer(text, "numeric") is None
         assert extract_answer(text, "numeric", fallback_last_number=True) == "7"
         assert extract_verdict(text + " RIGHT") == "RIGHT" and extract_verdict(text + " WRONG") == "WRONG"
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("Multiply 2 times the number of shells, so the answer is 4 + 6", None),  # the cut sentence
+        ("Goro has 9 apples, so he has 9 + 3 = 12 app", None),
+        ("Ada has 2 + 5 = 7 cards now.\n\nIn a deck of cards, there are", "7"),  # finished before the cut
+        ("Ada has 2 + 5 = 7 cards now.\n\nIn a deck of 52, there are 5", None),  # another number at the cut
+        ("So, 4 + 2 = 6 books.\n\nNow, we need to find out how many", None),  # more work announced
+        ("The answer is \\boxed{8} and then we", "8"),  # a complete box is committed
+        ("The answer is 8.", "8"),  # cut right after its full stop
+    ],
+)
+def test_a_reply_cut_at_the_token_limit_states_nothing_from_its_unfinished_sentence(text, expected):
+    assert extract_answer(text, "numeric", truncated=True) == expected
+
+
+def test_truncation_changes_only_the_unfinished_sentence():
+    text = "Multiply 2 times the number of shells, so the answer is 4 + 6"
+    assert extract_answer(text, "numeric") == "4"  # read whole, the phrase states 4 ...
+    assert extract_answer(text, "numeric", truncated=True) is None  # ... but the sentence never ended
 
 
 def test_bad_kind_raises():
@@ -244,3 +276,20 @@ def test_plurality_invariant_to_order_with_unique_top(votes, nones, data):
         return  # tie: order decides by design
     shuffled = data.draw(st.permutations(answers))
     assert plurality(answers, "numeric") == plurality(shuffled, "numeric")
+
+
+SMOLLM2_OUTPUTS = Path(__file__).parent / "fixtures" / "smollm2_outputs.jsonl"
+
+
+def test_extraction_reads_real_smollm2_replies_as_hand_labelled():
+    """120 real SmolLM2-135M-Instruct replies to synthetic:word_problems (scripts/smollm2_outputs.py),
+    each labelled by hand with the answer it commits to (None: none, or reasoning cut unfinished).
+    Precision: extracted answers equal to the label; recall: labelled answers extracted. Before
+    rule 4 and the truncation rule, recall was 0.16 (the model rarely writes \\boxed{} or "the
+    answer is"); docs/real_models.md gives the figures."""
+    rows = [json.loads(line) for line in SMOLLM2_OUTPUTS.read_text().splitlines()]
+    got = [extract_answer(r["text"], "numeric", truncated=r["finish_reason"] == "length") for r in rows]
+    hits = sum(g is not None and g == r["label"] for g, r in zip(got, rows, strict=True))
+    precision = hits / sum(g is not None for g in got)
+    recall = hits / sum(r["label"] is not None for r in rows)
+    assert len(rows) >= 100 and precision >= 0.9 and recall >= 0.8, (precision, recall)

@@ -101,3 +101,37 @@ def test_bad_arguments_raise(kwargs):
     args = {"kind": "numeric", "n": 3, "seed": 0, **kwargs}
     with pytest.raises(ValueError):
         synthetic_problems(**args)
+
+
+def test_word_problems_answers_follow_their_sums_and_keep_the_metadata_contract():
+    problems = synthetic_problems("word_problems", 80, seed=0, difficulty=0.5)
+    assert problems == synthetic_problems("word_problems", 80, seed=0, difficulty=0.5)
+    for p in problems:
+        assert p.kind == "numeric" and 0.0 <= p.metadata["difficulty"] <= 1.0
+        stated = p.metadata["paraphrases"][1]  # "What is 23 + 5 - 4?"
+        assert str(eval(stated.removeprefix("What is ").rstrip("?"))) == p.answer  # our own digits and +/-
+        assert len(set(p.metadata["distractors"])) >= 3 and p.answer not in p.metadata["distractors"]
+
+
+def test_word_problems_held_out_splits_share_no_problem_key():
+    """No held-out question is a training question with other names in it: splits are disjoint by
+    the arithmetic the problem asks (its template and numbers), whatever the seed."""
+    from councilzoo.tasks import load_problems
+
+    keys = {
+        split: {p.metadata["paraphrases"][1] for seed in (0, 1) for d in (0.0, 0.5, 1.0)
+                for p in load_problems("synthetic:word_problems", split, seed=seed, limit=150, difficulty=d)}
+        for split in ("train", "dev", "test")
+    }  # fmt: skip
+    assert all(len(k) > 40 for k in keys.values())
+    train, dev, test = keys["train"], keys["dev"], keys["test"]
+    assert not train & test and not train & dev and not dev & test
+
+
+def test_word_problems_grow_harder_with_the_difficulty_level():
+    def mean_steps_and_size(d):
+        ps = synthetic_problems("word_problems", 200, seed=2, difficulty=d)
+        return np.mean([p.metadata["paraphrases"][1].count(" ") + int(p.answer) / 100 for p in ps])
+
+    levels = [mean_steps_and_size(d) for d in (0.0, 0.25, 0.5)]
+    assert levels == sorted(levels) and levels[0] < levels[-1]

@@ -139,7 +139,11 @@ class LLMAgent:
         ctx = request.context
         if not completions:  # a backend that returned nothing: no answer, still a call
             return Action(request.mode, calls=request.n), None
-        parsed = [parse_action(c.text, ctx.role, ctx.problem.kind, mode=request.mode) for c in completions]
+        kind, role, mode = ctx.problem.kind, ctx.role, request.mode
+        parsed = [  # a reply at the token limit is truncated: its unfinished end states nothing
+            parse_action(c.text, role, kind, mode=mode, truncated=c.finish_reason == "length")
+            for c in completions
+        ]
         index = 0
         if len(parsed) > 1:
             top, _ = plurality([p.answer for p in parsed], ctx.problem.kind)

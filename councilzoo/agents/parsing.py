@@ -57,13 +57,15 @@ def parse_action(
     *,
     mode: Mode | None = None,
     legal_modes: Sequence[Mode] = (),
+    truncated: bool = False,
 ) -> Action:
     """Read ``text`` (a model's reply in ``role``) as an action for a problem of ``kind``.
 
     ``mode`` is the mode the agent already chose (the usual case: a controller or the default
     picked it before generating). Without it the mode is read from the text among
     ``legal_modes``, falling back to the first legal speaking mode. Reviewers yield a verdict,
-    every other role an answer.
+    every other role an answer; ``truncated`` (the reply hit the token limit) keeps the
+    unfinished last sentence from stating one.
     """
     text = text if isinstance(text, str) else ""
     if mode is None:
@@ -72,5 +74,6 @@ def parse_action(
             speaking = [m for m in legal_modes if not is_silent(m)]
             mode = Mode(speaking[0] if speaking else (legal_modes[0] if legal_modes else Mode.SPEAK))
     if role in VERDICT_ROLES:
-        return Action(mode=Mode(mode), text=text, verdict=extract_verdict(text))
-    return Action(mode=Mode(mode), text=text, answer=extract_answer(text, kind))
+        return Action(mode=Mode(mode), text=text, verdict=extract_verdict(text), truncated=truncated)
+    answer = extract_answer(text, kind, truncated=truncated)
+    return Action(mode=Mode(mode), text=text, answer=answer, truncated=truncated)

@@ -54,6 +54,31 @@ INSTRUCTIONS: dict[str, str] = {
 }
 
 
+# The "concise" style, for small instruction models (SmolLM2-135M-Instruct) that ramble past their
+# token budget when asked to think step by step and rarely write \boxed{}: asked for the number,
+# they state one short sentence ("so he has 4 + 2 = 6 books now"), which ``extract_answer`` reads.
+CONCISE_ROLE_PROMPTS: dict[str, str] = {
+    **ROLE_PROMPTS,
+    **dict.fromkeys(("anchor", "probe", "member", "proposer"), "You are a helpful assistant."),
+    "peer": "You are one of several agents solving a problem together. Keep your own answer if you "
+    "still believe it.",
+}
+CONCISE_INSTRUCTIONS: dict[str, str] = {
+    **INSTRUCTIONS,
+    **dict.fromkeys(("peer", "proposer", "anchor", "probe", "member"), "Answer with the number only."),
+    "verifier": "Answer with the number you judge right only.",
+}
+PROMPT_STYLES = {
+    "default": (ROLE_PROMPTS, INSTRUCTIONS),
+    "concise": (CONCISE_ROLE_PROMPTS, CONCISE_INSTRUCTIONS),
+}
+
+
+def check_prompt_style(style: str) -> None:
+    if style not in PROMPT_STYLES:
+        raise ValueError(f"prompt style must be one of {list(PROMPT_STYLES)}, got {style!r}")
+
+
 # Code problems are answered with a program: the answering roles' closing request says so.
 CODE_INSTRUCTIONS: dict[str, str] = {
     role: "Give your final program in one ```python code block."
@@ -145,16 +170,20 @@ def render_messages(
     *,
     max_chars: int = MAX_CHARS,
     with_images: bool = True,
+    style: str = "default",
 ) -> list[dict]:
     """Chat messages for ``ctx``: the role's system prompt, then question, context, instruction.
 
-    ``role_prompts`` / ``instructions`` override the defaults per role (code problems default to
-    ``CODE_INSTRUCTIONS`` for the answering roles); an unknown role uses the ``peer`` texts. The
-    problem's images lead the user message (``with_images=False``: a note
-    instead, for text-only models).
+    ``role_prompts`` / ``instructions`` override the texts of ``style`` (``PROMPT_STYLES``) per
+    role (code problems default to ``CODE_INSTRUCTIONS`` for the answering roles); an unknown role
+    uses the ``peer`` texts. The problem's images lead the user message (``with_images=False``: a
+    note instead, for text-only models).
     """
-    prompts = {**ROLE_PROMPTS, **(role_prompts or {})}
-    defaults = {**INSTRUCTIONS, **CODE_INSTRUCTIONS} if ctx.problem.kind == "code" else INSTRUCTIONS
+    check_prompt_style(style)
+    style_prompts, style_instructions = PROMPT_STYLES[style]
+    prompts = {**style_prompts, **(role_prompts or {})}
+    code = ctx.problem.kind == "code"
+    defaults = {**style_instructions, **CODE_INSTRUCTIONS} if code else style_instructions
     closing = {**defaults, **(instructions or {})}
     section = _context_section(ctx, max_chars)
     parts = (_question(ctx.problem), section, closing.get(ctx.role, closing["peer"]))
@@ -165,11 +194,14 @@ def render_messages(
     ]
 
 
-def member_prompt(problem: Problem, view: int, with_images: bool = False) -> list[dict]:
-    """The chat prompt a cohort member answers: cohort-v0's member turn for its paraphrase view. A
-    vision-language member sees the problem's images; a text-only member the text and a note."""
+def member_prompt(
+    problem: Problem, view: int, with_images: bool = False, style: str = "default"
+) -> list[dict]:
+    """The chat prompt a cohort member answers: cohort-v0's member turn for its paraphrase view, in
+    prompt ``style``. A vision-language member sees the problem's images; a text-only member the
+    text and a note."""
     ctx = TurnContext(0, "member", "member", 0, paraphrase(problem, view), (), (Mode.ANSWER,), NO_FEATURES)
-    return render_messages(ctx, with_images=with_images)
+    return render_messages(ctx, with_images=with_images, style=style)
 
 
 NO_FEATURES = np.zeros(3, dtype=np.float32)  # the member turn carries no controller features

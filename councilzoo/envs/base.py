@@ -134,6 +134,7 @@ def make_turn(
     text it produced.
     """
     text, cut = sanitize(action.text or "", limit)
+    text_cut = cut = cut or bool(action.truncated)  # at the character or the token limit
     samples = []
     for sample in action.samples:
         clean, sample_cut = sanitize(sample or "", limit)
@@ -146,7 +147,9 @@ def make_turn(
         if verdict is not None and verdict not in VERDICTS:
             raise ValueError(f"agent {agent!r} sent verdict {action.verdict!r}; expected one of {VERDICTS}")
     elif speaking:
-        answer = action.answer if action.answer is not None else extract_answer(text, problem.kind)
+        answer = action.answer
+        if answer is None:
+            answer = extract_answer(text, problem.kind, truncated=text_cut)
         answer = stated_answer(problem, answer)
     calls = action.calls or (max(1, len(samples)) if speaking else 0)
     cost = Cost(calls, int(action.prompt_tokens), int(action.completion_tokens))

@@ -32,10 +32,11 @@ SILENT_MODES = frozenset({Mode.SKIP, Mode.KEEP, Mode.ACCEPT, Mode.ESCALATE, Mode
 class Action:
     """An agent's move. Plain ints (a mode) and dicts with the same keys are accepted too.
 
-    ``text`` is the utterance for speaking modes. ``samples`` holds extra sampled utterances
-    when a turn draws several (the escalation anchor's self-consistency samples); ``text`` is
-    then the one the agent commits to. ``answer`` / ``verdict`` may be pre-parsed by the agent;
-    otherwise the env parses ``text``. Token counts and ``calls`` feed cost accounting.
+    ``text`` is the utterance for speaking modes (``truncated``: cut at the token limit).
+    ``samples`` holds extra sampled utterances when a turn draws several (the escalation anchor's
+    self-consistency samples); ``text`` is then the one the agent commits to. ``answer`` /
+    ``verdict`` may be pre-parsed by the agent; otherwise the env parses ``text``. Token counts
+    and ``calls`` feed cost accounting.
     """
 
     mode: Mode
@@ -46,6 +47,7 @@ class Action:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     calls: int = 0
+    truncated: bool = False  # ``text`` ran into the token limit (its unfinished end states nothing)
 
 
 @dataclass

@@ -13,7 +13,18 @@ Extraction rules (``extract_answer``), first that applies wins:
    heading such as "#### Step 2"); for multiple choice also "the correct choice/option is X" and
    "the answer must/would/should be X"; X runs to the end of its sentence or line;
 3. multiple choice only: an option label opening the last non-empty line ("(C)", "C)",
-   "**(C)**") or a last line holding nothing but the letter.
+   "**(C)**") or a last line holding nothing but the letter;
+4. numeric only: the stated result, "= N" closing its sentence ("so he has 4 + 2 = 6 books now.",
+   the way small instruction models answer when asked for the number): the last such result of the
+   first paragraph that holds one, so a rambling paragraph after the answer does not override it,
+   while "8 + 3 = 12. No: 8 + 3 = 11." gives 11. Only words may follow N in its sentence, none of
+   them a connective or an operation ("= 7 and then multiply by" is reasoning, not a result).
+
+A reply cut at the token limit (``truncated=True``) is read without its unfinished last sentence:
+"so the answer is 4 + 6" or "= 12 app" at the cut state nothing, while a complete ``\\boxed{}``
+or a finished sentence before the cut still counts, unless the reasoning was still going: the
+answer is withdrawn when the cut sentence computes ("13 - 13 =") or names another number, or when
+the text after the answer announces more work ("we need to find out", "we can", "to find").
 
 Code (``kind="code"``): the answer is the program, the last fenced ```python (or bare ```) block
 that parses, else the whole text if it parses and defines a function; no usable code gives None.
@@ -80,6 +91,15 @@ _LATEX_NOISE_RE = re.compile(r"\\[,;!: ]|\\(?:left|right|displaystyle)\b|\{,\}")
 _TEXT_CMD_RE = re.compile(r"\\(?:text|textbf|mathrm|mbox|mathbf)\s*\{([^{}]*)\}")
 _FRAC_RE = re.compile(r"\\[dt]?frac\s*\{\s*(-?[\d.]+)\s*\}\s*\{\s*(-?[\d.]+)\s*\}")
 
+_RESULT_RE = re.compile(
+    r"=\s*\$?\s*(-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)([^\n.!?=]*?)\s*(?=[.!?](?!\d)|\n|$)"
+)  # "= N", then the rest of its sentence
+_RESULT_TAIL_BAD_RE = re.compile(
+    r"[\d,;:(*/+^%-]|\b(?:and|then|but|so|which|because|plus|minus|times|of|by|from|divided|multiplied)\b",
+    re.IGNORECASE,
+)  # what makes "= N ..." a step of reasoning rather than its result
+_SENTENCE_END_RE = re.compile(r"[.!?](?=\s|$)|\n")
+_MORE_WORK_RE = re.compile(r"\b(?:need to|we can|to find)\b", re.IGNORECASE)
 _FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 CODE_LANGUAGES = ("", "python", "py", "python3")
 SIGNATURE_PREFIX, ERROR_PREFIX = "out:", "error:"
@@ -176,8 +196,8 @@ def _letter(raw: str) -> str | None:
     return match.group(1).upper() if match else None
 
 
-def _extract_letter(text: str) -> str | None:
-    for raw in reversed(_boxed_contents(text)):
+def _extract_letter(text: str, boxed: list[str]) -> str | None:
+    for raw in boxed:
         letter = _letter(_TEXT_CMD_RE.sub(r"\1", raw))
         if letter:
             return letter
@@ -225,31 +245,67 @@ def _extract_program(text: str, entry_point: str | None) -> str | None:
     return text.strip("\n") if tree is not None and _defines(tree, entry_point) else None
 
 
-def extract_answer(text: str | None, kind: str, *, fallback_last_number: bool = False) -> str | None:
+def extract_answer(
+    text: str | None, kind: str, *, fallback_last_number: bool = False, truncated: bool = False
+) -> str | None:
     """The final answer ``text`` states, normalised for ``kind``; None when it states none.
 
-    See the module docstring for the rules. With ``fallback_last_number=True`` (math and numeric
-    only) the last number anywhere in the text is used when no boxed answer or phrase is found;
-    this reproduces common eval scripts and is off by default.
+    See the module docstring for the rules. ``truncated``: the text was cut at the token limit,
+    so its unfinished last sentence is ignored. With ``fallback_last_number=True`` (math and
+    numeric only) the last number anywhere in the text is used when no boxed answer or phrase is
+    found; this reproduces common eval scripts and is off by default.
     """
     _check_kind(kind)
     if not isinstance(text, str) or not text.strip():
         return None
-    return _extract_answer(text, kind, bool(fallback_last_number))
+    return _extract_answer(text, kind, bool(fallback_last_number), bool(truncated))
+
+
+def finished_part(text: str) -> str:
+    """``text`` up to its last sentence end or line break (what a reply cut mid-sentence finished)."""
+    ends = [m.end() for m in _SENTENCE_END_RE.finditer(text)]
+    return text[: ends[-1]] if ends else ""
+
+
+def _still_reasoning(text: str, finished: str, answer: str) -> bool:
+    """Whether a reply cut at the token limit was still working past ``answer`` (its last mention
+    in ``finished``): the cut sentence computes or names another number, or more work is announced."""
+    cut = text[len(finished) :]
+    if "=" in cut or any(n.replace(",", "") != answer for n in _NUMBER_RE.findall(cut)):
+        return True
+    return bool(_MORE_WORK_RE.search(text[finished.rfind(answer) + len(answer) :]))
+
+
+def _stated_result(text: str) -> str | None:
+    """The last closing "= N" of the first paragraph that holds one (rule 4)."""
+    for paragraph in re.split(r"\n\s*\n", text):
+        results = [m.group(1) for m in _RESULT_RE.finditer(paragraph) if not _RESULT_TAIL_BAD_RE.search(m[2])]
+        if results:
+            return results[-1].replace(",", "")
+    return None
 
 
 @lru_cache(maxsize=PARSE_CACHE_SIZE)
-def _extract_answer(text: str, kind: str, fallback_last_number: bool) -> str | None:
+def _extract_answer(text: str, kind: str, fallback_last_number: bool, truncated: bool = False) -> str | None:
     if kind == "code":
         return _extract_program(text, None)
+    boxed = [(raw, True) for raw in reversed(_boxed_contents(text))]  # a complete box is committed
+    if truncated:
+        finished = finished_part(text)
+        answer = _extract_answer(finished, kind, fallback_last_number)
+        if answer is not None and not _still_reasoning(text, finished, answer):
+            return answer
+        committed = " ".join(f"\\boxed{{{raw}}}" for raw, _ in reversed(boxed))
+        return _extract_answer(committed, kind, False) if boxed else None
     if kind == "multiple_choice":
-        return _extract_letter(text)
-    boxed = [(raw, True) for raw in reversed(_boxed_contents(text))]
+        return _extract_letter(text, [raw for raw, _ in boxed])
     phrases = [(raw, False) for raw in reversed(_phrase_answers(text))]
     for raw, is_boxed in boxed + phrases:
         answer = _clean_number(raw) if kind == "numeric" else _clean_math(raw, is_boxed)
         if answer is not None:
             return answer
+    if kind == "numeric" and (result := _stated_result(text)) is not None:
+        return result
     if fallback_last_number:
         numbers = _NUMBER_RE.findall(text.replace("\\!", ""))
         return numbers[-1].replace(",", "").replace(" ", "") if numbers else None

@@ -64,7 +64,7 @@ def load_problems(
                 f"dataset {name!r}: {n:,} problems asked; a synthetic set is generated in memory before "
                 f"the first episode and holds 1 to {MAX_SYNTHETIC_PROBLEMS:,} (run more seeds for more)"
             )
-        problems = synthetic_problems(kind, n, seed=seeded, difficulty=difficulty)
+        problems = synthetic_problems(kind, n, seed=seeded, difficulty=difficulty, split=split)
     else:
         if path is not None and not Path(path).is_file():
             raise ValueError(f"dataset file {str(path)!r} (--path) does not exist")

@@ -18,6 +18,13 @@ spread, digit sums) with generated test inputs, whose metadata also holds the ca
 ``solution``, the ``expected_outputs`` it gives, and wrong programs as ``distractors`` (each gives
 other outputs on the test inputs); the answer is the solution's output signature.
 
+Task ``word_problems`` (``numeric`` items, ``WORD_LEVELS``): one- and two-step word problems with
+small numbers, graded so that a ~100M-parameter instruction model (SmolLM2-135M-Instruct) solves
+about half of them (docs/tasks.md has the measured curve). Its splits are disjoint by problem key
+(the template and its numbers, whatever the names): ``word_split`` assigns each key to one split,
+and an item of a split is drawn until its key belongs there, so no held-out question is a
+training question with another name in it.
+
 Task ``visual`` (not a Problem kind: its items are ``numeric`` or ``multiple_choice``) draws a
 small image per item (``councilzoo.tasks.visual``): count shapes of one colour, read the larger
 of two numbers, pick the tallest bar; ``metadata["template"]`` names the template.
@@ -26,6 +33,7 @@ of two numbers, pick the tallest bar; ``metadata["template"]`` names the templat
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from fractions import Fraction
 
 import numpy as np
@@ -38,7 +46,7 @@ from councilzoo.tasks.visual import visual_item
 DIFFICULTY_NOISE = 0.15
 NAMES = ("Ada", "Ben", "Chen", "Dana", "Eli", "Fatima", "Goro", "Hana", "Ivan", "Jade")
 ITEMS = ("apples", "books", "coins", "marbles", "stamps", "pencils", "shells", "cards")
-TASKS = (*KINDS, "visual")  # what ``synthetic:<task>`` may name
+TASKS = (*KINDS, "visual", "word_problems")  # what ``synthetic:<task>`` may name
 
 
 def _item_difficulty(rng: np.random.Generator, level: float) -> float:
@@ -100,6 +108,59 @@ def _numeric_item(rng: np.random.Generator, level: float) -> tuple[list[str], in
     flipped = {"add": history[-2] - last_x, "sub": history[-2] + last_x, "mul": history[-2] + last_x}[last_op]
     candidates = [c for c in (history[-2], flipped, value + 1, value - 1, value + 10) if c >= 0]
     return forms, value, _dedupe_wrong(candidates, value, 3, rng), d
+
+
+# --- word_problems: graded one- and two-step word problems ---------------------------------
+
+# (operations, range of the first number, range of the others), easiest first; ``difficulty``
+# picks the level (``round(d * (len - 1))``, after the per-item noise)
+WORD_LEVELS = (
+    (("add",), (2, 9), (2, 9)),
+    (("add",), (10, 49), (2, 9)),
+    (("add",), (10, 49), (10, 49)),
+    (("sub",), (10, 49), (2, 9)),
+    (("add", "add"), (2, 9), (2, 9)),
+)
+WORD_SPLIT_SHARES = {"test": 0.25, "dev": 0.15, "train": 0.60}  # of the problem keys
+
+
+def word_split(key: str) -> str:
+    """The split that owns problem ``key`` (a stable hash of it, shared by every seed)."""
+    u = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") / 2**64
+    for split, share in WORD_SPLIT_SHARES.items():
+        if u < share:
+            return split
+        u -= share
+    return "train"
+
+
+def _word_item(rng: np.random.Generator, level: float, split: str) -> tuple[list[str], int, list[int], float]:
+    """(question forms, answer, distractors, difficulty) of one word problem of ``split``."""
+    while True:
+        d = _item_difficulty(rng, level)
+        ops, first, rest = WORD_LEVELS[int(round(d * (len(WORD_LEVELS) - 1)))]
+        start = int(rng.integers(first[0], first[1] + 1))
+        xs = [int(rng.integers(rest[0], rest[1] + 1)) for _ in ops]
+        if word_split(f"{'/'.join(ops)}:{start}:{':'.join(map(str, xs))}") == split:
+            break
+    name, item = NAMES[rng.integers(len(NAMES))], ITEMS[rng.integers(len(ITEMS))]
+    sign = {"add": 1, "sub": -1}
+    value = start + sum(sign[o] * x for o, x in zip(ops, xs, strict=True))
+    story = {"add": "gets {x} more", "sub": "gives away {x}"}
+    steps = {"add": "add {x}", "sub": "take away {x}"}
+    symbol = {"add": "+ {x}", "sub": "- {x}"}
+    pairs = list(zip(ops, xs, strict=True))
+    forms = [
+        f"{name} has {start} {item} and "
+        + ", then ".join(story[o].format(x=x) for o, x in pairs)
+        + f". How many {item} does {name} have now?",
+        f"There are {start} {item}. "
+        + " ".join(steps[o].format(x=x).capitalize() + "." for o, x in pairs)
+        + f" How many {item} are there?",
+        f"What is {start} " + " ".join(symbol[o].format(x=x) for o, x in pairs) + "?",
+    ]
+    slips = [value + 1, value - 1, value + 10, value - 10, start + sum(xs) if "sub" in ops else start * xs[0]]
+    return forms, value, _dedupe_wrong([c for c in slips if c >= 0], value, 3, rng), d
 
 
 # --- math: modular arithmetic and fraction sums ---------------------------------------------
@@ -267,15 +328,19 @@ def _visual_problem(rng: np.random.Generator, pid: str, level: float) -> Problem
     return Problem(pid, item.forms[0], answer, item.kind, choices, "synthetic", metadata, (item.image,))
 
 
-def synthetic_problems(kind: str, n: int, seed: int, difficulty: float = 0.5) -> list[Problem]:
+def synthetic_problems(
+    kind: str, n: int, seed: int, difficulty: float = 0.5, split: str = "test"
+) -> list[Problem]:
     """``n`` seeded problems of ``kind`` (a task of ``TASKS``) around ``difficulty`` in [0, 1];
-    same seed, same items."""
+    same seed, same items. ``split`` matters to ``word_problems`` only (``word_split``)."""
     if kind not in TASKS:
         raise ValueError(f"kind must be one of {TASKS}, got {kind!r}")
     if not isinstance(n, (int, np.integer)) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
     if not 0.0 <= difficulty <= 1.0:
         raise ValueError(f"difficulty must be in [0, 1], got {difficulty!r}")
+    if split not in WORD_SPLIT_SHARES:
+        raise ValueError(f"split must be one of {list(WORD_SPLIT_SHARES)}, got {split!r}")
     problems = []
     for i in range(n):
         rng = np.random.default_rng([seed, TASKS.index(kind), i])
@@ -291,6 +356,9 @@ def synthetic_problems(kind: str, n: int, seed: int, difficulty: float = 0.5) ->
         if kind == "math":
             forms, answer, wrong, d = _math_item(rng, difficulty)
             choices: tuple[str, ...] = ()
+        elif kind == "word_problems":
+            forms, value, wrong_values, d = _word_item(rng, difficulty, split)
+            answer, wrong, choices = str(value), [str(w) for w in wrong_values], ()
         else:
             forms, value, wrong_values, d = _numeric_item(rng, difficulty)
             answer, wrong, choices = str(value), [str(w) for w in wrong_values], ()
@@ -301,7 +369,7 @@ def synthetic_problems(kind: str, n: int, seed: int, difficulty: float = 0.5) ->
                 id=pid,
                 question=forms[0],
                 answer=answer,
-                kind=kind,
+                kind="numeric" if kind == "word_problems" else kind,
                 choices=choices,
                 source="synthetic",
                 metadata={"difficulty": d, "paraphrases": tuple(forms[1:]), "distractors": tuple(wrong)},
