@@ -30,7 +30,7 @@ def prompts(args) -> list[list[dict]]:
     from councilzoo.tasks import load_problems
 
     problems = load_problems(args.dataset, "test", size=args.limit, difficulty=args.difficulty)
-    return [member_prompt(p, 0) for p in problems]
+    return [member_prompt(p, 0, style=args.prompt_style) for p in problems]
 
 
 def decode(args) -> list[dict]:
@@ -65,8 +65,9 @@ def compare(ours: list[dict], theirs: list[dict]) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="smollm2-135m-instruct")
-    ap.add_argument("--dataset", default="synthetic:numeric")
-    ap.add_argument("--difficulty", type=float, default=0.0)
+    ap.add_argument("--dataset", default="synthetic:word_problems")
+    ap.add_argument("--difficulty", type=float, default=0.25)
+    ap.add_argument("--prompt-style", default="concise")
     ap.add_argument("--limit", type=int, default=64)
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--dtype", default="float32")
@@ -76,10 +77,13 @@ def main() -> int:
     if args.backend:  # one side, as a child process
         Path(args.out).write_text(json.dumps(decode(args)))
         return 0
-    args.backend = "transformers"
+    from councilzoo.agents.generators import resolve_model_path
+
+    args.backend, args.model = "transformers", resolve_model_path(args.model)  # the child gets the folder
     ours = decode(args)
     with tempfile.TemporaryDirectory() as tmp:
-        child = [str(VLLM_PYTHON), __file__, *sys.argv[1:], "--backend", "vllm", "--out", f"{tmp}/vllm.json"]
+        child = [str(VLLM_PYTHON), __file__, *sys.argv[1:], "--model", args.model, "--backend", "vllm",
+                 "--out", f"{tmp}/vllm.json"]
         subprocess.run(child, check=True, env={**os.environ, **VLLM_ENV})
         theirs = json.loads(Path(f"{tmp}/vllm.json").read_text())
     result = {"model": args.model, "dtype": args.dtype, "max_new_tokens": args.max_new_tokens,

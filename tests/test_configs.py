@@ -129,3 +129,12 @@ def test_a_cohort_member_may_name_a_real_model_before_it_is_converted():
     assert MemberConfig(name="smol", model="smollm2-135m-instruct").model == "smollm2-135m-instruct"
     with pytest.raises(ValueError, match="does not exist"):
         MemberConfig(name="smol", model="smollm2-135m-instruc")
+
+
+def test_cohort_prompt_style_is_checked_before_work():
+    from councilzoo.learners.corl import CoRLConfig
+
+    members = [{"name": "a", "tiny_family": "qwen3"}, {"name": "b", "tiny_family": "llama"}]
+    assert load_config({"members": members, "prompt_style": "concise"}, CoRLConfig).prompt_style == "concise"
+    with pytest.raises(ConfigError, match="prompt style must be one of"):
+        load_config({"members": members, "prompt_style": "chatty"}, CoRLConfig)

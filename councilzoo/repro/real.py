@@ -51,14 +51,15 @@ ARMS = {  # arm: (learner, reward rule, member views)
     "ttrl": ("ttrl", "self_majority", (0,)),
     "grpo": ("grpo", "ground_truth", (0,)),
 }
-DATASET, DIFFICULTY = "synthetic:numeric", 0.0  # one-step word problems with small numbers
+DATASET, DIFFICULTY = "synthetic:word_problems", 0.25  # one-step additions, mostly small numbers
+PROMPT_STYLE = "concise"  # "Answer with the number only.": the model states its answer in budget
 SMALLEST_EFFECT = 0.05  # accuracy points: a Co-RL - TTRL difference below this is not worth having
 LORA = {"r": 8, "lora_alpha": 16, "lora_dropout": 0.0,
         "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}
 TRAINER = {"learning_rate": 2e-4, "temperature": 1.0, "importance_sampling_level": "sequence",
            "loss_type": "grpo"}
 FULL = {"seeds": 3, "steps": 24, "prompts": 4, "generations": 4, "eval_every": 8, "held_out": 64,
-        "train_items": 256, "max_new_tokens": 40}
+        "train_items": 256, "max_new_tokens": 32}
 QUICK = {"seeds": 1, "steps": 2, "prompts": 2, "generations": 4, "eval_every": 1, "held_out": 16,
          "train_items": 16, "max_new_tokens": 24}
 
@@ -73,7 +74,7 @@ def run_arm(arm: str, seed: int, settings: dict, out: Path) -> dict[str, Any]:
                           eval_steps=settings["eval_every"])
     members = [("smol", MODEL, view) for view in views]
     train_cohort(kind, rule, members, seed, settings, data, held_out, folder, TRAINER,
-                 max_completion_length=settings["max_new_tokens"], peft=LORA)
+                 max_completion_length=settings["max_new_tokens"], peft=LORA, prompt_style=PROMPT_STYLE)
     evaluations = [read_metrics(member / "eval.jsonl") for member in sorted((folder / "members").iterdir())]
     steps = [row["step"] for row in evaluations[0]]
     hits = np.mean([[row["hits"] for row in member] for member in evaluations], axis=0).T
@@ -183,7 +184,8 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
                  "at equal steps (and comes close to supervised GRPO).",
         "setup": {"model": MODEL,
                   **{f"arm {a}": f"{k}, rule {r}, views {list(v)}" for a, (k, r, v) in ARMS.items()},
-                  "dataset": DATASET, "difficulty": DIFFICULTY, "lora": LORA, "trainer": TRAINER,
+                  "dataset": DATASET, "difficulty": DIFFICULTY, "prompt_style": PROMPT_STYLE, "lora": LORA,
+                  "trainer": TRAINER,
                   **settings, "seeds": n_seeds, "quick": quick, "smallest_effect": SMALLEST_EFFECT},
         "results": {"arms": rows, **stats,
                     "curves": [{"arm": arm, "seed": i, "steps": str(r["steps"]),

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from councilzoo.agents.prompts import check_prompt_style
 from councilzoo.config import cache_home, config_to_dict
 from councilzoo.learners.cohort import engine
 from councilzoo.learners.cohort.distributed import DistributedConfig
@@ -191,6 +192,14 @@ class CohortConfig:
             "from the environment at import keeps its value from the server's start."
         },
     )
+    prompt_style: str = field(
+        default="default",
+        metadata={
+            "help": "The members' prompt texts (agents.prompts.PROMPT_STYLES): 'default' asks to think "
+            "step by step and box the answer; 'concise' asks for the number only, for small models "
+            "such as SmolLM2-135M-Instruct that ramble past a short token budget."
+        },
+    )
     seeded_sampling: bool = field(
         default=False,
         metadata={
@@ -223,6 +232,7 @@ class CohortConfig:
             raise ValueError(f"tau must be in [0, 1], got {self.tau}")
         engine.check_trainer_overrides(self.trainer, "trainer")
         check_report_to(self.report_to)
+        check_prompt_style(self.prompt_style)
         if self.seeded_sampling:
             for i, member in enumerate(self.members):
                 check_seeded_sampling({**self.trainer, **member.trainer}, f"members[{i}] ({member.name})")

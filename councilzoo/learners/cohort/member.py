@@ -49,9 +49,12 @@ class HeldOutAccuracy(engine.MetricsFile):
     ``metrics.jsonl``, the progress line and every tracker of ``report_to`` (TensorBoard's
     ``eval/accuracy``) like the trainer's own metrics."""
 
-    def __init__(self, path: Path, problems: Sequence[Problem], every: int, max_new_tokens: int) -> None:
+    def __init__(
+        self, path: Path, problems: Sequence[Problem], every: int, max_new_tokens: int, style: str = "default"
+    ) -> None:
         super().__init__(path)
         self.problems, self.every, self.max_new_tokens = list(problems), every, max_new_tokens
+        self.style = style
         self.trainer: Any = None
 
     def bind(self, trainer: Any) -> None:
@@ -69,7 +72,8 @@ class HeldOutAccuracy(engine.MetricsFile):
         padded = mine + [mine[-1] if mine else 0] * (width - len(mine))
         greedy = Sampling(max_new_tokens=self.max_new_tokens, temperature=0.0)
         with policy_generator(self.trainer) as generator:
-            prompts = [member_prompt(self.problems[i], 0, generator.accepts_images) for i in padded]
+            images = generator.accepts_images
+            prompts = [member_prompt(self.problems[i], 0, images, self.style) for i in padded]
             texts = [g[0].text for g in generator.generate(prompts, n=1, sampling=greedy)]
         hits = dict(zip(mine, self._hits(mine, texts[: len(mine)]), strict=True))
         if world > 1:
@@ -186,7 +190,7 @@ def run_member(
                           "models; use vllm_mode: colocate for a VLM, or no eval")
     rows = engine.problem_rows(
         problems, cfg.seed, engine.rounds_needed(args), cfg.prompts_per_step,
-        lambda p: member_prompt(p, view, vlm),
+        lambda p: member_prompt(p, view, vlm, cfg.prompt_style),
     )
     rank = int(os.environ.get("RANK", "0"))
     link = None
@@ -202,6 +206,7 @@ def run_member(
             load_items(cfg.eval, cfg.seed),
             cfg.eval.eval_steps,
             cfg.max_completion_length,
+            cfg.prompt_style,
         )
         callbacks = [*callbacks, held_out]
     cbs = [
