@@ -11,15 +11,17 @@ CPU. Three arms train from the same model for the same number of steps on the sa
 - ``ttrl``: one member rewarded against its own majority answer (``self_majority``);
 - ``grpo``: one member rewarded against the gold answer (``ground_truth``): the supervised ceiling.
 
-Every member's greedy answers to the same ``test`` items are graded before training, every
-``eval_every`` steps and at the end (``eval.jsonl``, one hit per item). The primary statistic is
-the paired difference of final held-out accuracy, Co-RL minus TTRL, with two 95% percentile
-bootstrap intervals (``theory.stats``): over held-out problems (per-item hits averaged over seeds,
-resampled together for both arms) and over seeds (per-seed accuracy differences). The verdict
-(``decide``), computed here, is HELD when both intervals lie above 0, NOT HELD when the interval
-over problems lies below ``SMALLEST_EFFECT`` (an effect that large is ruled out), and INCONCLUSIVE
-otherwise. The closeness to GRPO is reported as the share of GRPO's gain that Co-RL reaches, with
-its interval over problems.
+Every member's greedy answers to its seed's ``test`` items (the same items for every arm of a
+seed) are graded before training, every ``eval_every`` steps and at the end (``eval.jsonl``, one
+hit per item). The primary statistic is the paired difference of final held-out accuracy, Co-RL
+minus TTRL, with two 95% percentile bootstrap intervals (``theory.stats``): over held-out problems
+(the (seed, item) pairs, resampled together for both arms) and over seeds (per-seed accuracy
+differences). The verdict (``decide``), computed here, is HELD when both intervals lie above 0,
+NOT HELD when the interval over problems lies below ``SMALLEST_EFFECT`` (an effect that large is
+ruled out), and INCONCLUSIVE otherwise. The closeness to GRPO is reported as the share of GRPO's
+gain that Co-RL reaches, with its interval over problems. Each run's first member and the model as
+converted also answer the held-out items through the evaluation harness (``held_out_episodes``),
+so ``councilzoo view`` shows the conversations beside the training curves.
 """
 
 from __future__ import annotations
@@ -81,11 +83,58 @@ def run_arm(arm: str, seed: int, settings: dict, out: Path) -> dict[str, Any]:
     return {"steps": steps, "accuracy": hits.mean(axis=0).tolist(), "hits": hits.tolist()}
 
 
+def held_out_seat(adapter: str | None = None, max_new_tokens: int = 32) -> Any:
+    """SmolLM2 answering greedily in the concise style, with a trained LoRA ``adapter`` merged in
+    (None: the model as converted): an agents-config model type (``councilzoo.repro.real:held_out_seat``)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from councilzoo.agents import LLMAgent, TransformersGenerator
+    from councilzoo.agents.base import Sampling
+    from councilzoo.agents.generators import resolve_model_path
+    from councilzoo.agents.prompts import PROMPT_STYLES
+
+    path = resolve_model_path(MODEL)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    if adapter is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
+    role_prompts, instructions = PROMPT_STYLES[PROMPT_STYLE]
+    generator = TransformersGenerator(model, tokenizer=AutoTokenizer.from_pretrained(path), device="cpu")
+    return LLMAgent(generator, role_prompts=role_prompts, instructions=instructions,
+                    sampling=Sampling(max_new_tokens=max_new_tokens, temperature=0.0), name="smollm2")
+
+
+def held_out_episodes(out: Path, adapter: str | None, seed: int, settings: dict) -> float:
+    """The held-out items answered by ``held_out_seat(adapter)`` through the evaluation harness
+    (protocol ``single``; the items seed ``seed``'s runs were evaluated on):
+    ``out/episodes/single.jsonl`` and ``report.json``, which ``councilzoo view`` shows as
+    conversations. Returns the accuracy."""
+    from councilzoo.config import load_config
+    from councilzoo.evaluation.council import CouncilConfig
+    from councilzoo.evaluation.harness import Evaluation, run_and_report
+    from councilzoo.tasks import load_problems
+
+    seat = {"type": f"{__name__}:held_out_seat",
+            "kwargs": {"adapter": adapter, "max_new_tokens": settings["max_new_tokens"]}}
+    council = load_config({"models": {"smollm2": seat}, "anchor": "smollm2", "peers": ["smollm2"],
+                           "verifier": "smollm2"}, CouncilConfig)
+    test = load_problems(DATASET, "test", seed=seed, size=settings["held_out"], difficulty=DIFFICULTY)
+    ev = Evaluation(council, test, list, out, progress=False)
+    rows = run_and_report(ev, ["single"], out, {"adapter": adapter}, f"held-out {DATASET}")
+    return float(rows[0]["accuracy"])
+
+
 def _run_job(job: tuple) -> dict[str, Any]:
-    """``run_arm`` with one torch thread per member world (a process-pool task)."""
+    """``run_arm`` with one torch thread per member world, then its first member's held-out
+    episodes (a process-pool task)."""
     os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the member worlds
-    arm, seed = job[:2]
+    arm, seed, settings, out = job
     result = run_arm(*job)
+    member = sorted((out / f"{arm}-seed{seed}" / "members").iterdir())[0]
+    result["episodes_accuracy"] = held_out_episodes(
+        out / f"{arm}-seed{seed}" / "held_out", str(member / "final"), seed, settings)
     log.info("real: %s seed %d: held-out accuracy %s", arm, seed, [round(a, 3) for a in result["accuracy"]])
     return result
 
@@ -124,28 +173,30 @@ def decide(over_problems: list[float], over_seeds: list[float]) -> tuple[str, st
 
 def summarise(runs: dict[str, list[dict[str, Any]]]) -> tuple[list[dict], dict[str, Any]]:
     """Per-arm table rows and the statistics of the decision rule, from each arm's per-seed runs."""
-    # each arm's final hits, seeds x items
+    # each arm's final hits, seeds x items (a seed's items are its own draw of the test split)
     final = {arm: np.array([r["hits"] for r in seeds])[:, :, -1] for arm, seeds in runs.items()}
-    start = np.array(runs["grpo"][0]["hits"])[:, 0]  # every arm starts from the same greedy model
+    # every arm of a seed starts from the same greedy model on the same items
+    start = np.array([r["hits"] for r in runs["grpo"]])[:, :, 0]
     rows = []
     for arm, hits in final.items():
         acc = seed_ci(hits.mean(axis=1))
-        gain = paired_difference(hits.mean(axis=0), start)
+        gain = paired_difference(hits.ravel(), start.ravel())
         rows.append({"arm": arm, "start_accuracy": float(start.mean()), "final_accuracy": acc[0],
                      "final_accuracy_ci_seeds": (acc[1], acc[2]), "gain": gain[0],
                      "gain_ci_problems": (gain[1], gain[2])})
-    per_item = {arm: hits.mean(axis=0) for arm, hits in final.items()}
+    per_item = {arm: hits.ravel() for arm, hits in final.items()}  # (seed, item) units, paired
     over_problems = paired_difference(per_item["corl"], per_item["ttrl"])
     over_seeds = seed_ci(final["corl"].mean(axis=1) - final["ttrl"].mean(axis=1))
-    sd = float(np.std(per_item["corl"] - per_item["ttrl"], ddof=1)) if len(start) > 1 else float("nan")
+    units = start.size
+    sd = float(np.std(per_item["corl"] - per_item["ttrl"], ddof=1)) if units > 1 else float("nan")
     stats = {
         "corl_minus_ttrl_over_problems": over_problems,
         "corl_minus_ttrl_over_seeds": over_seeds,
         "corl_minus_grpo_over_problems": paired_difference(per_item["corl"], per_item["grpo"]),
-        "corl_share_of_grpo_gain": gain_share(per_item["corl"], per_item["grpo"], start),
+        "corl_share_of_grpo_gain": gain_share(per_item["corl"], per_item["grpo"], start.ravel()),
         "item_difference_sd": sd,
         # the smallest true difference the interval over problems finds above 0 with 80% power
-        "detectable_difference_80": 2.8 * sd / np.sqrt(len(start)),
+        "detectable_difference_80": 2.8 * sd / np.sqrt(units),
     }
     return rows, stats
 
@@ -176,6 +227,7 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
     jobs = [(arm, seed, settings, out / "runs") for seed in range(n_seeds) for arm in ARMS]
     results = map_in_processes(_run_job, jobs, workers=2)
     runs = {arm: [r for (a, *_), r in zip(jobs, results, strict=True) if a == arm] for arm in ARMS}
+    held_out_episodes(out / "runs" / "start-seed0" / "held_out", None, 0, settings)  # the model as converted
     rows, stats = summarise(runs)
     outcome, reason = decide(stats["corl_minus_ttrl_over_problems"], stats["corl_minus_ttrl_over_seeds"])
     _plot_curves(runs, out / "real_curves.png")
