@@ -24,17 +24,17 @@ def pytest_addoption(parser) -> None:
     parser.addoption("--cpuclock", metavar="PATH", help="append each test phase's CPU and wall seconds")
 
 
-def cpu_seconds() -> float:
+def _cpu_seconds() -> float:
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _clocked(item, phase: str):
     path = item.config.getoption("cpuclock")
-    cpu, wall = cpu_seconds(), time.monotonic()
+    cpu, wall = _cpu_seconds(), time.monotonic()
     yield
     if path:
-        row = [item.nodeid, phase, round(cpu_seconds() - cpu, 2), round(time.monotonic() - wall, 2)]
+        row = [item.nodeid, phase, round(_cpu_seconds() - cpu, 2), round(time.monotonic() - wall, 2)]
         with open(path, "a") as sink:
             sink.write(json.dumps(row) + "\n")
 
