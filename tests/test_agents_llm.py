@@ -174,6 +174,23 @@ def test_a_generator_that_keeps_its_contract_is_accepted_and_rollouts_check_it_t
         engine.run(synthetic_problems("numeric", 2, seed=0))
 
 
+def test_seats_of_one_local_model_share_its_weights(tiny_model_dir):
+    """A council seating one transformers model five times loads it once (a real model's weights
+    five times over would not fit where one copy does); other settings get their own copy."""
+    from councilzoo.agents.factory import ModelSpec, build_models
+
+    same = {"model": str(tiny_model_dir), "dtype": "float32"}
+    specs = {
+        "anchor": ModelSpec("transformers", dict(same), {"sampling": {"temperature": 0.7, "seed": 0}}),
+        "peer": ModelSpec("transformers", dict(same), {"role_prompts": {"peer": "Be brief."}}),
+        "bf16": ModelSpec("transformers", {**same, "dtype": "bfloat16"}),
+    }
+    agents = build_models(specs)
+    assert agents["anchor"].generator is agents["peer"].generator
+    assert agents["bf16"].generator is not agents["anchor"].generator
+    assert agents["anchor"].sampling != agents["peer"].sampling  # each seat keeps its own settings
+
+
 class CutShort:
     """A generator whose every reply ran into the token limit mid-sentence, as SmolLM2's did at a
     64-token cap ("so the answer is 4 + 6")."""

@@ -181,3 +181,22 @@ def test_trainer_values_are_checked_against_grpoconfigs_own_field_types():
         "trainer.learning_rate: expected float, got str 'fast'",
         "trainer.bf16: expected bool, got str 'maybe'",
     ]
+
+
+def test_a_cohort_member_may_name_a_real_model_before_it_is_converted():
+    """``smollm2-135m-instruct`` is converted on first use (``resolve_model_path``), not a folder
+    that must already exist; another name without a folder is still refused."""
+    from councilzoo.learners.cohort.config import MemberConfig
+
+    assert MemberConfig(name="smol", model="smollm2-135m-instruct").model == "smollm2-135m-instruct"
+    with pytest.raises(ValueError, match="does not exist"):
+        MemberConfig(name="smol", model="smollm2-135m-instruc")
+
+
+def test_cohort_prompt_style_is_checked_before_work():
+    from councilzoo.learners.corl import CoRLConfig
+
+    members = [{"name": "a", "tiny_family": "qwen3"}, {"name": "b", "tiny_family": "llama"}]
+    assert load_config({"members": members, "prompt_style": "concise"}, CoRLConfig).prompt_style == "concise"
+    with pytest.raises(ConfigError, match="prompt style must be one of"):
+        load_config({"members": members, "prompt_style": "chatty"}, CoRLConfig)

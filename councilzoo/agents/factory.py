@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,14 +94,15 @@ def check_keywords(name: str, spec: ModelSpec) -> None:
         raise ConfigError("\n".join(problems))
 
 
-def build_model(name: str, spec: ModelSpec) -> Agent:
+def build_model(name: str, spec: ModelSpec, generators: dict[str, Any] | None = None) -> Agent:
     """One Agent from its spec (see the module docstring). A constructor's complaint about a value
     (wrong type or range, a model directory that does not exist) and an endpoint that does not
-    answer (checked now, not after the first batch's retries) are ConfigErrors naming the model."""
+    answer (checked now, not after the first batch's retries) are ConfigErrors naming the model.
+    ``generators``: transformers generators already built, by their ``kwargs``, to reuse."""
     from councilzoo.agents.generators import GenerationError
 
     try:
-        agent = _construct(name, spec)
+        agent = _construct(name, spec, {} if generators is None else generators)
         if spec.type == "openai":
             agent.generator.check_reachable()
     except GenerationError as err:
@@ -112,7 +114,7 @@ def build_model(name: str, spec: ModelSpec) -> Agent:
     return agent
 
 
-def _construct(name: str, spec: ModelSpec) -> Agent:
+def _construct(name: str, spec: ModelSpec, generators: dict[str, Any]) -> Agent:
     if spec.type == "simulated":
         from councilzoo.agents.simulated import SimulatedAgent
 
@@ -125,10 +127,19 @@ def _construct(name: str, spec: ModelSpec) -> Agent:
         options = dict(spec.agent)
         if isinstance(options.get("sampling"), dict):
             options["sampling"] = Sampling(**options["sampling"])
-        return LLMAgent(name=name, generator=make_generator({"backend": spec.type, **spec.kwargs}), **options)
+        if spec.type == "openai":
+            generator = make_generator({"backend": "openai", **spec.kwargs})
+            return LLMAgent(name=name, generator=generator, **options)
+        key = json.dumps(spec.kwargs, sort_keys=True, default=str)  # one copy of the weights per model
+        if key not in generators:
+            generators[key] = make_generator({"backend": "transformers", **spec.kwargs})
+        return LLMAgent(name=name, generator=generators[key], **options)
     return import_object(spec.type, "model type")(**spec.kwargs)
 
 
 def build_models(specs: Mapping[str, ModelSpec]) -> dict[str, Agent]:
-    """Every model of ``specs``, built once, by name."""
-    return {name: build_model(name, spec) for name, spec in specs.items()}
+    """Every model of ``specs``, built once, by name. Seats of one local transformers model (specs
+    with equal ``kwargs``) share one generator: a council of five seats of a model holds its
+    weights once, not five times."""
+    generators: dict[str, Any] = {}
+    return {name: build_model(name, spec, generators) for name, spec in specs.items()}

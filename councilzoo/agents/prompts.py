@@ -205,3 +205,9 @@ def member_prompt(
 
 
 NO_FEATURES = np.zeros(3, dtype=np.float32)  # the member turn carries no controller features
+
+
+def concise_messages(ctx: TurnContext) -> list[dict]:
+    """``render_messages`` in the ``concise`` style: a renderer for configs that take an import path
+    (TRACER's ``agents.render: councilzoo.agents.prompts:concise_messages``)."""
+    return render_messages(ctx, style="concise")

@@ -1,7 +1,9 @@
 """``councilzoo repro CLAIM``: each paper's central claim, reproduced at toy scale.
 
 Claims: ``corl`` (councilzoo.repro.corl), ``comed`` (councilzoo.repro.comed), ``tracer``
-(councilzoo.repro.tracer), or ``all``. Each module exposes ``run(out_dir, seeds, quick) -> dict``
+(councilzoo.repro.tracer), or ``all`` of these three; and ``real`` (councilzoo.repro.real: the
+pre-registered experiment on SmolLM2-135M-Instruct, not part of ``all``: it needs the real model).
+Each module exposes ``run(out_dir, seeds, quick) -> dict``
 (the result format of ``councilzoo.repro.report``); ``main`` imports it lazily, runs it into
 ``OUT/<claim>/`` and writes ``report.md`` + ``report.json`` there. ``seeds=None`` lets each claim
 use its own default number of seeds. ``all`` runs the claims in ``--jobs`` processes (default: one
@@ -23,12 +25,13 @@ from councilzoo.config import check_output_dir
 from councilzoo.repro.report import status_of, write_report
 
 CLAIMS = ("corl", "comed", "tracer")
+REAL_CLAIMS = ("real",)  # on a real pretrained model: run by name only
 
 
 def run_claim(claim: str, out: str | Path, seeds: int | None = None, quick: bool = False) -> dict:
     """Run one claim into ``out/<claim>/``, write its report, and return its result dict."""
-    if claim not in CLAIMS:
-        raise ValueError(f"unknown claim {claim!r}; expected one of {list(CLAIMS)} or 'all'")
+    if claim not in CLAIMS + REAL_CLAIMS:
+        raise ValueError(f"unknown claim {claim!r}; expected one of {list(CLAIMS + REAL_CLAIMS)} or 'all'")
     if seeds is not None and seeds < 1:
         raise ValueError(f"seeds must be a positive int or None, got {seeds!r}")
     out_dir = Path(out) / claim

@@ -78,16 +78,18 @@ def sample_answers(model: str | Path, problems: Sequence[Problem], view: int, ge
 def train_cohort(
     kind: str, rule: str, members: Sequence[tuple[str, str, int]], seed: int, settings: dict,
     data: DataConfig, evaluation: EvalConfig, out: Path, trainer: dict[str, Any],
-    max_completion_length: int = MAX_NEW_TOKENS,
+    max_completion_length: int = MAX_NEW_TOKENS, peft: dict[str, Any] | None = None,
+    prompt_style: str = "default",
 ) -> dict[str, list[float]]:
     """Per-step curves of one cohort (members: (name, model folder, view)) trained by ``kind``'s
-    learner under ``rule`` on the engine users run (``councilzoo train``: one world per member):
+    learner under ``rule`` on the engine users run (``councilzoo train``: one world per member;
+    ``peft``: every member's LoRA settings, None for full weights; ``prompt_style`` the members'):
     greedy accuracy on ``evaluation`` (at eval steps, else NaN) and the learners' logged diagnostics
     (label accuracy with unlabeled items counted wrong, label precision over labeled items only,
     answer entropy, wrong consensus), means over members."""
     learner_class, config_class = LEARNERS[kind]
     cfg = config_class(
-        members=[MemberConfig(name=f"m{i}-{name}", model=model, view=view)
+        members=[MemberConfig(name=f"m{i}-{name}", model=model, view=view, peft=peft)
                  for i, (name, model, view) in enumerate(members)],
         reward_rule=rule,
         num_generations=settings["generations"],
@@ -100,6 +102,7 @@ def train_cohort(
         eval=evaluation,
         trainer=trainer,
         distributed=DistributedConfig(port=_free_port()),
+        prompt_style=prompt_style,
         warm_start=True,  # many short runs: each world forks from one import of torch and TRL
     )
     learner_class(cfg).train(overwrite=True)

@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from councilzoo.agents.prompts import check_prompt_style
 from councilzoo.config import cache_home, config_to_dict
 from councilzoo.learners.cohort import engine
 from councilzoo.learners.cohort.distributed import DistributedConfig
 from councilzoo.learners.logging import check_report_to
 from councilzoo.learners.recipe_checks import check_sleep_mode, check_training_data, check_views
+from councilzoo.real_models import is_real_model_name
 from councilzoo.tasks import Problem, load_problems
 from councilzoo.tasks.rephrase import read_paraphrases, with_paraphrases
 from councilzoo.tiny_models import member_spec, spec_dir
@@ -73,6 +75,7 @@ class MemberConfig:
         if self.num_processes < 1 or self.view < 0 or self.tiny_warmup_steps < 0:
             raise ValueError(f"member {self.name!r}: num_processes >= 1, view >= 0, tiny_warmup_steps >= 0")
         local = self.model.startswith(("/", ".", "~")) or self.model.count("/") != 1
+        local = local and not is_real_model_name(self.model)  # smollm2-135m-instruct: converted on use
         if self.model and local and not Path(self.model).expanduser().is_dir():
             raise ValueError(f"member {self.name!r}: model path {self.model!r} does not exist")
         engine.check_trainer_overrides(self.trainer, f"members[{self.name}].trainer")
@@ -198,6 +201,14 @@ class CohortConfig:
             "from the environment at import keeps its value from the server's start."
         },
     )
+    prompt_style: str = field(
+        default="default",
+        metadata={
+            "help": "The members' prompt texts (agents.prompts.PROMPT_STYLES): 'default' asks to think "
+            "step by step and box the answer; 'concise' asks for the number only, for small models "
+            "such as SmolLM2-135M-Instruct that ramble past a short token budget."
+        },
+    )
     seeded_sampling: bool = field(
         default=False,
         metadata={
@@ -230,6 +241,7 @@ class CohortConfig:
             raise ValueError(f"tau must be in [0, 1], got {self.tau}")
         engine.check_trainer_overrides(self.trainer, "trainer")
         check_report_to(self.report_to)
+        check_prompt_style(self.prompt_style)
         owned = [name for name, on in (("held-out evaluation", self.eval.eval_steps),
                                        ("seeded_sampling", self.seeded_sampling)) if on]
         for i, member in enumerate(self.members):

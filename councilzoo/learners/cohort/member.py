@@ -35,7 +35,8 @@ from councilzoo.tasks import Problem, answers_equivalent, answers_for_batch
 
 class HeldOutAccuracy(engine.MetricsFile):
     """Greedy accuracy of the member on held-out items before training and every ``eval_steps``
-    optimizer steps (and at the end), one JSON line per evaluation in ``path`` (main process).
+    optimizer steps (and at the end), one JSON line per evaluation in ``path`` (main process):
+    the accuracy and each item's hit (0/1, in item order), so runs can be compared item by item.
 
     Every rank of the member's world evaluates a shard of the items and rank 0 gathers the hits:
     under ZeRO-3 and FSDP each forward all-gathers parameters, so a generation on rank 0 alone
@@ -48,9 +49,12 @@ class HeldOutAccuracy(engine.MetricsFile):
     ``metrics.jsonl``, the progress line and every tracker of ``report_to`` (TensorBoard's
     ``eval/accuracy``) like the trainer's own metrics."""
 
-    def __init__(self, path: Path, problems: Sequence[Problem], every: int, max_new_tokens: int) -> None:
+    def __init__(
+        self, path: Path, problems: Sequence[Problem], every: int, max_new_tokens: int, style: str = "default"
+    ) -> None:
         super().__init__(path)
         self.problems, self.every, self.max_new_tokens = list(problems), every, max_new_tokens
+        self.style = style
         self.trainer: Any = None
 
     def bind(self, trainer: Any) -> None:
@@ -68,7 +72,8 @@ class HeldOutAccuracy(engine.MetricsFile):
         padded = mine + [mine[-1] if mine else 0] * (width - len(mine))
         greedy = Sampling(max_new_tokens=self.max_new_tokens, temperature=0.0)
         with policy_generator(self.trainer) as generator:
-            prompts = [member_prompt(self.problems[i], 0, generator.accepts_images) for i in padded]
+            images = generator.accepts_images
+            prompts = [member_prompt(self.problems[i], 0, images, self.style) for i in padded]
             texts = [g[0].text for g in generator.generate(prompts, n=1, sampling=greedy)]
         hits = dict(zip(mine, self._hits(mine, texts[: len(mine)]), strict=True))
         if world > 1:
@@ -76,7 +81,8 @@ class HeldOutAccuracy(engine.MetricsFile):
 
             hits = {i: hit for shard in gather_object([hits]) for i, hit in shard.items()}
         if state.is_world_process_zero:
-            row = {"step": state.global_step, "accuracy": sum(hits.values()) / len(hits), "items": len(hits)}
+            row = {"step": state.global_step, "accuracy": sum(hits.values()) / len(hits), "items": len(hits),
+                   "hits": [int(hits[i]) for i in sorted(hits)]}  # per item, for paired statistics
             with self.path.open("a") as fh:
                 fh.write(json.dumps(row) + "\n")
             return row["accuracy"]
@@ -184,7 +190,7 @@ def run_member(
                           "models; use vllm_mode: colocate for a VLM, or no eval")
     rows = engine.problem_rows(
         problems, cfg.seed, engine.rounds_needed(args), cfg.prompts_per_step,
-        lambda p: member_prompt(p, view, vlm),
+        lambda p: member_prompt(p, view, vlm, cfg.prompt_style),
     )
     rank = int(os.environ.get("RANK", "0"))
     link = None
@@ -200,6 +206,7 @@ def run_member(
             load_items(cfg.eval, cfg.seed),
             cfg.eval.eval_steps,
             cfg.max_completion_length,
+            cfg.prompt_style,
         )
         callbacks = [*callbacks, held_out]
     cbs = [

@@ -1,0 +1,64 @@
+"""``councilzoo repro real``'s statistics and pre-registered decision rule, on constructed hits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from councilzoo.repro.real import SMALLEST_EFFECT, decide, gain_share, paired_difference, summarise
+
+
+def _runs(start, finals, steps=(0, 2)):
+    """Per-arm per-seed runs as ``run_arm`` returns them: hits items x evaluations."""
+    return {arm: [{"steps": list(steps), "hits": np.stack([start, final], axis=1).tolist(),
+                   "accuracy": [float(np.mean(start)), float(np.mean(final))]} for final in seeds]
+            for arm, seeds in finals.items()}
+
+
+def test_paired_difference_resamples_items_together():
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 2, 200).astype(float)
+    mean, lo, hi = paired_difference(a, a)
+    assert (mean, lo, hi) == (0.0, 0.0, 0.0)  # the same items drawn for both arms: no spread
+    b = a.copy()
+    b[:40] = 0  # b loses 40 items a may have had
+    mean, lo, hi = paired_difference(a, b)
+    assert mean == pytest.approx(a[:40].mean() * 40 / 200)
+    assert 0 <= lo <= mean <= hi
+
+
+def test_gain_share_is_the_ratio_of_gains():
+    start = np.zeros(100)
+    ceiling = np.r_[np.ones(40), np.zeros(60)]
+    arm = np.r_[np.ones(20), np.zeros(80)]
+    share, lo, hi = gain_share(arm, ceiling, start)
+    assert share == pytest.approx(0.5)
+    assert lo <= share <= hi
+
+
+@pytest.mark.parametrize("problems, seeds, outcome", [
+    ([0.10, 0.04, 0.16], [0.10, 0.02, 0.18], "HELD"),
+    ([0.10, 0.04, 0.16], [0.10, -0.02, 0.18], "INCONCLUSIVE"),  # the seeds do not agree
+    ([-0.05, -0.10, 0.0], [-0.05, -0.1, 0.0], "NOT HELD"),
+    ([0.0, -0.03, SMALLEST_EFFECT - 0.01], [0.0, -0.02, 0.02], "NOT HELD"),  # a worthwhile gain ruled out
+    ([0.03, -0.03, 0.09], [0.03, -0.01, 0.07], "INCONCLUSIVE"),
+])
+def test_the_decision_rule(problems, seeds, outcome):
+    got, reason = decide(problems, seeds)
+    assert got == outcome
+    assert "Co-RL - TTRL" in reason
+
+
+def test_summarise_compares_the_arms_on_the_same_items():
+    rng = np.random.default_rng(1)
+    start = rng.integers(0, 2, 64)
+    up = np.maximum(start, rng.integers(0, 2, 64))  # only gains
+    runs = _runs(start, {"corl": [up, up], "ttrl": [start, start], "grpo": [np.ones(64), np.ones(64)]})
+    rows, stats = summarise(runs)
+    by_arm = {r["arm"]: r for r in rows}
+    assert by_arm["ttrl"]["gain"] == 0.0 and by_arm["grpo"]["final_accuracy"] == 1.0
+    diff = stats["corl_minus_ttrl_over_problems"]
+    assert diff[0] == pytest.approx(up.mean() - start.mean()) and diff[1] > 0
+    share = (up.mean() - start.mean()) / (1 - start.mean())
+    assert stats["corl_share_of_grpo_gain"][0] == pytest.approx(share)
+    assert decide(diff, stats["corl_minus_ttrl_over_seeds"])[0] == "HELD"
