@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 from councilzoo.tasks import answers_equivalent, plurality
 
+__all__ = ["RULES", "PEER_RULES", "RewardResult", "own_label", "peer_majority_label", "compute_rewards"]
+
 RULES = ("ground_truth", "ring", "peer_majority", "self_majority")
 PEER_RULES = frozenset({"ring", "peer_majority"})
 

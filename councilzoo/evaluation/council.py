@@ -37,6 +37,8 @@ import yaml
 from councilzoo.agents.factory import ModelSpec, check_keywords
 from councilzoo.config import ConfigError, load_config
 
+__all__ = ["ComedSettings", "CouncilConfig", "load_council", "agents_file"]
+
 
 @dataclass
 class ComedSettings:

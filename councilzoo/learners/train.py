@@ -21,6 +21,8 @@ import yaml
 
 from councilzoo.config import ConfigError, check_output_dir, load_config
 
+__all__ = ["apply_overrides", "main", "print_summary"]
+
 
 def apply_overrides(data: dict[str, Any], assignments: Sequence[str]) -> dict[str, Any]:
     """``data`` with each ``dotted.path=value`` applied (``ConfigError`` naming a bad one)."""

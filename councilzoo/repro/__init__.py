@@ -21,6 +21,8 @@ from pathlib import Path
 
 from councilzoo.repro.report import write_report
 
+__all__ = ["run_claim", "map_in_processes", "apply", "main"]
+
 CLAIMS = ("corl", "comed", "tracer")
 
 

@@ -22,6 +22,8 @@ from typing import Any
 
 from councilzoo.config import run_metadata
 
+__all__ = ["KEYS", "combine_parts", "write_report"]
+
 KEYS = ("claim", "setup", "results", "verdict", "figures")
 
 

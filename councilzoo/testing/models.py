@@ -21,6 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
+__all__ = [
+    "EOS", "FAMILIES", "CHAT_TEMPLATE", "tiny_tokenizer_corpus", "build_tiny_model", "VLM_FAMILIES",
+    "IMAGE_TOKEN", "IMAGE_PLACEHOLDERS", "VLM_CHAT_TEMPLATE", "build_tiny_vlm",
+]
+
 FAMILIES = ("qwen3", "llama")
 BOS, EOS, PAD = "<|bos|>", "<|im_end|>", "<|pad|>"
 DEFAULT_VOCAB_SIZE = 512

@@ -21,6 +21,8 @@ from councilzoo.learners.logging import check_report_to
 from councilzoo.tasks import Problem, load_problems
 from councilzoo.tiny_models import member_spec, spec_dir
 
+__all__ = ["MemberConfig", "DataConfig", "EvalConfig", "CohortConfig", "load_items"]
+
 
 @dataclass
 class MemberConfig:

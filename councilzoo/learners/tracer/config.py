@@ -15,6 +15,8 @@ from councilzoo.config import ConfigError
 from councilzoo.learners.cohort.engine import check_trainer_overrides
 from councilzoo.learners.logging import check_report_to
 
+__all__ = ["BASELINES", "ROLES", "GenerationConfig", "DataConfig", "TracerConfig"]
+
 BASELINES = ("always_speak", "never_review", "alternate", "random")
 ROLES = ("proposer", "reviewer")
 CONSENSUS_VOTES = ("proposals", "proposals_and_reviews")  # label-free: whose answers vote

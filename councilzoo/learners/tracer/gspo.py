@@ -40,6 +40,8 @@ from councilzoo.learners.live_policy import push_weights, trainer_vllm_generator
 from councilzoo.learners.tracer.config import ROLES, TracerConfig
 from councilzoo.tasks import answers_equivalent
 
+__all__ = ["UtteranceLayer"]
+
 STEP_PROMPT = [{"role": "user", "content": "tracer step"}]  # dataset placeholder; rollout_func plays
 
 

@@ -53,6 +53,11 @@ from councilzoo.progress import Progress
 from councilzoo.rollout import RolloutEngine
 from councilzoo.tasks import Problem, answers_equivalent, extract_answer, load_problems, plurality
 
+__all__ = [
+    "baseline_controllers", "consensus_labels", "role_agents", "Tracer", "ControllerCheckpoints",
+    "TracerLearner",
+]
+
 
 def _callback_base() -> type:
     from transformers import TrainerCallback
