@@ -22,6 +22,7 @@ parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 parser.add_argument("--endpoint", help="an OpenAI-compatible /v1 URL (default: the local tiny LMs)")
 parser.add_argument("--model", default="my-model", help="the served model's name (with --endpoint)")
 parser.add_argument("--test", type=int, default=40, help="test problems")
+parser.add_argument("--dev", type=int, default=40, help="dev problems, to fit COMED's thresholds on")
 args = parser.parse_args()
 
 sampling = {"sampling": {"max_new_tokens": 12, "temperature": 1.0}}
@@ -48,11 +49,11 @@ council = load_config(
         "verifier": "verifier",
         "samples": 3,  # the anchor's self-consistency samples
         "debate_rounds": 2,
-        "comed": {"lam": 0.02, "cost_unit": "calls", "dev_size": 40},
+        "comed": {"lam": 0.02, "cost_unit": "calls", "dev_size": args.dev},
     },
     CouncilConfig,
 )
-test, dev = addition_problems("test", args.test, seed=0), addition_problems("dev", 40, seed=0)
+test, dev = addition_problems("test", args.test, seed=0), addition_problems("dev", args.dev, seed=0)
 evaluation = Evaluation(council, test, dev, progress=False, seed=0)
 rows = evaluation.rows(["single", "self_consistency", "debate", "always_verify", "comed"])
 print_table(rows, title=f"{len(test)} test problems, fitted on {len(dev)} dev problems")

@@ -47,7 +47,7 @@ def test_new_agent_plays_every_problem():
 
 @pytest.mark.slow
 def test_evaluate_protocols_runs_every_protocol_with_the_tiny_lms():
-    out = run_example("evaluate_protocols.py", "--test", "20")
+    out = run_example("evaluate_protocols.py", "--test", "12", "--dev", "12")
     fixed = {"single": 1.0, "self_consistency": 3.0, "debate": 6.0, "always_verify": 3.0}  # calls/question
     assert {p: float(table_row(out, p)[2]) for p in fixed} == fixed
     assert 1.0 <= float(table_row(out, "comed")[2]) <= 6.0  # adaptive: between accepting and a debate
