@@ -27,7 +27,9 @@ __all__ = [
 ]
 
 FAMILIES = ("qwen3", "llama")
-BOS, EOS, PAD = "<|bos|>", "<|im_end|>", "<|pad|>"
+BOS = "<|bos|>"
+EOS = "<|im_end|>"  # one assignment per name, so the API reference documents EOS
+PAD = "<|pad|>"
 DEFAULT_VOCAB_SIZE = 512
 SPECIAL_TOKENS = (PAD, BOS, EOS, "<|im_start|>")
 CHAT_TEMPLATE = (
