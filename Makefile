@@ -27,8 +27,23 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	$(VENV)/bin/councilzoo demo --out demo-out
 
-lint: setup
+lint: setup docs-check
 	$(VENV)/bin/ruff check .
+
+# The documentation site (mkdocs.yml): the guides of docs/ and the API reference from the docstrings.
+#   make docs        serve it on http://127.0.0.1:8000/, rebuilt on every save
+#   make docs-check  build it into site/ with --strict: a broken link or reference fails (make test runs it)
+.PHONY: docs docs-check docs-env
+docs-env: $(VENV)/.docs-installed
+$(VENV)/.docs-installed: $(VENV)/.installed
+	$(PY) -m pip install -q -e ".[docs]"
+	touch $@
+
+docs: docs-env
+	$(VENV)/bin/mkdocs serve
+
+docs-check: docs-env
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 test-core: setup
 	$(VENV)/bin/pytest -q -m "not vllm and not cluster and not real"
@@ -81,4 +96,4 @@ test-vllm-cluster-logged: setup slurm vllm-env-logged
 	 echo "==== the vLLM, cluster and real tiers (pytest -m 'vllm or cluster or real') ===="; cat $(VC_LOG); exit $$status
 
 clean:
-	rm -rf $(VENV) .venv-vllm $(VLLM_LOG) $(VC_LOG) demo-out .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-vllm $(VLLM_LOG) $(VC_LOG) demo-out site .pytest_cache .ruff_cache

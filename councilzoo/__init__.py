@@ -7,3 +7,5 @@ Importing the package registers the games (``councilzoo/debate-v0``, ``councilzo
 __version__ = "0.1.0"
 
 from councilzoo import envs as envs  # noqa: E402  (registers the games)
+
+__all__ = ["__version__", "envs"]

@@ -18,6 +18,8 @@ import errno
 import os
 import sys
 
+__all__ = ["build_parser", "main"]
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse with its usage errors on one line (no usage block), like every other error."""

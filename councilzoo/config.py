@@ -30,6 +30,11 @@ from typing import Any, TypeVar
 
 import yaml
 
+__all__ = [
+    "ConfigError", "load_config", "config_to_dict", "dump_config", "run_metadata", "write_run_files",
+    "check_output_dir", "cache_home",
+]
+
 T = TypeVar("T")
 
 

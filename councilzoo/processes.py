@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+__all__ = ["pid_alive"]
+
 
 def pid_alive(pid: int) -> bool:
     """Whether a process ``pid`` exists (another user's counts: signalling it is only refused)."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 
+__all__ = ["phase", "Progress"]
+
 
 def on_terminal() -> bool:
     """Whether stdout is an interactive terminal (bars), not a log file or a pipe (plain lines)."""

@@ -30,6 +30,8 @@ from councilzoo.config import config_to_dict
 from councilzoo.progress import Progress, phase
 from councilzoo.tasks import Problem, format_answer
 
+__all__ = ["member_spec", "spec_dir", "build_tiny_models", "cached_build", "warm_up", "teach_answer_format"]
+
 WARMUP_LR = 3e-3
 WARMUP_BATCH = 16
 WARMUP_PROBLEMS = 64  # the first items of the training data the warm-up teaches on

@@ -8,6 +8,8 @@ from typing import Protocol, runtime_checkable
 
 from councilzoo.envs.core import Action, Mode, TurnContext
 
+__all__ = ["Agent", "Sampling", "Completion", "Generator", "accepts_images", "Request", "BatchedAgent"]
+
 
 @runtime_checkable
 class Agent(Protocol):

@@ -14,6 +14,8 @@ from typing import Any
 
 from councilzoo.agents.base import Agent
 
+__all__ = ["AgentBinding", "bind_agents"]
+
 WILDCARD = "*"
 # Roles an agent can take for a single turn besides its static role (escalation's peer probe).
 _TURN_ROLES = frozenset({"probe"})

@@ -40,6 +40,11 @@ import numpy as np
 
 from councilzoo.envs.core import Action, Mode, TurnContext
 
+__all__ = [
+    "PATH_NAMES", "ComedThresholds", "gate_paths", "route", "ComedController", "GateOutcomes",
+    "fit_thresholds",
+]
+
 # Path codes, in the order of GateOutcomes' columns.
 ACCEPT, PROBE_ACCEPT, PROBE_VERIFY, PROBE_ESCALATE, DIRECT_ESCALATE = range(5)
 PATH_NAMES = ("accept", "probe_accept", "probe_verify", "probe_escalate", "escalate")

@@ -17,6 +17,8 @@ import numpy as np
 
 from councilzoo.envs.core import SILENT_MODES, Mode, TurnContext
 
+__all__ = ["Controller", "default_mode", "is_silent", "FixedController", "RandomController"]
+
 # A turn where speaking is legal speaks unless the role prefers one of these (in order).
 _ROLE_DEFAULTS: dict[str, tuple[Mode, ...]] = {
     "proposer": (Mode.REFRESH,),

@@ -21,6 +21,8 @@ from typing import Any
 from councilzoo.agents.base import Agent
 from councilzoo.config import ConfigError, did_you_mean
 
+__all__ = ["ModelSpec", "import_object", "check_keywords", "build_model", "build_models"]
+
 BUILTIN_TYPES = ("simulated", "transformers", "openai")
 
 

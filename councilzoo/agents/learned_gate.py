@@ -47,6 +47,11 @@ from councilzoo.tasks import Problem, answers_for
 from councilzoo.tasks.grading import answer_groups
 from councilzoo.theory.regret_matching import RegretMatcher
 
+__all__ = [
+    "FEATURES", "MODES", "anchor_turn", "gate_features", "Gate", "utilities", "learned_paths",
+    "dev_scores", "LogisticGate", "RegretGate", "LearnedGateController",
+]
+
 FEATURES = (
     "anchor_consistency",  # share of the anchor's samples agreeing with their plurality
     "anchor_entropy",  # entropy (nats) of the anchor's answers; no answer counts as one more answer

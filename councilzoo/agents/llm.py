@@ -26,6 +26,8 @@ from councilzoo.agents.prompts import MAX_CHARS, check_prompt_style, render_mess
 from councilzoo.envs.core import Action, Mode, TurnContext
 from councilzoo.tasks import plurality
 
+__all__ = ["call_sampling", "generate_requests", "LLMAgent"]
+
 
 def call_sampling(sampling: Sampling, call: int) -> Sampling:
     """``sampling`` for the ``call``-th generate call: a fixed ``seed`` becomes a per-call seed.

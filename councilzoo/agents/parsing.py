@@ -20,6 +20,8 @@ from councilzoo.agents.controllers import is_silent
 from councilzoo.envs.core import Action, Mode
 from councilzoo.tasks import extract_answer, extract_verdict
 
+__all__ = ["VERDICT_ROLES", "parse_mode", "parse_action"]
+
 # Roles whose utterance is a verdict on someone else's answer rather than an answer of their own.
 VERDICT_ROLES = frozenset({"reviewer"})
 

@@ -24,6 +24,11 @@ from councilzoo.agents.controllers import is_silent
 from councilzoo.envs.core import Mode, Turn, TurnContext
 from councilzoo.tasks import Problem, paraphrase
 
+__all__ = [
+    "LETTERS", "MAX_CHARS", "ROLE_PROMPTS", "INSTRUCTIONS", "CODE_INSTRUCTIONS", "latest_turns",
+    "last_turn", "unseen_images_note", "render_messages", "member_prompt",
+]
+
 LETTERS = "ABCDEFGHIJ"
 MAX_CHARS = 600  # per quoted utterance: long enough for a short solution, bounded for tiny models
 

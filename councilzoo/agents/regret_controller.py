@@ -33,6 +33,11 @@ from councilzoo.agents.simulated import uniforms
 from councilzoo.envs.core import Mode, TurnContext
 from councilzoo.theory import RegretMatcher, regret_bound
 
+__all__ = [
+    "ROLE_MODES", "StateFn", "VoteTimeState", "is_decision", "UntrainedStateError",
+    "RegretMatchingController",
+]
+
 # Action 0 is the silent mode (no model call), action 1 the speaking one.
 ROLE_MODES: dict[str, tuple[Mode, Mode]] = {
     "proposer": (Mode.KEEP, Mode.REFRESH),

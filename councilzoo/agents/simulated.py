@@ -54,6 +54,8 @@ from councilzoo.envs.core import Action, Mode, Turn, TurnContext
 from councilzoo.tasks import answers_equivalent, format_answer, plurality
 from councilzoo.tasks.grading import LETTERS
 
+__all__ = ["uniforms", "TokenModel", "SimulatedAgent", "code_for"]
+
 DIFFICULTY_MEAN, DIFFICULTY_SD = 0.5, 0.15  # synthetic_problems' default level and per-item spread
 NUM_PERTURBATIONS = 24  # size of the non-shared wrong-answer pool when distractors run out
 _PHI = NormalDist()

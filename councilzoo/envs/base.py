@@ -48,6 +48,12 @@ from councilzoo.envs.core import (
 )
 from councilzoo.tasks import Problem, answers_equivalent, extract_answer, extract_verdict, stated_answer
 
+__all__ = [
+    "MAX_UTTERANCE_CHARS", "MAX_TRANSCRIPT_CHARS", "VERDICTS", "RENDER_MODES", "IllegalModeError",
+    "to_printable", "as_action", "make_turn", "check_render_mode", "show", "build_spaces", "ProblemDeck",
+    "team_reward", "grade", "render_problem", "render_turn", "CouncilEnv",
+]
+
 MAX_UTTERANCE_CHARS = 8_000  # longer utterances are cut here and the turn marked truncated
 MAX_TRANSCRIPT_CHARS = 32_000  # length of the observation's Text space
 COST_UNITS = ("calls", "tokens")

@@ -92,6 +92,8 @@ from councilzoo.envs.rewards import PEER_RULES, RULES, compute_rewards
 from councilzoo.envs.wrappers import OrderEnforcing, ParallelToAEC
 from councilzoo.tasks import Problem, answers_for, paraphrase, plurality
 
+__all__ = ["FEATURE_NAMES", "parallel_env", "raw_env", "env"]
+
 FEATURE_NAMES = ("member_index", "view", "num_members")
 MEMBER_INDEX, VIEW, NUM_MEMBERS = range(len(FEATURE_NAMES))
 LEGAL_MODES = (Mode.ANSWER,)

@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, field
 from enum import IntEnum
 from typing import Any
 
+__all__ = ["Mode", "NUM_MODES", "SILENT_MODES", "Action", "Cost", "Turn", "TurnContext", "EpisodeRecord"]
+
 
 class Mode(IntEnum):
     """What an agent does on its turn. Each game masks the modes illegal for a role and phase."""

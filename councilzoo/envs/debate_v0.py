@@ -76,6 +76,8 @@ from councilzoo.envs.core import Mode, Turn
 from councilzoo.envs.wrappers import OrderEnforcing
 from councilzoo.tasks import Problem, answers_equivalent, plurality
 
+__all__ = ["FEATURE_NAMES", "DebateRounds", "raw_env", "env"]
+
 FEATURE_NAMES = ("round", "is_last_round", "has_answer", "num_answered", "top_share", "agrees_with_top")
 ROUND, IS_LAST_ROUND, HAS_ANSWER, NUM_ANSWERED, TOP_SHARE, AGREES_WITH_TOP = range(len(FEATURE_NAMES))
 FIRST_ROUND_MODES = (Mode.SPEAK,)

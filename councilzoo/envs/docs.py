@@ -14,6 +14,8 @@ from councilzoo.envs.core import Mode
 from councilzoo.envs.scripted import ScriptedPlayer, play_episode
 from councilzoo.tasks import synthetic_problems
 
+__all__ = ["GAMES", "build"]
+
 GAMES = ((debate_v0, 1), (review_v0, 1), (escalation_v0, 8))  # (module, player seed of the example)
 
 

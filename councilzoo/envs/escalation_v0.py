@@ -85,6 +85,8 @@ from councilzoo.envs.debate_v0 import TOP_SHARE, DebateRounds
 from councilzoo.envs.wrappers import OrderEnforcing
 from councilzoo.tasks import Problem, answers_equivalent, answers_for, plurality
 
+__all__ = ["FEATURE_NAMES", "router_margin", "raw_env", "env"]
+
 FEATURE_NAMES = (
     "phase",
     "anchor_consistency",

@@ -85,6 +85,8 @@ from councilzoo.envs.core import Mode, Turn
 from councilzoo.envs.wrappers import OrderEnforcing
 from councilzoo.tasks import Problem, plurality
 
+__all__ = ["FEATURE_NAMES", "raw_env", "env"]
+
 FEATURE_NAMES = (
     "round",
     "is_proposer",

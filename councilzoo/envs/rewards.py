@@ -36,6 +36,11 @@ from dataclasses import dataclass
 
 from councilzoo.tasks import answers_equivalent, plurality
 
+__all__ = [
+    "RULES", "PEER_RULES", "RewardResult", "own_label", "peer_majority_label", "peer_share_rewards",
+    "compute_rewards",
+]
+
 RULES = ("ground_truth", "ring", "peer_majority", "peer_share", "self_majority")
 PEER_RULES = frozenset({"ring", "peer_majority", "peer_share"})
 

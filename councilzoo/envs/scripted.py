@@ -15,6 +15,8 @@ import numpy as np
 from councilzoo.envs.core import SILENT_MODES, Action, Mode, TurnContext
 from councilzoo.tasks import answers_equivalent, format_answer
 
+__all__ = ["ScriptedPlayer", "play_episode"]
+
 
 class ScriptedPlayer:
     """Random legal modes, answers right with probability ``p_correct``; ``samples`` texts for anchors

@@ -30,6 +30,8 @@ from pettingzoo.utils.wrappers import BaseWrapper, OrderEnforcingWrapper
 from councilzoo.envs.base import IllegalModeError
 from councilzoo.envs.core import EpisodeRecord, TurnContext
 
+__all__ = ["OrderEnforcing", "ParallelToAEC", "IllegalModePenalty"]
+
 
 def _forward(name: str, *, before_reset: bool = False) -> property:
     """A read-only property returning ``self.env.<name>``; AttributeError before reset unless

@@ -21,6 +21,8 @@ from councilzoo.evaluation.metrics import ProtocolResult
 from councilzoo.evaluation.router import LogisticRouter
 from councilzoo.tasks import Problem
 
+__all__ = ["Run", "EvaluationContext"]
+
 
 @dataclass
 class Run:

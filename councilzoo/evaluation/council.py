@@ -34,6 +34,8 @@ from pathlib import Path
 from councilzoo.agents.factory import ModelSpec, check_keywords
 from councilzoo.config import ConfigError, in_file, load_config, read_yaml
 
+__all__ = ["ComedSettings", "CouncilConfig", "load_council", "agents_file"]
+
 
 @dataclass
 class ComedSettings:

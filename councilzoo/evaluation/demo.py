@@ -20,6 +20,8 @@ from councilzoo.evaluation.harness import PROTOCOL_ORDER, Evaluation, run_and_re
 from councilzoo.evaluation.run_folder import check_rerun, start_run
 from councilzoo.tasks import load_problems
 
+__all__ = ["DEMO_COUNCIL", "real_model_council", "run_demo"]
+
 _PEER = {"correlation": 0.4, "swayed_prob": 0.45, "adopt_prob": 0.4}
 DEMO_COUNCIL: dict[str, Any] = {
     "models": {

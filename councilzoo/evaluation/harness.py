@@ -41,6 +41,10 @@ from councilzoo.learners.logging import cut_partial_line, read_metrics
 from councilzoo.rollout import RolloutEngine
 from councilzoo.tasks import Problem, load_problems
 
+__all__ = [
+    "PROTOCOL_ORDER", "Evaluation", "problems_for", "evaluate", "print_table", "run_and_report", "main",
+]
+
 PROTOCOL_ORDER = tuple(protocols.PROTOCOLS)
 
 

@@ -26,6 +26,10 @@ from councilzoo.envs.core import EpisodeRecord
 from councilzoo.theory.rescue_harm import rescue_harm
 from councilzoo.theory.stats import mean_ci
 
+__all__ = [
+    "ProtocolResult", "costs", "from_escalation", "from_dense", "best_single_in_hindsight", "oracle_gate",
+]
+
 FULL_DELIBERATION = ("escalate", "probe_escalate")  # escalation-v0 paths that ran the debate
 
 

@@ -59,6 +59,12 @@ from councilzoo.evaluation.metrics import ProtocolResult
 from councilzoo.evaluation.router import LogisticRouter, route
 from councilzoo.tasks import Problem
 
+__all__ = [
+    "DEV_GATES", "fit_router", "single", "model_alone", "self_consistency", "routing", "always_verify",
+    "debate", "gate_outcomes", "comed_dev_outcomes", "comed_thresholds", "comed", "comed_learned",
+    "comed_regret", "best_single_hindsight", "oracle_gate", "DEV_FITTED", "PROTOCOLS",
+]
+
 ESCALATION, DEBATE = "councilzoo/escalation-v0", "councilzoo/debate-v0"
 # Scripted gates used on dev to observe every path of the COMED rule (see ``gate_outcomes``).
 DEV_GATES = {

@@ -16,6 +16,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+__all__ = [
+    "COLUMNS", "pareto_frontier", "table_cells", "markdown", "frontier_plot", "frontier_figure",
+    "text_box", "rescue_harm_plot", "write",
+]
+
 COST_KEYS = {"calls": "model invocations / question", "tokens": "decoded tokens / question"}
 COLUMNS = ("accuracy", "95% CI", "calls/q", "tokens/q", "anchor acc", "rescue", "harm", "net", "escalation")
 

@@ -23,6 +23,8 @@ import numpy as np
 
 from councilzoo.tasks import Problem
 
+__all__ = ["LogisticRouter", "route"]
+
 HASH_BUCKETS = 64
 _NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?")
 _WORD_RE = re.compile(r"[a-z]+")

@@ -30,6 +30,8 @@ from typing import Any
 
 from councilzoo.config import ConfigError, differences
 
+__all__ = ["EPISODES", "PROBLEMS", "file_digest", "check_rerun", "start_run"]
+
 SETTINGS_FILE = "settings.json"
 EPISODES = "episodes"
 PROBLEMS = "problems.jsonl"  # the problems the episodes were played on (harness), read by the viewer

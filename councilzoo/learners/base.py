@@ -14,6 +14,8 @@ from typing import Any, ClassVar
 
 from councilzoo.config import ConfigError
 
+__all__ = ["Learner", "register_learner", "learner_names", "get_learner"]
+
 BUILTIN = {
     "corl": "councilzoo.learners.corl",
     "grpo": "councilzoo.learners.baselines",

@@ -27,6 +27,8 @@ from councilzoo.learners.cohort.config import CohortConfig
 from councilzoo.learners.cohort.learner import CohortLearner
 from councilzoo.learners.cohort.reward import CohortReward
 
+__all__ = ["IntrinsicReward", "BaselineConfig", "Baseline", "GRPO", "TTRL", "RENT", "INTUITOR"]
+
 
 def token_entropy_reward(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """RENT: minus the mean next-token entropy (nats) over each completion's tokens, (B,)."""

@@ -39,6 +39,11 @@ import torch
 from safetensors.numpy import load_file as load_numpy
 from safetensors.numpy import save_file as save_numpy
 
+__all__ = [
+    "MANIFEST", "DamagedCheckpointWarning", "write_manifest", "checkpoint_problem", "verified",
+    "Checkpoint", "save_checkpoint", "list_checkpoints", "latest_checkpoint", "load_checkpoint",
+]
+
 _STEP_RE = re.compile(r"^step-(\d+)$")
 MANIFEST = "manifest.json"
 

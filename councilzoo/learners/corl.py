@@ -20,6 +20,8 @@ from councilzoo.learners.base import register_learner
 from councilzoo.learners.cohort.config import CohortConfig
 from councilzoo.learners.cohort.learner import CohortLearner
 
+__all__ = ["CoRLConfig", "CoRL"]
+
 
 @dataclass
 class CoRLConfig(CohortConfig):

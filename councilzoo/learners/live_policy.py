@@ -25,6 +25,11 @@ from typing import Any
 from councilzoo.agents.base import Completion, Generator, Sampling
 from councilzoo.agents.generators.common import check_request, first_stop, prompt_seeds, render_prompt
 
+__all__ = [
+    "vllm_mode", "policy_generator", "trainer_vllm_generator", "push_weights", "weights_pushed",
+    "mark_weights_pushed", "ServerGenerator",
+]
+
 # Requests in flight at once from one process; the server batches them.
 SERVER_CONCURRENCY = 64
 

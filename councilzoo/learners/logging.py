@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+__all__ = ["check_report_to", "MetricsLogger", "read_metrics"]
+
 REPORT_TO = ("none", "tensorboard", "wandb", "trackio")
 _PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "trackio"}
 

@@ -35,6 +35,8 @@ from councilzoo.config import (
     run_metadata,
 )
 
+__all__ = ["apply_overrides", "main", "print_summary"]
+
 
 def apply_overrides(data: dict[str, Any], assignments: Sequence[str]) -> dict[str, Any]:
     """``data`` with each ``dotted.path=value`` applied (``ConfigError`` naming a bad one)."""

@@ -24,6 +24,8 @@ from pathlib import Path
 from councilzoo.config import check_output_dir
 from councilzoo.repro.report import status_of, write_report
 
+__all__ = ["run_claim", "map_in_processes", "apply", "main"]
+
 CLAIMS = ("corl", "comed", "tracer")
 REAL_CLAIMS = ("real",)  # on a real pretrained model: run by name only
 

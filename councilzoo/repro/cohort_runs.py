@@ -22,6 +22,10 @@ from councilzoo.repro.tiny_lms import MAX_NEW_TOKENS, torch_threads
 from councilzoo.tasks import Problem, answers_equivalent, answers_for_batch, plurality
 from councilzoo.theory.stats import mean_ci
 
+__all__ = [
+    "MAJORITY_BAND", "majority_accuracy", "peer_label_stats", "sample_answers", "train_cohort", "seed_ci",
+]
+
 MAJORITY_BAND = (0.55, 0.75)  # the in-regime precondition: each member's majority-of-G accuracy
 LEARNERS = {"grpo": (GRPO, BaselineConfig), "ttrl": (TTRL, BaselineConfig), "corl": (CoRL, CoRLConfig)}
 

@@ -85,6 +85,12 @@ from councilzoo.repro.verdicts import flag_status, interval_status
 from councilzoo.tasks import synthetic_problems  # noqa: E402
 from councilzoo.theory.stats import mean_ci  # noqa: E402
 
+__all__ = [
+    "CLAIM", "PROTOCOLS", "COLORS", "METRICS", "FULL", "QUICK", "LM_TEMPERATURE", "COMPLEMENTARY_COUNCIL",
+    "run_cell", "simulated", "solver_role", "solver_prompt", "picking_prompt", "solver_agent",
+    "run_lm_cell", "complementary_check", "SECTIONS", "run",
+]
+
 CLAIM = "Selective escalation (COMED) beats dense collaboration at lower cost, because it avoids harm."
 PROTOCOLS = ("single", "self_consistency", "routing", "debate", "comed")
 # The tiny-LM council adds the gates learned on COMED's dev outcomes and the oracle gate.

@@ -80,6 +80,11 @@ from councilzoo.repro.tiny_lms import (  # noqa: E402
 from councilzoo.repro.verdicts import check, describe, flag_status, interval_status, part_status  # noqa: E402
 from councilzoo.tasks import Problem, answers_equivalent  # noqa: E402
 
+__all__ = [
+    "CLAIM", "Regime", "REGIMES", "PRIMARY", "ARMS", "FULL", "QUICK", "LEARNING_RATE", "TIP_GAIN",
+    "summarise_lm", "summarise_sim", "regime_checks", "run",
+]
+
 CLAIM = (
     "Peer rewards without labels (Co-RL) improve a cohort of different models and resist the "
     "collapse of self-rewarding (TTRL); diversity of models and views helps."

@@ -60,6 +60,12 @@ from councilzoo.repro.tiny_lms import checked, deterministic, digest, torch_thre
 from councilzoo.repro.verdicts import check, describe, flag_status, interval_status
 from councilzoo.tasks import Problem, format_answer, synthetic_problems
 
+__all__ = [
+    "Cohort", "COHORTS", "ARMS", "KNOWN_V2", "VIEWS", "FULL", "QUICK", "SHIPPED_DIR", "SHA256",
+    "answer_forms", "regime_targets", "known_items", "member_name", "build_member", "measure", "run_job",
+    "summarise", "tagged", "part_items", "plan_part", "finish_part", "main",
+]
+
 
 @dataclass(frozen=True)
 class Cohort:

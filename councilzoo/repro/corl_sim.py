@@ -33,6 +33,11 @@ import numpy as np
 
 from councilzoo.envs.rewards import compute_rewards
 
+__all__ = [
+    "RULES", "LETTERS", "SimConfig", "LABEL_COHORTS", "initial_logits", "measure", "train", "sweep",
+    "label_sweep", "label_threshold",
+]
+
 RULES = ("ground_truth", "self_majority", "ring", "peer_majority")
 LETTERS = "ABCDEFGHIJ"  # candidate i is answer LETTERS[i]; compared as multiple-choice letters
 

@@ -25,6 +25,8 @@ from typing import Any
 from councilzoo.config import run_metadata
 from councilzoo.repro.verdicts import HELD, NOT_HELD, STATUSES, check_rows, conjunction, describe, part_status
 
+__all__ = ["KEYS", "combine_parts", "write_report"]
+
 KEYS = ("claim", "setup", "results", "verdict", "figures")
 
 

@@ -61,6 +61,13 @@ import numpy as np
 
 from councilzoo.tasks import Problem, answers_equivalent, extract_answer, extract_verdict
 
+__all__ = [
+    "TASKS", "MAX_OPERAND", "SPLITS", "QUESTION_FORMS", "SOLVER_ROLES", "VERDICTS", "MAX_NEW_TOKENS",
+    "DATA_DIR", "needs_carry", "SKILLS", "addition_problems", "solver_messages", "verifier_messages",
+    "reviewer_target", "TinyLMSpec", "REGISTRY", "SHA256", "digest", "tiny_lm", "checked", "tiny_lm_info",
+    "build", "torch_threads", "deterministic", "finish", "main",
+]
+
 TASKS = ("solver", "verifier", "reviewer")
 MAX_OPERAND = 49
 SPLITS = {"sft": 0.7, "dev": 0.1, "rl": 0.1, "test": 0.1}

@@ -75,6 +75,12 @@ from councilzoo.repro.verdicts import check, conjunction, describe, flag_status,
 from councilzoo.tasks import Problem, answers_equivalent, extract_answer  # noqa: E402
 from councilzoo.theory.stats import mean_ci, paired_cis  # noqa: E402
 
+__all__ = [
+    "CLAIM", "PROTOCOLS", "METRICS", "FULL", "QUICK", "LM_TEMPERATURE", "LM_ROUNDS", "run_cell",
+    "simulated", "sft_messages", "ResolvingReviewer", "resolved_verdict", "lm_agents",
+    "resolving_reviewer", "run_lm_cell", "ARMS", "SECTIONS", "run",
+]
+
 CLAIM = ("TRACER's regret-matching speak/skip controllers converge (every state's regret stays under "
          "its regret-matching bound) and learn to speak when speaking helps, matching or beating fixed "
          "protocols on accuracy - lambda * cost; with tiny LMs (a proposer SFT'd to solve, a reviewer that "

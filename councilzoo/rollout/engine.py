@@ -47,6 +47,8 @@ from councilzoo.envs.core import Action, EpisodeRecord, Mode, Turn, TurnContext
 from councilzoo.rollout.log import EpisodeLog, Key
 from councilzoo.tasks import Problem
 
+__all__ = ["TurnHook", "RolloutStats", "RolloutEngine"]
+
 TurnHook = Callable[[int, Any, TurnContext, Mode], None]  # (env position, env, context, chosen mode)
 
 

@@ -17,6 +17,8 @@ from typing import Any
 
 from councilzoo.envs.core import EpisodeRecord
 
+__all__ = ["Key", "EpisodeLog"]
+
 Key = tuple[str, int]  # (problem id, episode index)
 
 

@@ -46,6 +46,8 @@ from councilzoo.tasks.visual_datasets import (
     wemath_problem,
 )
 
+__all__ = ["Row", "DatasetUnavailableError", "DATASETS", "load_dataset"]
+
 Row = dict[str, Any]
 
 

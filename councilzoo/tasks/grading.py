@@ -60,6 +60,11 @@ from functools import lru_cache
 
 from councilzoo.tasks.problem import KINDS
 
+__all__ = [
+    "LETTERS", "extract_program", "extract_answer", "answers_equivalent", "extract_verdict",
+    "answer_groups", "plurality", "format_answer",
+]
+
 LETTERS = "ABCDEFGHIJ"  # up to MMLU-Pro's ten options
 RIGHT, WRONG = "RIGHT", "WRONG"
 MATH_VERIFY_TIMEOUT_S = 5

@@ -14,6 +14,11 @@ from pathlib import Path
 
 from PIL import Image, UnidentifiedImageError
 
+__all__ = [
+    "ImageInput", "HASH_PREFIX", "MAX_PIXELS", "ImageError", "is_image_input", "load_image",
+    "image_digest", "image_ref",
+]
+
 ImageInput = str | os.PathLike | Image.Image
 HASH_PREFIX = "sha256:"
 # The most pixels an image may have when opened; far above any benchmark figure, far below an

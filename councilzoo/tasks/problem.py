@@ -7,6 +7,8 @@ from typing import Any
 
 from councilzoo.tasks.images import ImageInput, image_ref, is_image_input
 
+__all__ = ["KINDS", "Problem", "answer_text"]
+
 KINDS = ("math", "numeric", "multiple_choice", "code")
 
 

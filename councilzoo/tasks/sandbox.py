@@ -37,6 +37,8 @@ from pathlib import Path
 from councilzoo.processes import pid_alive
 from councilzoo.tasks import sandbox_worker as wire
 
+__all__ = ["MODES", "Limits", "Job", "RunResult", "Sandbox", "remove_abandoned_roots", "default_sandbox"]
+
 MODES = ("call", "stdin", "script")
 STATUSES = ("ok", "error", "timeout", "output_limit", "crashed")
 LAYERS = ("network_namespace", "ipc_namespace", "pid_namespace", "disk_quota", "seccomp", "landlock")

@@ -59,6 +59,11 @@ import tempfile
 import time
 import types
 
+__all__ = [
+    "MAX_DEPTH", "canonical", "canonical_stdout", "to_plain", "from_plain", "read_message",
+    "write_message", "remove_tree", "Worker", "main",
+]
+
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x10000000, 0x20000000, 0x40000000
 CLONE_NEWIPC = 0x08000000
 MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE, MNT_DETACH = 0x2, 0x4, 0x4000, 0x40000, 0x2

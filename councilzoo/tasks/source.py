@@ -18,6 +18,8 @@ from councilzoo.tasks.images import ImageError, load_image
 from councilzoo.tasks.problem import Problem
 from councilzoo.tasks.synthetic import TASKS, synthetic_problems
 
+__all__ = ["SPLIT_SEED_OFFSETS", "MAX_SYNTHETIC_PROBLEMS", "split_seed", "load_problems"]
+
 SPLIT_SEED_OFFSETS = {"test": 0, "dev": 10_000, "train": 20_000}
 DEFAULT_SYNTHETIC_SIZE = 200
 MAX_SYNTHETIC_PROBLEMS = 100_000

@@ -43,6 +43,8 @@ from councilzoo.tasks.grading import LETTERS
 from councilzoo.tasks.problem import KINDS, Problem
 from councilzoo.tasks.visual import visual_item
 
+__all__ = ["NAMES", "TASKS", "synthetic_problems", "paraphrase"]
+
 DIFFICULTY_NOISE = 0.15
 NAMES = ("Ada", "Ben", "Chen", "Dana", "Eli", "Fatima", "Goro", "Hana", "Ivan", "Jade")
 ITEMS = ("apples", "books", "coins", "marbles", "stamps", "pencils", "shells", "cards")

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+__all__ = ["GRID", "CELL", "COLOURS", "SHAPES", "TEMPLATES", "visual_item"]
+
 SIZE = 128
 GRID = 4  # count_shapes: GRID x GRID cells, at most one shape per cell
 CELL = SIZE // GRID

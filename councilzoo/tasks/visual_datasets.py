@@ -18,6 +18,11 @@ from councilzoo.tasks.grading import LETTERS
 from councilzoo.tasks.images import ImageError, ImageInput, load_image
 from councilzoo.tasks.problem import Problem
 
+__all__ = [
+    "Row", "mathvista_problem", "mathverse_problem", "mathvision_problem", "wemath_problem",
+    "open_r1_problem",
+]
+
 Row = dict[str, Any]
 
 

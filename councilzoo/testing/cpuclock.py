@@ -19,6 +19,8 @@ import time
 
 import pytest
 
+__all__: list[str] = []
+
 
 def pytest_addoption(parser) -> None:
     parser.addoption("--cpuclock", metavar="PATH", help="append each test phase's CPU and wall seconds")

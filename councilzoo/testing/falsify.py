@@ -18,6 +18,8 @@ from hypothesis import settings as Settings
 from hypothesis.errors import NoSuchExample
 from hypothesis.strategies import SearchStrategy
 
+__all__ = ["ContractViolation", "falsify"]
+
 T = TypeVar("T")
 
 

@@ -35,6 +35,8 @@ from councilzoo.envs.escalation_v0 import raw_env
 from councilzoo.tasks import Problem
 from councilzoo.testing.falsify import falsify
 
+__all__ = ["GateSignals", "gate_signals", "raised", "GateCase", "gate_outcomes", "check_gate"]
+
 PRICE = {Mode.ACCEPT: 0, Mode.VERIFY: 1, Mode.ESCALATE: 2}  # cheap to dear
 MONOTONE_SIGNALS = ("anchor_consistency", "router_margin")
 AFTER_PROBE = ("reached", "all")

@@ -36,6 +36,8 @@ from hypothesis import strategies as st
 
 from councilzoo.testing.falsify import falsify
 
+__all__ = ["STEPS", "Poison", "poisons", "check_learner"]
+
 STEPS = 2
 POISONS = ("another problem's gold", "a value no answer equals")
 _NO_ANSWER = "<poisoned label>"

@@ -21,8 +21,15 @@ from pathlib import Path
 
 import numpy as np
 
+__all__ = [
+    "EOS", "FAMILIES", "CHAT_TEMPLATE", "tiny_tokenizer_corpus", "build_tiny_model", "VLM_FAMILIES",
+    "IMAGE_TOKEN", "IMAGE_PLACEHOLDERS", "VLM_CHAT_TEMPLATE", "build_tiny_vlm",
+]
+
 FAMILIES = ("qwen3", "llama")
-BOS, EOS, PAD = "<|bos|>", "<|im_end|>", "<|pad|>"
+BOS = "<|bos|>"
+EOS = "<|im_end|>"  # one assignment per name, so the API reference documents EOS
+PAD = "<|pad|>"
 DEFAULT_VOCAB_SIZE = 512
 SPECIAL_TOKENS = (PAD, BOS, EOS, "<|im_start|>")
 CHAT_TEMPLATE = (

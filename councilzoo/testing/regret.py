@@ -30,6 +30,11 @@ from hypothesis.extra.numpy import arrays
 from councilzoo.testing.falsify import falsify
 from councilzoo.theory import ControllerGame, MatrixGame, OutcomeModel, cce_gap, regret_bound
 
+__all__ = [
+    "RTOL", "as_matcher", "UtilitySequence", "utility_sequences", "normal_form_games", "controller_games",
+    "played_regret", "run_sequence", "check_no_regret",
+]
+
 RTOL = 1e-9  # the bounds are exact; this only absorbs float rounding
 SEQUENCE_KINDS = ("stationary", "adaptive", "oblivious", "mixed")
 # Entries: a few round values (readable counterexamples) and any float in the range.

@@ -27,6 +27,8 @@ import numpy as np
 
 from councilzoo.theory.regret_matching import RegretMatcher, regret_bound
 
+__all__ = ["ACTIONS", "OutcomeModel", "ControllerGame", "ControllerSolution", "solve_controller_game"]
+
 ACTIONS = ("skip", "speak")
 
 

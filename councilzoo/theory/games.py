@@ -21,6 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+__all__ = [
+    "MatrixGame", "zero_sum", "rock_paper_scissors", "biased_rps", "matching_pennies", "coordination",
+    "prisoners_dilemma", "shapley_game", "random_game",
+]
+
 
 @dataclass(frozen=True)
 class MatrixGame:

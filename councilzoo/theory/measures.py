@@ -20,6 +20,8 @@ import numpy as np
 
 from councilzoo.theory.games import MatrixGame
 
+__all__ = ["external_regret", "nash_conv", "cce_gap"]
+
 
 def _check_strategy(strategy: np.ndarray, size: int, name: str) -> np.ndarray:
     strategy = np.asarray(strategy, dtype=np.float64)

@@ -31,6 +31,8 @@ from os import PathLike
 
 import numpy as np
 
+__all__ = ["regret_bound", "RegretMatcher"]
+
 VARIANTS = ("rm", "rm+")
 AVERAGING = ("uniform", "linear")
 _FORMAT_VERSION = 1

@@ -24,6 +24,8 @@ import numpy as np
 
 from councilzoo.theory.stats import bootstrap_indices, percentile_interval
 
+__all__ = ["RescueHarm", "rescue_harm"]
+
 FIELDS = ("anchor_accuracy", "accuracy", "rescue", "harm", "net", "escalation_rate", "oracle_gate_accuracy")
 
 

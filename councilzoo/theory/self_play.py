@@ -26,6 +26,8 @@ import numpy as np
 from councilzoo.theory.games import MatrixGame
 from councilzoo.theory.regret_matching import RegretMatcher
 
+__all__ = ["SelfPlayResult", "self_play"]
+
 
 @dataclass
 class SelfPlayResult:

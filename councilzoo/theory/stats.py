@@ -23,6 +23,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+__all__ = ["bootstrap_indices", "percentile_interval", "bootstrap_ci", "mean_ci"]
+
 
 def bootstrap_indices(n: int, n_boot: int, seed: int | np.random.Generator) -> np.ndarray:
     """``(n_boot, n)`` item indices drawn with replacement; shared so paired statistics align."""

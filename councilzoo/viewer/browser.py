@@ -8,6 +8,8 @@ background updates or sync. Playwright gives each launch a fresh profile folder.
 
 from __future__ import annotations
 
+__all__ = ["CHROMIUM", "launch_chromium"]
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = (
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",

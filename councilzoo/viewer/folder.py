@@ -33,6 +33,8 @@ from councilzoo.learners.logging import read_metrics
 from councilzoo.tasks.grading import ERROR_PREFIX, SIGNATURE_PREFIX, extract_program
 from councilzoo.tasks.problem import Problem
 
+__all__ = ["MAX_DEPTH", "OutputFolder", "outcome"]
+
 # Outcome bits of an episode (an episode may be right and rescued, wrong and harmed).
 RIGHT, WRONG, RESCUED, HARMED = 1, 2, 4, 8
 SKIPPED_FOLDERS = {"checkpoints", "final", "tensorboard", "wandb", "members", "episodes", "__pycache__"}

@@ -27,6 +27,8 @@ from urllib.parse import unquote, urlsplit
 
 from councilzoo.viewer.folder import NotInFolder, OutputFolder
 
+__all__ = ["HOST", "ViewerServer", "serve"]
+
 HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 FILE_SUFFIXES = {".md", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp", ".json"}

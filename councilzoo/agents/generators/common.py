@@ -16,6 +16,12 @@ import numpy as np
 
 from councilzoo.agents.base import Completion, Sampling
 
+__all__ = [
+    "GenerationError", "ModelNotCachedError", "GeneratorContractError", "MissingExtraError",
+    "check_request", "checked_generate", "render_prompt", "first_stop", "prompt_seeds",
+    "is_vision_language", "tiny_builder", "offline_loading_defaults", "resolve_model_path",
+]
+
 _SEED_BOUND = 2**31 - 1  # vLLM and OpenAI-compatible servers take 32-bit seeds
 
 # The date every chat template renders. Llama-3 templates write today's date into the system turn

@@ -16,6 +16,8 @@ from PIL import Image
 
 from councilzoo.tasks.images import ImageInput, load_image
 
+__all__ = ["message_images", "has_image_parts", "text_messages", "png_data_url", "openai_messages"]
+
 
 def message_images(prompt: str | list[dict]) -> list[Image.Image]:
     """The prompt's images as RGB PIL images, in prompt order (``[]`` for a rendered string or

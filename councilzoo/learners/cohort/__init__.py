@@ -28,3 +28,5 @@ gold table feeds only the logged diagnostics (label accuracy, oracle reward).
 own devices), waits for it, and stops every member when one fails.
 """
 
+
+__all__: list[str] = []  # the modules are imported by path (councilzoo.learners.cohort.config, ...)

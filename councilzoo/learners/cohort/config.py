@@ -25,6 +25,8 @@ from councilzoo.tasks import Problem, load_problems
 from councilzoo.tasks.rephrase import read_paraphrases, with_paraphrases
 from councilzoo.tiny_models import member_spec, spec_dir
 
+__all__ = ["MemberConfig", "DataConfig", "EvalConfig", "CohortConfig", "load_items"]
+
 
 @dataclass
 class MemberConfig:

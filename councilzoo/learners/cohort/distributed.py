@@ -26,6 +26,8 @@ from datetime import timedelta
 
 import torch.distributed as dist
 
+__all__ = ["PeerFailure", "DistributedConfig", "CohortLink"]
+
 _WAIT_SLICE_S = 0.05  # how often a waiting member re-checks the store (in-memory, not files)
 
 

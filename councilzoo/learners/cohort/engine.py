@@ -41,6 +41,12 @@ from councilzoo.learners.logging import read_metrics
 from councilzoo.progress import Progress, phase
 from councilzoo.tasks import Problem
 
+__all__ = [
+    "check_trainer_overrides", "grpo_args", "optimizer_steps_per_round", "rounds_needed", "step_items",
+    "problem_rows", "split_images", "completion_text", "build_trainer", "processing_class",
+    "latest_trainer_checkpoint", "checkpoint_steps", "MetricsFile", "CheckpointManifest", "StepProgress",
+]
+
 # Keys a learner sets itself; a config's ``trainer:`` mapping may not override them.
 OWNED_KEYS = frozenset(
     {

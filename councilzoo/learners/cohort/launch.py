@@ -45,6 +45,8 @@ from councilzoo.learners.logging import read_metrics
 from councilzoo.progress import phase
 from councilzoo.tiny_models import build_tiny_models
 
+__all__ = ["member_command", "launch_cohort", "CohortFailed"]
+
 
 def _free_port() -> int:
     with socket.socket() as s:

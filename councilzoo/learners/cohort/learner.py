@@ -9,6 +9,8 @@ from councilzoo.learners.cohort.config import CohortConfig
 from councilzoo.learners.cohort.reward import CohortReward
 from councilzoo.tasks import Problem
 
+__all__ = ["CohortLearner"]
+
 
 class CohortLearner(Learner):
     """A learner whose members are cohort worlds; subclasses name it and may swap the rewards."""

@@ -32,6 +32,12 @@ from councilzoo.learners.live_policy import vllm_mode
 from councilzoo.processes import pid_alive
 from councilzoo.tasks import Problem, answers_equivalent, answers_for_batch
 
+__all__ = [
+    "HeldOutAccuracy", "VLLM_GROUP_PORT", "member_args", "member_model_path", "member_sees_images",
+    "run_member", "quiet_loading", "LAUNCHER_ENV", "PR_SET_PDEATHSIG", "die_with_launcher",
+    "set_parent_death_signal", "main",
+]
+
 
 class HeldOutAccuracy(engine.MetricsFile):
     """Greedy accuracy of the member on held-out items before training and every ``eval_steps``

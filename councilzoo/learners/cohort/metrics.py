@@ -22,6 +22,11 @@ from collections.abc import Sequence
 
 from councilzoo.tasks import answers_equivalent, plurality
 
+__all__ = [
+    "Kinds", "answer_entropy", "distinct_answers", "pairwise_agreement", "label_accuracy",
+    "oracle_reward", "group_diversity", "wrong_consensus",
+]
+
 Kinds = str | Sequence[str]  # one kind for every item, or one per item
 
 

@@ -16,6 +16,8 @@ from councilzoo.learners.cohort.config import CohortConfig
 from councilzoo.learners.cohort.distributed import CohortLink
 from councilzoo.tasks import Problem, answers_for_batch
 
+__all__ = ["CohortReward"]
+
 
 class CohortReward:
     """TRL reward function of member ``index``: the cohort game's rewards (see the module docstring).

@@ -26,6 +26,8 @@ import numpy as np
 
 from councilzoo.agents.base import Sampling
 
+__all__ = ["SeededSampling"]
+
 
 def group_seed(seed: int, step: int, group: int) -> int:
     """The sampling seed of one item's group in the round that starts at optimizer ``step`` (31

@@ -4,3 +4,5 @@
 the counterfactual action values, ``gspo.py`` the utterance layer on TRL's ``GRPOTrainer`` and
 ``metrics.py`` what a step logs (docs/tracer.md).
 """
+
+__all__: list[str] = []  # the modules are imported by path (councilzoo.learners.tracer.learner, ...)

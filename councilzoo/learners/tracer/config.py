@@ -16,6 +16,8 @@ from councilzoo.learners.cohort.engine import check_trainer_overrides
 from councilzoo.learners.logging import check_report_to
 from councilzoo.learners.recipe_checks import check_sleep_mode, check_training_data
 
+__all__ = ["BASELINES", "ROLES", "GenerationConfig", "DataConfig", "TracerConfig"]
+
 BASELINES = ("always_speak", "never_review", "alternate", "random")
 ROLES = ("proposer", "reviewer")
 CONSENSUS_VOTES = ("proposals", "proposals_and_reviews", "samples")  # label-free: whose answers vote

@@ -56,6 +56,8 @@ from councilzoo.learners.tracer.config import ROLES, TracerConfig
 from councilzoo.learners.tracer.values import NO_VERDICT
 from councilzoo.tasks import answers_equivalent, plurality
 
+__all__ = ["UtteranceLayer"]
+
 STEP_PROMPT = [{"role": "user", "content": "tracer step"}]  # dataset placeholder; rollout_func plays
 
 

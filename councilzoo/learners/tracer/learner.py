@@ -60,6 +60,11 @@ from councilzoo.progress import Progress
 from councilzoo.rollout import RolloutEngine
 from councilzoo.tasks import Problem, answers_equivalent, extract_answer, load_problems, plurality
 
+__all__ = [
+    "baseline_controllers", "consensus_labels", "role_agents", "Tracer", "ControllerCheckpoints",
+    "TracerLearner",
+]
+
 FRESH_EPISODES = 1_000_000  # episode numbers of the label-free fresh proposals (no real episode's)
 
 

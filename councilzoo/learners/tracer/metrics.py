@@ -26,6 +26,8 @@ import numpy as np
 
 from councilzoo.envs.core import EpisodeRecord
 
+__all__ = ["episode_metrics", "speak_rates", "regret_summary", "flatten"]
+
 
 def _rate(hits: int, total: int) -> float | None:
     return hits / total if total else None

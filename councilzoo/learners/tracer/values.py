@@ -41,6 +41,8 @@ from councilzoo.envs.core import EpisodeRecord, Mode, Turn, TurnContext
 from councilzoo.rollout import RolloutEngine, TurnHook
 from councilzoo.tasks import answers_equivalent
 
+__all__ = ["Decision", "snapshot", "Player", "play_episodes", "branch", "action_values"]
+
 VALUE_MODES = ("counterfactual", "myopic", "myopic_released")
 
 
