@@ -19,6 +19,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+__all__ = ["WEIGHTS_FILE", "is_real_model_name", "real_model_path", "convert_gguf", "weights_digest"]
+
 DIGEST_FILE = "weights.sha256"  # `sha256sum` format
 WEIGHTS_FILE = "model.safetensors"
 

@@ -97,11 +97,19 @@ def test_figures_follow_from_the_settings(capsys, monkeypatch):
     assert code == 0 and err == []
 
 
+def top_level_line(config: str, key: str) -> int:
+    """The line of ``key:`` at the top of ``config`` (errors name the line of the key they concern)."""
+    lines = (ROOT / config).read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if line.startswith(f"{key}:"))
+
+
 # case: (--set overrides of the GPU config, then how each stderr line starts: one a member it is wrong for)
 Q = "members.0 (qwen): "
 WRONG = {
     "evaluation split": (
-        ["data.split=test"], f"{COHORT}: data: split 'test' of 'gsm8k' is an evaluation split"
+        ["data.split=test"],
+        f"{COHORT}, line {top_level_line(COHORT, 'data')}: data: split 'test' of 'gsm8k' is an evaluation "
+        "split",
     ),
     "view without paraphrases": (
         ["members.0.view=2", "data.paraphrases=null"],

@@ -26,6 +26,8 @@ from typing import Any
 from councilzoo.config import ConfigError
 from councilzoo.learners.recipe_checks import GIB, STATE_BYTES, check_views, training_gib, vllm_gib
 
+__all__ = ["model_facts", "Plan", "CHECKS", "describe", "preflight"]
+
 FROZEN_BYTES_PER_PARAM = 4  # a LoRA run's base weights (fp32)
 DEFAULT_GPU_GIB = 80.0
 
@@ -505,7 +507,8 @@ def preflight(learner: str, cfg: Any, gpu_gib: float = DEFAULT_GPU_GIB) -> tuple
         plans = tracer_plans(cfg, gpu_gib)
     else:
         raise ConfigError(f"--dry-run: learner {learner!r} has no preflight (cohort learners and tracer do)")
-    lines = [f"councilzoo train {learner} --dry-run: {cfg.max_steps} optimizer steps into {cfg.output_dir}, "
+    unit = "TRACER steps (generation rounds)" if isinstance(cfg, TracerConfig) else "optimizer steps"
+    lines = [f"councilzoo train {learner} --dry-run: {cfg.max_steps} {unit} into {cfg.output_dir}, "
              f"assuming {gpu_gib:.0f} GiB GPUs"]  # fmt: skip
     if not plans:
         lines.append("no trained model (generation.enabled is false): controllers only, no GPU needed")

@@ -20,6 +20,11 @@ from typing import Any
 
 from councilzoo.config import ConfigError
 
+__all__ = [
+    "check_training_data", "check_views", "check_sleep_mode", "check_tracer_world", "GIB", "STATE_BYTES",
+    "training_gib", "vllm_gib",
+]
+
 # Splits that hold a benchmark's scored items.
 EVALUATION_SPLITS = ("test", "testmini")
 

@@ -43,6 +43,11 @@ from councilzoo.repro.tiny_lms import addition_problems, tiny_lm
 from councilzoo.repro.verdicts import check, describe, interval_status, part_status
 from councilzoo.tasks import Problem, answers_equivalent
 
+__all__ = [
+    "LEARNER", "DIVERSE", "PARTNERS", "TEMPERATURE", "LEARNING_RATE", "FULL", "QUICK", "run_arm",
+    "summarise", "run", "main",
+]
+
 LEARNER = "solver-qwen-a"  # 54% greedy test accuracy, view 0
 DIVERSE = {"weak": ("solver-weak", 1), "llama_b": ("solver-llama-b", 1), "strong": ("solver-strong", 1),
            "qwen_c": ("solver-qwen-c", 1)}  # 18%, 46%, 63%, 72% greedy test accuracy

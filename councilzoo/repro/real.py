@@ -44,6 +44,11 @@ from councilzoo.repro import map_in_processes  # noqa: E402
 from councilzoo.repro.cohort_runs import seed_ci, train_cohort  # noqa: E402
 from councilzoo.theory.stats import bootstrap_indices, mean_ci, percentile_interval  # noqa: E402
 
+__all__ = [
+    "MODEL", "ARMS", "SMALLEST_EFFECT", "TRAINER", "FULL", "QUICK", "run_arm", "paired_difference",
+    "gain_share", "decide", "summarise", "run",
+]
+
 log = logging.getLogger(__name__)
 
 MODEL = "smollm2-135m-instruct"

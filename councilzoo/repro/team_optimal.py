@@ -40,6 +40,11 @@ from councilzoo.agents.regret_controller import ROLE_MODES, is_decision
 from councilzoo.envs.core import Mode, TurnContext
 from councilzoo.learners.tracer.values import Player, play_episodes
 
+__all__ = [
+    "ROLES", "TablePolicy", "build_tree", "problem_values", "policy_values", "team_optimum",
+    "exploitability", "learned_table",
+]
+
 ROLES = ("proposer", "reviewer")
 
 

@@ -23,6 +23,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+__all__ = [
+    "STATUSES", "KINDS", "interval_status", "flag_status", "check", "conjunction", "part_status",
+    "describe", "check_rows",
+]
+
 HELD, NOT_HELD, INCONCLUSIVE = "HELD", "NOT HELD", "INCONCLUSIVE"
 STATUSES = (HELD, NOT_HELD, INCONCLUSIVE)
 KINDS = ("precondition", "paper", "extension")

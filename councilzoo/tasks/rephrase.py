@@ -26,6 +26,8 @@ from pathlib import Path
 
 from councilzoo.tasks.problem import Problem
 
+__all__ = ["numbers", "paraphrases", "write_paraphrases", "read_paraphrases", "with_paraphrases"]
+
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z$\d\"'(])")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
