@@ -68,9 +68,10 @@ class _Trainer:
 @pytest.mark.parametrize("rule, n", [("ring", 2), ("ring", 3), ("peer_majority", 3)])
 def test_cohort_reward_is_the_games_rule_against_peer_labels(tmp_path, rule, n):
     cfg = make_config(tmp_path, n=n, rule=rule)
+    views = {"paraphrases": ("Which one?", "Pick one.")}  # the members' views 1 and 2
     problems = [
-        Problem("p1", "Which?", "B", "multiple_choice", ("w", "x", "y", "z")),
-        Problem("p2", "Which?", "C", "multiple_choice", ("w", "x", "y", "z")),
+        Problem("p1", "Which?", "B", "multiple_choice", ("w", "x", "y", "z"), metadata=views),
+        Problem("p2", "Which?", "C", "multiple_choice", ("w", "x", "y", "z"), metadata=views),
     ]
     texts = {
         "p1": ["\\boxed{A}", "\\boxed{B}", "\\boxed{A}", "none"],
