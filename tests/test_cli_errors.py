@@ -232,7 +232,7 @@ CASES = {
     "train --set eval.limit 0": tr("eval.limit: must be >= 1", "--set", "eval.limit=0"),
 
     # ---- eval: flags ---------------------------------------------------------------------------
-    "eval unknown protocol": ev("--protocol 'nope': unknown ['nope']", "--protocol", "nope"),
+    "eval unknown protocol": ev("--protocol 'nope': unknown protocol 'nope'", "--protocol", "nope"),
     "eval --limit -5": ev("argument --limit: must be an integer >= 1, got -5", "--limit", "-5"),
     "eval --limit 0": ev("argument --limit: must be an integer >= 1, got 0", "--limit", "0"),
     "eval --limit ten": ev("argument --limit: expected an integer >= 1", "--limit", "ten"),

@@ -48,7 +48,9 @@ def test_a_real_model_demo_into_the_simulated_demos_folder_is_refused(demo_out, 
     capsys.readouterr()
     assert cli_main(["demo", "--model", "councilzoo-tiny:qwen3", "--out", str(demo_out)]) == 2
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 1 and "holds episodes played with other settings (agents.models: " in lines[0]
+    assert lines and all("holds episodes played with other settings: " in line for line in lines)
+    models = '["anchor", "judge", "peer_a", "peer_b", "peer_c"] -> ["llm"]'
+    assert f"other settings: agents.models: {models}" in lines[0]
     assert (demo_out / "report.json").read_text() == report
 
 
