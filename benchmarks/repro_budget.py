@@ -58,7 +58,12 @@ def measure(quick: bool, out: Path) -> dict:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if group is not None:
         cpu, source = int((group / "cpuacct.usage").read_text()) / 1e9, "cpuacct cgroup"
-        group.rmdir()
+        for _ in range(60):  # the last member worlds may still be exiting: the group empties then
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.5)
     else:
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         source = "rusage children (misses descendants no process waited for)"
