@@ -7,9 +7,10 @@ process world per member): Co-RL (rule "ring", members on views 0 and 1) and TTR
 member ("self_majority"), the same shape (2 prompts x 4 completions x 32 tokens, full weights,
 fp32, ``synthetic:word_problems`` at difficulty 0.1). A step's time is the gap between successive
 rows of member 0's metrics.jsonl (watched while it trains), the first step excluded as warm-up;
-the ratio is the cohort's median step over the lone member's. On 2 cores the two member worlds
-share the CPU, so a ratio near 2 is the expected cost of the second member; on one GPU per member
-it would be the link's overhead. Prints a table and writes the result as JSON.
+the ratio is the cohort's median step over the lone member's. With ``OMP_NUM_THREADS=1`` each
+member world computes on one thread, so on 2 cores the two worlds run side by side and the ratio
+is what the second member and the link between them cost (near 1), as on one GPU per member.
+Prints a table and writes the result as JSON.
 """
 
 from __future__ import annotations
