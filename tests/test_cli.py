@@ -119,7 +119,7 @@ CHANGES = {  # a change between two runs into one --out, and the difference the 
                          "agents.debate_rounds: 2 -> 3"),
     "models": (lambda d: _edit(d / "agents.yaml", "models:\n", "models:\n  extra: {type: simulated}\n"), [],
                'agents.models: ["anchor", "judge", "peer_a", "peer_b", "peer_c"] -> ["anchor", "extra"'),
-    "data file": (lambda d: _edit(d / "data.jsonl", "numeric", "math"), [], "path_sha256"),
+    "data file": (lambda d: _edit(d / "data.jsonl", "numeric", "math"), [], "the data file (--path) changed"),
     "seed": (lambda d: None, ["--seed", "1"], "seed: 0 -> 1"),
     "limit": (lambda d: None, ["--limit", "5"], "limit: null -> 5"),
 }
@@ -141,7 +141,7 @@ def test_a_rerun_with_other_settings_is_refused_before_any_model(change, first_r
 
 def test_episodes_without_a_settings_record_are_refused(tmp_path, capsys):
     (tmp_path / "out" / "episodes").mkdir(parents=True)
-    (tmp_path / "out" / "episodes" / "single.jsonl").write_text("")
+    (tmp_path / "out" / "episodes" / "single.jsonl").write_text('{"problem_id": "p0"}\n')  # a finished one
     argv = ["eval", "--protocol", "single", "--agents", AGENTS, "--dataset", "synthetic:numeric",
             "--limit", "4", "--out", str(tmp_path / "out")]
     assert main(argv) == 2
