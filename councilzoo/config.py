@@ -179,7 +179,8 @@ def _build(data: Any, cls: type[T], where: str) -> T:
     except (ValueError, TypeError) as exc:
         if isinstance(exc, ConfigError):
             raise
-        raise ConfigError(f"{where or cls.__name__}: {exc}") from exc
+        lines = str(exc).splitlines()
+        raise ConfigError("\n".join(f"{where or cls.__name__}: {line}" for line in lines)) from exc
 
 
 def load_config(source: str | Path | Mapping[str, Any], cls: type[T]) -> T:

@@ -200,3 +200,31 @@ def test_cohort_prompt_style_is_checked_before_work():
     assert load_config({"members": members, "prompt_style": "concise"}, CoRLConfig).prompt_style == "concise"
     with pytest.raises(ConfigError, match="prompt style must be one of"):
         load_config({"members": members, "prompt_style": "chatty"}, CoRLConfig)
+
+
+def test_a_cohort_configs_member_mistakes_come_together_with_file_and_line(tmp_path):
+    """Three mistakes in two members and one at the top: one run names all four, each with the line
+    of the member (or key) it concerns."""
+    from councilzoo.learners.corl import CoRLConfig
+
+    path = tmp_path / "corl.yaml"
+    path.write_text(
+        "members:\n"
+        "  - name: a\n"
+        "    tiny_family: qwen3\n"
+        "    trainer: {learning_rat: 1.0e-6, bf16: maybe}\n"
+        "  - name: b\n"
+        f"    model: {tmp_path / 'absent'}\n"
+        "max_stpes: 3\n"
+    )
+    with pytest.raises(ConfigError) as failure:
+        load_config(path, CoRLConfig)
+    lines = failure.value.problems
+    assert len(lines) == 4, lines
+    assert lines[0].startswith(f"{path}, line 2: members[0]: trainer.learning_rat: not a GRPOConfig field "
+                               "(did you mean 'learning_rate'?)")
+    assert lines[1] == f"{path}, line 2: members[0]: trainer.bf16: expected bool, got str 'maybe'"
+    absent = tmp_path / "absent"
+    assert lines[2] == f"{path}, line 5: members[1]: member 'b': model path '{absent}' does not exist"
+    assert lines[3].startswith(f"{path}, line 7: max_stpes: unknown key for CoRLConfig (did you mean "
+                               "'max_steps'?)")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from councilzoo.agents.prompts import check_prompt_style
-from councilzoo.config import cache_home, config_to_dict
+from councilzoo.config import cache_home, config_to_dict, gather
 from councilzoo.learners.cohort import engine
 from councilzoo.learners.cohort.distributed import DistributedConfig
 from councilzoo.learners.logging import check_report_to
@@ -70,21 +70,26 @@ class MemberConfig:
     )
 
     def __post_init__(self) -> None:
+        """Every mistake of the member at once, one line each (the config's loader adds the file,
+        the line and ``members[i]``)."""
+        problems = []
         if not self.name or "/" in self.name:
-            raise ValueError(f"member name must be non-empty and contain no '/', got {self.name!r}")
+            problems.append(f"member name must be non-empty and contain no '/', got {self.name!r}")
         if bool(self.model) == bool(self.tiny_family):
-            raise ValueError(f"member {self.name!r}: give exactly one of 'model' and 'tiny_family'")
+            problems.append(f"member {self.name!r}: give exactly one of 'model' and 'tiny_family'")
         if self.num_processes < 1 or self.view < 0 or self.tiny_warmup_steps < 0:
-            raise ValueError(f"member {self.name!r}: num_processes >= 1, view >= 0, tiny_warmup_steps >= 0")
+            problems.append(f"member {self.name!r}: num_processes >= 1, view >= 0, tiny_warmup_steps >= 0")
         local = self.model.startswith(("/", ".", "~")) or self.model.count("/") != 1
         local = local and not is_real_model_name(self.model)  # smollm2-135m-instruct: converted on use
         if self.model and local and not Path(self.model).expanduser().is_dir():
-            raise ValueError(f"member {self.name!r}: model path {self.model!r} does not exist")
-        engine.check_trainer_overrides(self.trainer, f"members[{self.name}].trainer")
+            problems.append(f"member {self.name!r}: model path {self.model!r} does not exist")
+        gather(problems, engine.check_trainer_overrides, self.trainer, "trainer")
         if self.accelerate_config and not Path(self.accelerate_config).is_file():
-            raise ValueError(
+            problems.append(
                 f"member {self.name!r}: accelerate_config {self.accelerate_config!r} does not exist"
             )
+        if problems:
+            raise ValueError("\n".join(problems))
 
     def accelerate_settings(self) -> dict[str, Any]:
         """The member's accelerate config file as a mapping (empty without one)."""
