@@ -43,7 +43,7 @@ if ! munge -n 2>/dev/null | unmunge > /dev/null 2>&1; then
 fi
 
 HOST="$(hostname -s)"
-CPUS="$(nproc)"
+CPUS="$(nproc --all)"  # --all: nproc alone honours OMP_NUM_THREADS (1 under the test tiers)
 mkdir -p "$DIR/state" "$DIR/spool" "$DIR/log"
 cat > "$CONF" <<CONF
 ClusterName=councilzoo
