@@ -29,13 +29,15 @@ def _free_port() -> int:
 
 
 def _config(folder: Path, model_dir: Path) -> Path:
-    # 3 turns x G = 2: 6 candidates, 3 a rank, so the second turn's group spans both ranks
+    # 3 turns x G = 2: 6 candidates, 3 a rank, so the second turn's group spans both ranks; one
+    # update a step (minibatches: 1): with several, a world's minibatches hold other candidates
+    # than one process's (TRL splits each rank's share), so only their number is the same
     cfg = {
         "seed": 3, "max_steps": 2, "output_dir": str(folder / "run"), "problems_per_step": 2, "save_steps": 2,
         "env": {"lam": 0.01, "rounds": 3}, "baselines": ["never_review"],
         "agents": {"kind": "llm", "model": str(model_dir), "max_new_tokens": 12, "stop": ["e", "a"]},
         "generation": {"enabled": True, "num_candidates": 2, "cost_penalty": 1.0, "turns_per_step": 3,
-                       "trainer": {"learning_rate": 1e-2},
+                       "minibatches": 1, "trainer": {"learning_rate": 1e-2},
                        "peft": {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]}},
         "data": {"synthetic_size": 6, "eval_limit": 2},
     }  # fmt: skip

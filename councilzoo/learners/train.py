@@ -13,8 +13,10 @@ setting the docs call wrong.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -142,9 +144,13 @@ def main(args: argparse.Namespace) -> int:
 
     kwargs = {"members": members} if members is not None else {}
     lock = f".councilzoo-members-{'-'.join(map(str, members))}.lock" if members is not None else LOCK_FILE
+    # each node of a multi-node cohort locks its members; the other ranks of a torchrun world
+    # (TRACER on N processes) run under their rank 0's lock
+    main_rank = os.environ.get("RANK", "0") == "0"
+    held = run_lock(cfg.output_dir, flag, lock) if main_rank else contextlib.nullcontext()
     try:
-        with run_lock(cfg.output_dir, flag, lock):  # each node of a multi-node cohort locks its members
-            if changed:
+        with held:
+            if changed and main_rank:
                 record_changed_settings(cfg, changed, learner.resume_step())
             rows = learner.train(resume=args.resume, overwrite=args.overwrite, **kwargs)
     except (CohortFailed, PeerFailure) as exc:

@@ -48,6 +48,7 @@ from councilzoo.agents.base import Sampling
 from councilzoo.agents.factory import ModelSpec, build_model, import_object
 from councilzoo.agents.llm import LLMAgent
 from councilzoo.agents.parsing import parse_action
+from councilzoo.config import ConfigError
 from councilzoo.envs.core import Mode
 from councilzoo.learners.cohort import engine
 from councilzoo.learners.live_policy import push_weights, trainer_vllm_generator, vllm_mode
@@ -74,8 +75,13 @@ def utterance_args(cfg: TracerConfig) -> Any:
 
 def _utterance_args(cfg: TracerConfig, updates_per_round: int) -> Any:
     a, g = cfg.agents, cfg.generation
-    batch = g.turns_per_step * g.num_candidates
-    minibatch = {"per_device_train_batch_size": max(1, batch // (engine._world_size() * g.minibatches))}
+    batch, world = g.turns_per_step * g.num_candidates, engine._world_size()
+    if batch % (world * g.minibatches):
+        raise ConfigError(
+            f"generation: a round of {batch} candidates (turns_per_step x num_candidates) does not split "
+            f"into {g.minibatches} minibatches on each of {world} processes; choose sizes it divides"
+        )
+    minibatch = {"per_device_train_batch_size": batch // (world * g.minibatches)}
     return engine.grpo_args(
         output_dir=cfg.output_dir,
         max_steps=cfg.max_steps * updates_per_round,
