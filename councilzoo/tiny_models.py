@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from councilzoo.agents.prompts import member_prompt
-from councilzoo.config import config_to_dict
+from councilzoo.config import cached_build, config_to_dict
 from councilzoo.progress import Progress, phase
 from councilzoo.tasks import Problem, format_answer
 
@@ -35,7 +33,6 @@ __all__ = ["member_spec", "spec_dir", "build_tiny_models", "cached_build", "warm
 WARMUP_LR = 3e-3
 WARMUP_BATCH = 16
 WARMUP_PROBLEMS = 64  # the first items of the training data the warm-up teaches on
-SPEC_FILE = "councilzoo_member.json"
 
 
 def member_spec(cfg: Any, index: int) -> dict[str, Any]:
@@ -88,23 +85,6 @@ def build_tiny_models(cfg: Any, problems: Sequence[Problem]) -> None:
                     out, b, s, problems[:WARMUP_PROBLEMS], n
                 )
             )
-
-
-def cached_build(target: Path, spec: dict[str, Any], build: Callable[[Path], None]) -> Path:
-    """``target``, built by ``build(tmp)`` unless present: in a temporary folder renamed into place
-    once complete, under a lock on ``target`` (a second process waits, then finds it built)."""
-    from filelock import FileLock
-
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(f"{target}.lock"):
-        if target.is_dir():
-            return target
-        tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        build(tmp)
-        (tmp / SPEC_FILE).write_text(json.dumps(spec, indent=1, sort_keys=True))
-        os.rename(tmp, target)
-    return target
 
 
 def _build_base(out: Path, spec: dict[str, Any]) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from councilzoo.agents.base import Completion, Sampling
+from councilzoo.config import MissingExtraError
 
 __all__ = [
     "GenerationError", "ModelNotCachedError", "GeneratorContractError", "MissingExtraError",
@@ -74,10 +75,6 @@ class ModelNotCachedError(OSError):
 
 class GeneratorContractError(GenerationError):
     """A backend's ``generate`` returned something else than ``n`` Completions per prompt."""
-
-
-class MissingExtraError(ImportError):
-    """A backend needs an optional dependency; the message names the extra that installs it."""
 
 
 def check_request(prompts: list, n: int, sampling: Sampling | None) -> Sampling:
