@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from test_cli_errors import GOOD_AGENTS
 
 from councilzoo.cli import main as cli_main
 from councilzoo.config import ConfigError, run_lock
@@ -23,14 +24,7 @@ from councilzoo.learners.logging import MetricsLogger, read_metrics
 from councilzoo.rollout.log import EpisodeLog
 
 REPO = Path(__file__).resolve().parents[1]
-AGENTS = """\
-models:
-  medium: {type: simulated, kwargs: {skill: 0.6, seed: 1}}
-  strong: {type: simulated, kwargs: {skill: 0.7, seed: 2}}
-anchor: medium
-peers: [strong, medium]
-verifier: strong
-"""
+AGENTS = GOOD_AGENTS  # the CLI tests' simulated council
 PROBLEM = '{"id": "p%d", "question": "What is %d + 1?", "answer": "%d", "kind": "numeric"}\n'
 
 
