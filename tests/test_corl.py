@@ -97,6 +97,24 @@ def test_cohort_reward_is_the_games_rule_against_peer_labels(tmp_path, rule, n):
     assert logged["label_accuracy"] == 0.5  # diagnostics do: labels B (right) and D (wrong)
 
 
+class _CutTrainer(_Trainer):
+    eos_token_ids, _tokenizer = [2], type("Tokenizer", (), {"pad_token_id": 0})
+
+
+def test_a_completion_cut_at_the_token_limit_gives_no_answer_from_its_unfinished_end(tmp_path):
+    cfg = make_config(tmp_path, n=1, rule="self_majority", cls=BaselineConfig)
+    problem = Problem("p1", "What is 2 + 2?", "4", "numeric")
+    reward = CohortReward(cfg, 0, [problem], LocalLink({}, me=0))
+    reward.bind(_CutTrainer())
+    texts = ["The answer is 4.", "So the answer is 4 + 6", "The answer is 5.", "So the answer is 5 + 1"]
+    ids = [[7, 8, 2], [7, 8, 9], [7, 8, 2], [7, 8, 9]]  # the 2nd and 4th stop at the limit, without EOS
+    completions = [[{"role": "assistant", "content": t}] for t in texts]
+    reward(None, completions, ["p1"] * 4, ["p1"] * 4, [0] * 4, completion_ids=ids)
+    assert reward.last_round["answers"]["p1"] == ["4", None, "5", None]
+    reward(None, completions, ["p1"] * 4, ["p1"] * 4, [1] * 4)  # no ids (outside TRL): read whole
+    assert reward.last_round["answers"]["p1"] == ["4", "4", "5", "5"]
+
+
 def test_rows_follow_rounds_and_carry_no_gold(tmp_path):
     problems = load_items(make_config(tmp_path).data, 0)
     rows = problem_rows(problems, 0, rounds=3, per_round=4, render=lambda p: p.question)

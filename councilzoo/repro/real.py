@@ -26,6 +26,7 @@ so ``councilzoo view`` shows the conversations beside the training curves.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -132,14 +133,22 @@ def held_out_episodes(out: Path, adapter: str | None, seed: int, settings: dict)
 
 def _run_job(job: tuple) -> dict[str, Any]:
     """``run_arm`` with one torch thread per member world, then its first member's held-out
-    episodes (a process-pool task)."""
+    episodes (a process-pool task). A finished run (its ``result.json`` written for the same
+    settings) is read back, not run again: an interrupted experiment resumes where it stopped."""
     os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the member worlds
     arm, seed, settings, out = job
+    done = out / f"{arm}-seed{seed}" / "result.json"
+    if done.exists():
+        saved = json.loads(done.read_text())
+        if saved.get("settings") == settings:
+            log.info("real: %s seed %d: finished before, read back", arm, seed)
+            return saved["result"]
     result = run_arm(*job)
     member = sorted((out / f"{arm}-seed{seed}" / "members").iterdir())[0]
     result["episodes_accuracy"] = held_out_episodes(
         out / f"{arm}-seed{seed}" / "held_out", str(member / "final"), seed, settings)
     log.info("real: %s seed %d: held-out accuracy %s", arm, seed, [round(a, 3) for a in result["accuracy"]])
+    done.write_text(json.dumps({"settings": settings, "result": result}))
     return result
 
 

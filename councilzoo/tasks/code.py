@@ -133,14 +133,18 @@ def answers_for_batch(
     *,
     sandbox: Sandbox | None = None,
     limits: Limits | None = None,
+    truncated: Sequence[Sequence[bool]] | None = None,
 ) -> list[list[str | None]]:
     """Answers of many (problem, completion texts) groups; every program of the batch runs in one
-    parallel sandbox call. Non-code problems get ``extract_answer``'s answers."""
+    parallel sandbox call. Non-code problems get ``extract_answer``'s answers; ``truncated`` (one
+    flag per text, parallel to ``items``) marks texts cut at the token limit, whose unfinished
+    end states nothing."""
     answers: list[list[str | None]] = []
     pending: dict[str, tuple[Job, list[tuple[int, int]]]] = {}
     for i, (problem, texts) in enumerate(items):
         if problem.kind != "code":
-            answers.append([extract_answer(t, problem.kind) for t in texts])
+            cut = truncated[i] if truncated is not None else [False] * len(texts)
+            answers.append([extract_answer(t, problem.kind, truncated=c) for t, c in zip(texts, cut, strict=True)])
             continue
         row: list[str | None] = []
         no_inputs = not problem.metadata.get("test_inputs")

@@ -43,7 +43,7 @@ from councilzoo.tasks import Problem
 
 __all__ = [
     "check_trainer_overrides", "grpo_args", "optimizer_steps_per_round", "rounds_needed", "step_items",
-    "problem_rows", "split_images", "completion_text", "build_trainer", "processing_class",
+    "problem_rows", "split_images", "completion_text", "cut_at_token_limit", "build_trainer", "processing_class",
     "latest_trainer_checkpoint", "checkpoint_steps", "MetricsFile", "CheckpointManifest", "StepProgress",
 ]
 
@@ -277,6 +277,16 @@ def completion_text(completion: Any) -> str:
     if isinstance(completion, str):
         return completion
     return "".join(m.get("content") or "" for m in completion if isinstance(m, Mapping))
+
+
+def cut_at_token_limit(trainer: Any, completion_ids: Sequence[Sequence[int]] | None) -> list[bool]:
+    """Whether each completion ran into the token limit, by TRL's own test (that of
+    ``mask_truncated_completions``): its last token is neither an EOS nor the pad token. Without
+    a trainer or ids (a reward called outside TRL), none is."""
+    if trainer is None or completion_ids is None:
+        return [False] * len(completion_ids or ())
+    ends = {*trainer.eos_token_ids, trainer._tokenizer.pad_token_id}
+    return [bool(ids) and ids[-1] not in ends for ids in completion_ids]
 
 
 def build_trainer(

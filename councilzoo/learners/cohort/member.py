@@ -80,8 +80,8 @@ class HeldOutAccuracy(engine.MetricsFile):
         with policy_generator(self.trainer) as generator:
             images = generator.accepts_images
             prompts = [member_prompt(self.problems[i], 0, images, self.style) for i in padded]
-            texts = [g[0].text for g in generator.generate(prompts, n=1, sampling=greedy)]
-        hits = dict(zip(mine, self._hits(mine, texts[: len(mine)]), strict=True))
+            replies = [g[0] for g in generator.generate(prompts, n=1, sampling=greedy)][: len(mine)]
+        hits = dict(zip(mine, self._hits(mine, replies), strict=True))
         if world > 1:
             from accelerate.utils import gather_object
 
@@ -94,11 +94,12 @@ class HeldOutAccuracy(engine.MetricsFile):
             return row["accuracy"]
         return None
 
-    def _hits(self, indices: list[int], texts: list[str]) -> list[bool]:
-        """Whether each answer equals its item's gold (code: each program's output signature, all
-        run in one sandbox call)."""
+    def _hits(self, indices: list[int], replies: list[Any]) -> list[bool]:
+        """Whether each reply's answer equals its item's gold (code: each program's output
+        signature, all run in one sandbox call); a reply cut at the token limit is read as such."""
         problems = [self.problems[i] for i in indices]
-        answers = answers_for_batch([(p, [t]) for p, t in zip(problems, texts, strict=True)])
+        answers = answers_for_batch([(p, [r.text]) for p, r in zip(problems, replies, strict=True)],
+                                    truncated=[[r.finish_reason == "length"] for r in replies])
         return [answers_equivalent(a, p.answer, p.kind) for [a], p in zip(answers, problems, strict=True)]
 
     def on_train_begin(self, args, state, control, **kwargs):

@@ -75,29 +75,34 @@ class CohortReward:
         return exchanged[0]
 
     # -- the reward ---------------------------------------------------------------------------
-    def __call__(self, prompts, completions, problem_id, problem_key, round, log_metric=None, **_: Any):
+    def __call__(self, prompts, completions, problem_id, problem_key, round, log_metric=None,
+                 completion_ids=None, **_: Any):
         rounds = set(round)
         if len(rounds) != 1:
             raise RuntimeError(f"one generation batch must hold one round, got rounds {sorted(rounds)}")
         round_index = rounds.pop()
+        cut = engine.cut_at_token_limit(self.trainer, completion_ids) if completion_ids else [False] * len(completions)
         local = [
-            (k, p, engine.completion_text(c))
-            for k, p, c in zip(problem_key, problem_id, completions, strict=True)
+            (k, p, engine.completion_text(c), t)
+            for k, p, c, t in zip(problem_key, problem_id, completions, cut, strict=True)
         ]
         per_rank = self._gather(local)
         rank = self.trainer.accelerator.process_index if self.trainer is not None else 0
         groups: dict[str, list[str]] = {}
+        truncated: dict[str, list[bool]] = {}  # cut at the token limit: the unfinished end states nothing
         ids: dict[str, str] = {}
         mine: list[tuple[str, int]] = []  # (key, position in its group) of this process's completions
         for r, entries in enumerate(per_rank):
-            for key, pid, text in entries:
+            for key, pid, text, was_cut in entries:
                 ids[key] = pid
                 if r == rank:
                     mine.append((key, len(groups.get(key, ()))))
                 groups.setdefault(key, []).append(text)
+                truncated.setdefault(key, []).append(was_cut)
         keys = list(groups)  # code answers are output signatures: all programs run in one sandbox call
+        batch = [(self.problems[ids[k]], groups[k]) for k in keys]
         answers = dict(
-            zip(keys, answers_for_batch([(self.problems[ids[k]], groups[k]) for k in keys]), strict=True)
+            zip(keys, answers_for_batch(batch, truncated=[truncated[k] for k in keys]), strict=True)
         )
         own = {k: own_label(a, self.problems[ids[k]].kind, self.cfg.tau) for k, a in answers.items()}
         labels = self._peer_labels(round_index, own)
