@@ -144,7 +144,9 @@ def answers_for_batch(
     for i, (problem, texts) in enumerate(items):
         if problem.kind != "code":
             cut = truncated[i] if truncated is not None else [False] * len(texts)
-            answers.append([extract_answer(t, problem.kind, truncated=c) for t, c in zip(texts, cut, strict=True)])
+            answers.append(
+                [extract_answer(t, problem.kind, truncated=c) for t, c in zip(texts, cut, strict=True)]
+            )
             continue
         row: list[str | None] = []
         no_inputs = not problem.metadata.get("test_inputs")

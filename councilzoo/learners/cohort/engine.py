@@ -43,7 +43,8 @@ from councilzoo.tasks import Problem
 
 __all__ = [
     "check_trainer_overrides", "grpo_args", "optimizer_steps_per_round", "rounds_needed", "step_items",
-    "problem_rows", "split_images", "completion_text", "cut_at_token_limit", "build_trainer", "processing_class",
+    "problem_rows", "split_images", "completion_text", "cut_at_token_limit", "build_trainer",
+    "processing_class",
     "latest_trainer_checkpoint", "checkpoint_steps", "MetricsFile", "CheckpointManifest", "StepProgress",
 ]
 
@@ -279,12 +280,12 @@ def completion_text(completion: Any) -> str:
     return "".join(m.get("content") or "" for m in completion if isinstance(m, Mapping))
 
 
-def cut_at_token_limit(trainer: Any, completion_ids: Sequence[Sequence[int]] | None) -> list[bool]:
+def cut_at_token_limit(trainer: Any, completion_ids: Sequence[Sequence[int]]) -> list[bool]:
     """Whether each completion ran into the token limit, by TRL's own test (that of
     ``mask_truncated_completions``): its last token is neither an EOS nor the pad token. Without
-    a trainer or ids (a reward called outside TRL), none is."""
-    if trainer is None or completion_ids is None:
-        return [False] * len(completion_ids or ())
+    a trainer (a reward called outside TRL) or ids (empty), none did."""
+    if trainer is None or not any(completion_ids):
+        return [False] * len(completion_ids)
     ends = {*trainer.eos_token_ids, trainer._tokenizer.pad_token_id}
     return [bool(ids) and ids[-1] not in ends for ids in completion_ids]
 

@@ -81,7 +81,7 @@ class CohortReward:
         if len(rounds) != 1:
             raise RuntimeError(f"one generation batch must hold one round, got rounds {sorted(rounds)}")
         round_index = rounds.pop()
-        cut = engine.cut_at_token_limit(self.trainer, completion_ids) if completion_ids else [False] * len(completions)
+        cut = engine.cut_at_token_limit(self.trainer, completion_ids or [[]] * len(completions))
         local = [
             (k, p, engine.completion_text(c), t)
             for k, p, c, t in zip(problem_key, problem_id, completions, cut, strict=True)
