@@ -191,13 +191,14 @@ def _plain_trl(cfg, clock) -> list[dict]:
     from trl import GRPOTrainer
 
     from councilzoo.agents.prompts import member_prompt
-    from councilzoo.learners.cohort import engine
+    from councilzoo.learners import engine
     from councilzoo.learners.cohort.config import load_items
     from councilzoo.learners.cohort.member import member_args
+    from councilzoo.learners.cohort.rounds import problem_rows
 
     args = member_args(cfg, 0)
     problems = load_items(cfg.data, cfg.seed)
-    rows = engine.problem_rows(
+    rows = problem_rows(
         problems, cfg.seed, engine.rounds_needed(args), cfg.prompts_per_step, lambda p: member_prompt(p, 0)
     )
     model = cfg.members[0].model

@@ -113,7 +113,7 @@ def test_gpu_configs_run_gspo_off_policy_with_the_papers_clip_range(name, tmp_pa
 
     import yaml
 
-    from councilzoo.learners.cohort import engine
+    from councilzoo.learners import engine
 
     cfg = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs" / name).read_text())
     if "members" in cfg:
@@ -124,9 +124,8 @@ def test_gpu_configs_run_gspo_off_policy_with_the_papers_clip_range(name, tmp_pa
         trainer, world, prompts, generations = gen["trainer"], 1, gen["turns_per_step"], gen["num_candidates"]
     overrides = {k: v for k, v in trainer.items() if k not in CPU_UNSAFE}
     overrides["per_device_train_batch_size"] = trainer["per_device_train_batch_size"] * world
-    args = engine.grpo_args(output_dir=tmp_path, max_steps=cfg["max_steps"], seed=0, save_steps=0,
-                            report_to=[], num_generations=generations, prompts_per_round=prompts,
-                            max_completion_length=8, run_name=name, overrides=overrides)
+    run = engine.RunSettings(tmp_path, max_steps=cfg["max_steps"], seed=0, save_steps=0, report_to=[])
+    args = run.grpo_config(engine.Round(prompts, generations, max_completion_length=8), name, overrides)
     assert (args.importance_sampling_level, args.loss_type) == ("sequence", "grpo")
     assert (args.epsilon, args.epsilon_high) == (3e-4, 4e-4)
     assert engine.optimizer_steps_per_round(args) == 4  # the first update on-policy, three off it

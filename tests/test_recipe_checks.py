@@ -137,7 +137,7 @@ def test_every_prompt_renders_the_fixed_date_not_today(tiny_model_dir):
     from trl.data_utils import apply_chat_template as trl_apply_chat_template
 
     from councilzoo.agents.generators.common import render_prompt
-    from councilzoo.learners.cohort.engine import grpo_args
+    from councilzoo.learners.engine import Round, RunSettings
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     tokenizer.chat_template = LLAMA_STYLE
@@ -146,10 +146,8 @@ def test_every_prompt_renders_the_fixed_date_not_today(tiny_model_dir):
     assert text.startswith("Today Date: 26 Jul 2024|")
     assert datetime.date.today().strftime("%d %b %Y") not in text
     # TRL renders the training prompts, with the config's chat_template_kwargs
-    args = grpo_args(
-        output_dir="/tmp/x", max_steps=1, seed=0, save_steps=0, report_to=["none"], num_generations=2,
-        prompts_per_round=1, max_completion_length=4, run_name="t",
-    )  # fmt: skip
+    run = RunSettings(output_dir="/tmp/x", max_steps=1, seed=0, save_steps=0, report_to=["none"])
+    args = run.grpo_config(Round(prompts=1, num_generations=2, max_completion_length=4), run_name="t")
     rendered = trl_apply_chat_template({"prompt": messages}, tokenizer, **args.chat_template_kwargs)
     assert rendered["prompt"].startswith("Today Date: 26 Jul 2024|")
     tokenizer.chat_template = DIRECT  # reads the clock with no way to fix it: refused
@@ -228,7 +226,7 @@ def test_colocated_pushes_use_trls_sync_weights_on_cuda_and_reload_on_cpu(monkey
 
 
 def test_the_masked_fraction_counts_completion_tokens_the_mode_dropped_or_bounded():
-    from councilzoo.learners.cohort.engine import masked_fraction
+    from councilzoo.learners.engine import masked_fraction
 
     mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
     per_token = torch.tensor([[1.0, 0.0, 0.9, 0.0], [0.0, 1.2, 5.0, 1.0]])  # padding never counts

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal
 
 from councilzoo.agents.prompts import check_prompt_style
 from councilzoo.config import cache_home, config_to_dict, gather
-from councilzoo.learners.cohort import engine
+from councilzoo.learners import engine
 from councilzoo.learners.cohort.distributed import DistributedConfig
 from councilzoo.learners.logging import check_report_to
 from councilzoo.learners.recipe_checks import check_sleep_mode, check_training_data, check_views

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from councilzoo.config import ConfigError, write_run_files
-from councilzoo.learners.cohort import engine
+from councilzoo.learners import engine
 from councilzoo.learners.cohort.config import CohortConfig, MemberConfig, load_training_items
 from councilzoo.learners.cohort.member import (
     LAUNCHER_ENV,

@@ -32,7 +32,7 @@ class CohortLearner(Learner):
 
     def resume_step(self) -> int | None:
         """The newest step every member has a checkpoint of (what the members agree to resume)."""
-        from councilzoo.learners.cohort.engine import checkpoint_steps
+        from councilzoo.learners.engine import checkpoint_steps
 
         members = range(len(self.cfg.members))
         held = [set(checkpoint_steps(self.cfg.member_dir(i), verify=False)) for i in members]

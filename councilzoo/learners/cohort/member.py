@@ -18,15 +18,17 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from councilzoo.agents.prompts import member_prompt
 from councilzoo.config import ConfigError, load_config
 from councilzoo.envs.rewards import PEER_RULES
-from councilzoo.learners.cohort import engine
+from councilzoo.learners import engine
 from councilzoo.learners.cohort.config import CohortConfig, load_items, load_training_items
 from councilzoo.learners.cohort.distributed import CohortLink
+from councilzoo.learners.cohort.rounds import problem_rows
 from councilzoo.learners.cohort.seeded_sampling import SeededSampling
 from councilzoo.learners.live_policy import vllm_mode
 from councilzoo.processes import pid_alive
@@ -129,15 +131,9 @@ def member_args(cfg: CohortConfig, index: int, world_size: int | None = None) ->
     """The member's ``GRPOConfig`` (cohort trainer settings, then the member's own), its batch
     settings checked for ``world_size`` processes (default: this process's world)."""
     member = cfg.members[index]
-    return engine.grpo_args(
-        output_dir=cfg.member_dir(index),
-        max_steps=cfg.max_steps,
-        seed=cfg.seed,
-        save_steps=cfg.save_steps,
-        report_to=cfg.report_to,
-        num_generations=cfg.num_generations,
-        prompts_per_round=cfg.prompts_per_step,
-        max_completion_length=cfg.max_completion_length,
+    run = replace(engine.RunSettings.of(cfg), output_dir=cfg.member_dir(index))
+    return run.grpo_config(
+        engine.Round(cfg.prompts_per_step, cfg.num_generations, cfg.max_completion_length),
         run_name=f"{Path(cfg.output_dir).name}-{member.name}",
         overrides={"vllm_group_port": VLLM_GROUP_PORT + index, **cfg.trainer, **member.trainer},
         world_size=world_size,
@@ -195,7 +191,7 @@ def run_member(
     if vlm and cfg.eval.eval_steps and vllm_mode(args) == "server":
         raise ConfigError(f"member {member.name!r}: held-out evaluation through a vLLM server is for text "
                           "models; use vllm_mode: colocate for a VLM, or no eval")
-    rows = engine.problem_rows(
+    rows = problem_rows(
         problems, cfg.seed, engine.rounds_needed(args), cfg.prompts_per_step,
         lambda p: member_prompt(p, view, vlm, cfg.prompt_style),
     )
@@ -238,7 +234,7 @@ def run_member(
         if trainer.accelerator.is_main_process:
             trainer.processing_class.save_pretrained(str(final))
             _write_world(cfg.member_dir(index) / "world.json", trainer)
-    leave_world(trainer)
+    engine.leave_world(trainer)
     history = [r for r in trainer.state.log_history if "reward" in r]
     return history[-1] if history else {}
 
@@ -270,14 +266,6 @@ def _write_world(path: Path, trainer: Any) -> None:
         "model_class": type(trainer.model_wrapped).__name__,
     }
     path.write_text(json.dumps(world, indent=2) + "\n")
-
-
-def leave_world(trainer: Any) -> None:
-    """Every rank leaves together, then the process group is destroyed (a no-op in a one-process
-    world). Rank 0 saves and reports after the others are done, and a rank that exited with its
-    gloo group still alive while rank 0 was busy was once seen to abort (SIGABRT), failing the run."""
-    trainer.accelerator.wait_for_everyone()
-    trainer.accelerator.end_training()
 
 
 def _broadcast_from_main(value: Any) -> Any:

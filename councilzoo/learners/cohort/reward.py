@@ -10,7 +10,7 @@ from typing import Any
 from councilzoo.envs import cohort_v0
 from councilzoo.envs.core import Action, Mode
 from councilzoo.envs.rewards import PEER_RULES, own_label
-from councilzoo.learners.cohort import engine
+from councilzoo.learners import engine
 from councilzoo.learners.cohort import metrics as M
 from councilzoo.learners.cohort.config import CohortConfig
 from councilzoo.learners.cohort.distributed import CohortLink

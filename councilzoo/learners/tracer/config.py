@@ -12,7 +12,7 @@ from typing import Literal
 
 from councilzoo.agents.factory import ModelSpec, check_keywords, import_object
 from councilzoo.config import ConfigError
-from councilzoo.learners.cohort.engine import check_trainer_overrides
+from councilzoo.learners.engine import check_trainer_overrides
 from councilzoo.learners.logging import check_report_to
 from councilzoo.learners.recipe_checks import check_sleep_mode, check_training_data
 

@@ -50,7 +50,7 @@ from councilzoo.agents.llm import LLMAgent
 from councilzoo.agents.parsing import parse_action
 from councilzoo.config import ConfigError
 from councilzoo.envs.core import Mode
-from councilzoo.learners.cohort import engine
+from councilzoo.learners import engine
 from councilzoo.learners.live_policy import push_weights, trainer_vllm_generator, vllm_mode
 from councilzoo.learners.recipe_checks import check_tracer_world
 from councilzoo.learners.tracer.config import ROLES, TracerConfig
@@ -75,22 +75,17 @@ def utterance_args(cfg: TracerConfig) -> Any:
 
 def _utterance_args(cfg: TracerConfig, updates_per_round: int) -> Any:
     a, g = cfg.agents, cfg.generation
-    batch, world = g.turns_per_step * g.num_candidates, engine._world_size()
+    batch, world = g.turns_per_step * g.num_candidates, engine.current_world_size()
     if batch % (world * g.minibatches):
         raise ConfigError(
             f"generation: a round of {batch} candidates (turns_per_step x num_candidates) does not split "
             f"into {g.minibatches} minibatches on each of {world} processes; choose sizes it divides"
         )
     minibatch = {"per_device_train_batch_size": batch // (world * g.minibatches)}
-    return engine.grpo_args(
-        output_dir=cfg.output_dir,
-        max_steps=cfg.max_steps * updates_per_round,
-        seed=cfg.seed,
-        save_steps=cfg.save_steps * updates_per_round,
-        report_to=cfg.report_to,
-        num_generations=g.num_candidates,
-        prompts_per_round=g.turns_per_step,
-        max_completion_length=a.max_new_tokens,
+    k = updates_per_round
+    run = replace(engine.RunSettings.of(cfg), max_steps=cfg.max_steps * k, save_steps=cfg.save_steps * k)
+    return run.grpo_config(
+        engine.Round(g.turns_per_step, g.num_candidates, a.max_new_tokens),
         run_name=f"tracer-{cfg.seed}",
         overrides={"temperature": a.temperature, "save_total_limit": cfg.save_total_limit,
                    **minibatch, **g.trainer},

@@ -51,7 +51,7 @@ from councilzoo.envs import review_v0
 from councilzoo.envs.core import Mode
 from councilzoo.learners.base import Learner, register_learner
 from councilzoo.learners.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from councilzoo.learners.cohort.engine import StepProgress, checkpoint_steps, latest_trainer_checkpoint
+from councilzoo.learners.engine import StepProgress, checkpoint_steps, latest_trainer_checkpoint, leave_world
 from councilzoo.learners.logging import MetricsLogger, read_metrics
 from councilzoo.learners.tracer.config import ROLES, TracerConfig
 from councilzoo.learners.tracer.metrics import episode_metrics, flatten, regret_summary, speak_rates
@@ -402,8 +402,6 @@ class Tracer:
     def leave_world(self) -> None:
         """Every rank of the trainer's world leaves together (a no-op in one process)."""
         if self.trains_utterances and self.generation.trainer.accelerator.num_processes > 1:
-            from councilzoo.learners.cohort.member import leave_world
-
             leave_world(self.generation.trainer)
 
     @property

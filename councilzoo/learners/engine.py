@@ -6,21 +6,21 @@ importance-sampling correction, GRPO/GSPO/DAPO/Dr. GRPO/BNPO losses, mixed preci
 master weights, micro-batches and accumulation, gradient checkpointing, LoRA through
 ``peft_config``, DeepSpeed/FSDP through ``accelerate launch``, trackers, checkpoints, resume):
 
-- a **dataset** of prompt rows laid out round after round (``problem_rows``): every row is one
-  item's rendered chat prompt plus its ``problem_id``, exchange ``problem_key`` and ``round``.
-  Shuffling is off, so the trainer's ``RepeatSampler`` walks the rows in this order and every
-  cohort member meets the same items in the same round;
+- a **dataset** of prompt rows (Co-RL: its items laid out round after round,
+  ``learners/corl/rounds.py``; TRACER: placeholders, its ``rollout_func`` plays the episodes).
+  Shuffling is off, so the trainer's ``RepeatSampler`` walks the rows in their order;
 - **reward functions** (the learner's credit assignment; they get the dataset columns);
 - **callbacks** (``MetricsFile``: one JSON line per logged step; ``StepProgress``: a bar over
   optimizer steps with reward and label accuracy, or one plain line a step in a log file;
   ``CheckpointManifest``, always last: the manifest of every ``checkpoint-N`` folder, which a
   resume verifies).
 
-``grpo_args`` turns a learner's settings into a ``GRPOConfig``: any ``GRPOConfig`` field may be
-set in a config's ``trainer:`` mapping (validated by name before any model loads). The defaults
-differ from TRL's in three places, each on purpose: ``loss_type="grpo"`` with
-``importance_sampling_level="sequence"`` (GSPO as in its paper), ``shuffle_dataset=False`` (the
-row order is the schedule) and ``use_cpu`` when no accelerator is present.
+``RunSettings.of(cfg).grpo_config(Round(...), run_name, overrides)`` turns a learner config's
+run-level settings into a ``GRPOConfig``: any ``GRPOConfig`` field may be set in a config's
+``trainer:`` mapping (validated by name before any model loads). The defaults differ from TRL's in
+three places, each on purpose: ``loss_type="grpo"`` with ``importance_sampling_level="sequence"``
+(GSPO as in its paper), ``shuffle_dataset=False`` (the row order is the schedule) and ``use_cpu``
+when no accelerator is present.
 """
 
 from __future__ import annotations
@@ -29,22 +29,20 @@ import json
 import math
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from councilzoo.agents.generators.common import chat_template_kwargs, check_template_date
 from councilzoo.config import ConfigError, check_fields
 from councilzoo.learners.checkpoint import verified, write_manifest
 from councilzoo.learners.logging import read_metrics
 from councilzoo.progress import Progress, phase
-from councilzoo.tasks import Problem
 
 __all__ = [
-    "check_trainer_overrides", "grpo_args", "optimizer_steps_per_round", "rounds_needed", "step_items",
-    "problem_rows", "split_images", "completion_text", "cut_at_token_limit", "build_trainer",
-    "processing_class",
+    "check_trainer_overrides", "Round", "RunSettings", "optimizer_steps_per_round", "rounds_needed",
+    "current_world_size",
+    "completion_text", "cut_at_token_limit", "build_trainer", "processing_class", "leave_world",
     "latest_trainer_checkpoint", "checkpoint_steps", "MetricsFile", "CheckpointManifest", "StepProgress",
 ]
 
@@ -94,62 +92,84 @@ def check_trainer_overrides(overrides: Mapping[str, Any], where: str) -> None:
         raise ConfigError("\n".join(problems))
 
 
-def grpo_args(
-    *,
-    output_dir: str | Path,
-    max_steps: int,
-    seed: int,
-    save_steps: int,
-    report_to: Sequence[str],
-    num_generations: int,
-    prompts_per_round: int,
-    max_completion_length: int,
-    run_name: str,
-    overrides: Mapping[str, Any] = (),
-    world_size: int | None = None,
-    where: str | None = None,
-) -> Any:
-    """A ``GRPOConfig`` for one model: our defaults, then ``overrides`` (any GRPOConfig field).
+@dataclass(frozen=True)
+class Round:
+    """One generation round: ``prompts`` items x ``num_generations`` completions of at most
+    ``max_completion_length`` tokens (TRL's ``generation_batch_size`` is their product)."""
 
-    One generation round covers ``prompts_per_round`` items x ``num_generations`` completions
-    (TRL's ``generation_batch_size``). Unless overridden, the micro-batch is the whole round on
-    each process and accumulation is 1, so a round is one optimizer step. The batch settings are
-    checked for ``world_size`` processes (default: this process's world), so that a launcher can
-    check a world before starting it; errors name ``where`` (default: ``run_name``).
-    """
-    import torch
-    from trl import GRPOConfig
+    prompts: int
+    num_generations: int
+    max_completion_length: int
 
-    settings = {**DEFAULTS, **dict(overrides)}
-    # TRL renders the training prompts: the same fixed date as our own paths
-    settings["chat_template_kwargs"] = {
-        **chat_template_kwargs(), **(settings.get("chat_template_kwargs") or {})
-    }
-    if not torch.cuda.is_available() and not settings.get("use_cpu"):
-        settings.update(use_cpu=True, bf16=settings.get("bf16", False), fp16=False)
-    world = _world_size() if world_size is None else world_size
-    generation_batch = prompts_per_round * num_generations
-    settings.setdefault("per_device_train_batch_size", max(1, generation_batch // world))
-    check_round_fits(settings, prompts_per_round, num_generations, world, where or repr(run_name))
-    try:
-        args = GRPOConfig(
-            output_dir=str(output_dir),
-            max_steps=max_steps,
-            seed=seed,
-            save_steps=save_steps if save_steps > 0 else max_steps,
-            save_strategy="steps",
-            report_to=[r for r in report_to if r != "none"] or "none",
-            num_generations=num_generations,
-            generation_batch_size=generation_batch,
-            max_completion_length=max_completion_length,
-            shuffle_dataset=False,
-            remove_unused_columns=False,
-            run_name=run_name,
-            **settings,
-        )
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"trainer settings of {run_name!r}: {exc}") from exc
-    return args
+
+@dataclass(frozen=True)
+class RunSettings:
+    """A learner run's settings that ``GRPOConfig`` takes from the learner's own keys (the
+    ``Learner`` contract's TRL names), not from a config's ``trainer:`` mapping.
+
+    ``RunSettings.of(cfg)`` reads them from any learner config; ``grpo_config`` adds the round and
+    the ``trainer:`` overrides. A learner whose run is not one trainer's (a cohort member's folder,
+    several updates a round) changes them with ``dataclasses.replace``."""
+
+    output_dir: str | Path
+    max_steps: int
+    seed: int
+    save_steps: int
+    report_to: Sequence[str]
+
+    @classmethod
+    def of(cls, cfg: Any) -> RunSettings:
+        return cls(*(getattr(cfg, f.name) for f in fields(cls)))
+
+    def grpo_config(
+        self,
+        per_round: Round,
+        run_name: str,
+        overrides: Mapping[str, Any] = (),
+        world_size: int | None = None,
+        where: str | None = None,
+    ) -> Any:
+        """A ``GRPOConfig`` for one model: our defaults, then ``overrides`` (any GRPOConfig field).
+
+        Unless overridden, the micro-batch is the whole round on each process and accumulation is
+        1, so a round is one optimizer step. The batch settings are checked for ``world_size``
+        processes (default: this process's world), so that a launcher can check a world before
+        starting it; errors name ``where`` (default: ``run_name``).
+        """
+        import torch
+        from trl import GRPOConfig
+
+        settings = {**DEFAULTS, **dict(overrides)}
+        # TRL renders the training prompts: the same fixed date as our own paths
+        settings["chat_template_kwargs"] = {
+            **chat_template_kwargs(), **(settings.get("chat_template_kwargs") or {})
+        }
+        if not torch.cuda.is_available() and not settings.get("use_cpu"):
+            settings.update(use_cpu=True, bf16=settings.get("bf16", False), fp16=False)
+        world = current_world_size() if world_size is None else world_size
+        generation_batch = per_round.prompts * per_round.num_generations
+        settings.setdefault("per_device_train_batch_size", max(1, generation_batch // world))
+        where = where or repr(run_name)
+        check_round_fits(settings, per_round.prompts, per_round.num_generations, world, where)
+        try:
+            args = GRPOConfig(
+                output_dir=str(self.output_dir),
+                max_steps=self.max_steps,
+                seed=self.seed,
+                save_steps=self.save_steps if self.save_steps > 0 else self.max_steps,
+                save_strategy="steps",
+                report_to=[r for r in self.report_to if r != "none"] or "none",
+                num_generations=per_round.num_generations,
+                generation_batch_size=generation_batch,
+                max_completion_length=per_round.max_completion_length,
+                shuffle_dataset=False,
+                remove_unused_columns=False,
+                run_name=run_name,
+                **settings,
+            )
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"trainer settings of {run_name!r}: {exc}") from exc
+        return args
 
 
 def check_round_fits(
@@ -215,62 +235,11 @@ def rounds_needed(args: Any) -> int:
     return math.ceil(args.max_steps / optimizer_steps_per_round(args))
 
 
-def _world_size() -> int:
+def current_world_size() -> int:
+    """Processes of this process's world (``WORLD_SIZE``; 1 outside torchrun/accelerate)."""
     import os
 
     return int(os.environ.get("WORLD_SIZE", "1"))
-
-
-def step_items(problems: Sequence[Problem], seed: int, round_index: int, per_round: int) -> list[Problem]:
-    """Items of one round: consecutive slices of a per-epoch seeded permutation (the one seed rule
-    of every learner's data order; a resumed run meets the same items)."""
-    n = len(problems)
-    out = []
-    for pos in range(round_index * per_round, (round_index + 1) * per_round):
-        epoch, offset = divmod(pos, n)
-        order = np.random.default_rng([seed, epoch]).permutation(n)
-        out.append(problems[order[offset]])
-    return out
-
-
-def item_keys(problems: Sequence[Problem]) -> list[str]:
-    """Exchange keys within one round: the problem id, with ``~k`` on its k-th repeat."""
-    seen: dict[str, int] = {}
-    keys = []
-    for p in problems:
-        k = seen.get(p.id, 0)
-        seen[p.id] = k + 1
-        keys.append(p.id if k == 0 else f"{p.id}~{k}")
-    return keys
-
-
-def problem_rows(
-    problems: Sequence[Problem], seed: int, rounds: int, per_round: int, render: Any
-) -> list[dict[str, Any]]:
-    """Dataset rows for ``rounds`` rounds: ``prompt`` (chat messages from ``render(problem)``),
-    ``problem_id``, ``problem_key`` and ``round``. Gold answers are never a column.
-
-    A prompt with image parts is stored in TRL's vision-language form: text-only messages plus an
-    ``images`` column, which GRPOTrainer puts back ahead of the first user message (where
-    ``render`` had them)."""
-    rows = []
-    for r in range(rounds):
-        items = step_items(problems, seed, r, per_round)
-        for problem, key in zip(items, item_keys(items), strict=True):
-            prompt, images = split_images(render(problem))
-            row = {"prompt": prompt, "problem_id": problem.id, "problem_key": key, "round": r}
-            rows.append({**row, "images": images} if images else row)
-    return rows
-
-
-def split_images(messages: list[dict] | str) -> tuple[list[dict] | str, list]:
-    """``messages`` with every content as text, and their images opened, in order (a plain
-    string prompt has none)."""
-    from councilzoo.agents.generators.images import message_images, text_messages
-
-    if isinstance(messages, str):
-        return messages, []
-    return text_messages(messages), message_images(messages)
 
 
 def completion_text(completion: Any) -> str:
@@ -335,6 +304,14 @@ def build_trainer(
         if hasattr(fn, "bind"):
             fn.bind(trainer)
     return trainer
+
+
+def leave_world(trainer: Any) -> None:
+    """Every rank leaves together, then the process group is destroyed (a no-op in a one-process
+    world). Rank 0 saves and reports after the others are done, and a rank that exited with its
+    gloo group still alive while rank 0 was busy was once seen to abort (SIGABRT), failing the run."""
+    trainer.accelerator.wait_for_everyone()
+    trainer.accelerator.end_training()
 
 
 def masked_fraction(
