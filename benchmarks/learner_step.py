@@ -79,7 +79,7 @@ HOST_FUNCTIONS = 300  # functions kept per host profile, by self time
 
 def _cohort_config(spec: dict):
     from councilzoo.learners.baselines import BaselineConfig
-    from councilzoo.learners.cohort.config import DataConfig, MemberConfig
+    from councilzoo.learners.corl.config import DataConfig, MemberConfig
 
     trainer = {
         "generation_kwargs": {"min_new_tokens": spec["tokens"]},
@@ -192,9 +192,9 @@ def _plain_trl(cfg, clock) -> list[dict]:
 
     from councilzoo.agents.prompts import member_prompt
     from councilzoo.learners import engine
-    from councilzoo.learners.cohort.config import load_items
-    from councilzoo.learners.cohort.member import member_args
-    from councilzoo.learners.cohort.rounds import problem_rows
+    from councilzoo.learners.corl.config import load_items
+    from councilzoo.learners.corl.member import member_args
+    from councilzoo.learners.corl.rounds import problem_rows
 
     args = member_args(cfg, 0)
     problems = load_items(cfg.data, cfg.seed)
@@ -233,7 +233,7 @@ def child(spec: dict) -> dict:
     import torch
 
     from councilzoo.learners.baselines import GRPO
-    from councilzoo.learners.cohort.member import run_member
+    from councilzoo.learners.corl.member import run_member
     from councilzoo.learners.logging import read_metrics
 
     cfg = _cohort_config(spec)

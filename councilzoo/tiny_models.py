@@ -36,7 +36,7 @@ WARMUP_PROBLEMS = 64  # the first items of the training data the warm-up teaches
 
 
 def member_spec(cfg: Any, index: int) -> dict[str, Any]:
-    """What determines the weights of member ``index``'s tiny model (``cfg``: a ``CohortConfig``):
+    """What determines the weights of member ``index``'s tiny model (``cfg``: a ``CoRLConfig``):
     family and seed, and with a warm-up its steps, the member's prompt view, the training data and
     the SFT settings; the torch and transformers versions too (their initialisers draw the weights)."""
     member = cfg.members[index]
@@ -66,7 +66,7 @@ def spec_dir(root: str | Path, spec: dict[str, Any]) -> Path:
 
 def build_tiny_models(cfg: Any, problems: Sequence[Problem]) -> None:
     """Build (or load from the cache) every tiny_family member's model of ``cfg`` (a
-    ``CohortConfig``; each at ``cfg.tiny_model_dir(index)``), warmed up to state answers."""
+    ``CoRLConfig``; each at ``cfg.tiny_model_dir(index)``), warmed up to state answers."""
     for index, member in enumerate(cfg.members):
         if not member.tiny_family:
             continue

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from councilzoo.learners.cohort.reward import CohortReward
 from councilzoo.learners.corl import CoRL
+from councilzoo.learners.corl.reward import CohortReward
 
 FAULTY_MEMBER = 1
 

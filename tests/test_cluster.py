@@ -203,8 +203,8 @@ def assert_same_training(runs: dict[str, Path], alone: Path, models: Path) -> No
 def models(tmp_path_factory) -> Path:
     """The members' tiny models, built and warmed once (every launcher reuses them)."""
     from councilzoo.config import load_config
-    from councilzoo.learners.cohort.config import load_items
     from councilzoo.learners.corl import CoRLConfig
+    from councilzoo.learners.corl.config import load_items
     from councilzoo.tiny_models import build_tiny_models
 
     tmp = tmp_path_factory.mktemp("cluster")
@@ -337,8 +337,8 @@ def test_vllm_server_mode_reaches_each_server_and_stops_at_weight_sync(tmp_path,
     reaches its server; then TRL's ``init_communicator`` stops the world: its NCCL weight transfer
     needs CUDA. (tests/test_trl_vllm.py trains through a server with a file-based sync instead.)"""
     from councilzoo.config import load_config
-    from councilzoo.learners.cohort.member import VLLM_GROUP_PORT, member_args
     from councilzoo.learners.corl import CoRLConfig
+    from councilzoo.learners.corl.member import VLLM_GROUP_PORT, member_args
 
     *serve, (_, command) = recipe("vLLM server mode instead of colocate")
     cpu_config(tmp_path, models, vllm=True)
@@ -411,7 +411,7 @@ def test_stopping_the_launcher_ends_every_member_world(tmp_path, models, sig):
     def ready() -> bool:
         # "-m": torchrun's agent and its workers; the forkserver names the module in its preload
         # list, and so does the world it forked (its copy), which would count before torchrun's
-        entry = "-m councilzoo.learners.cohort.member"
+        entry = "-m councilzoo.learners.corl.member"
         workers = [p for p in _cohort(launcher) if entry in _command(p)]
         if sig == signal.SIGKILL:  # both worlds are training: every process is past its start
             logs = {n: run / "members" / n / "metrics.jsonl" for n in FAMILIES}

@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from councilzoo.config import ConfigError, load_config
-from councilzoo.learners.cohort.launch import member_command
-from councilzoo.learners.cohort.member import member_args
 from councilzoo.learners.corl import CoRLConfig
+from councilzoo.learners.corl.launch import member_command
+from councilzoo.learners.corl.member import member_args
 
 ROOT = Path(__file__).resolve().parents[1]
 

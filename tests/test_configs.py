@@ -186,7 +186,7 @@ def test_trainer_values_are_checked_against_grpoconfigs_own_field_types():
 def test_a_cohort_member_may_name_a_real_model_before_it_is_converted():
     """``smollm2-135m-instruct`` is converted on first use (``resolve_model_path``), not a folder
     that must already exist; another name without a folder is still refused."""
-    from councilzoo.learners.cohort.config import MemberConfig
+    from councilzoo.learners.corl.config import MemberConfig
 
     assert MemberConfig(name="smol", model="smollm2-135m-instruct").model == "smollm2-135m-instruct"
     with pytest.raises(ValueError, match="does not exist"):

@@ -16,7 +16,7 @@ from councilzoo.agents.generators.images import message_images
 from councilzoo.agents.prompts import render_messages, unseen_images_note
 from councilzoo.envs import make
 from councilzoo.envs.core import Mode, TurnContext
-from councilzoo.learners.cohort.rounds import problem_rows, split_images
+from councilzoo.learners.corl.rounds import problem_rows, split_images
 from councilzoo.rollout import EpisodeLog, RolloutEngine
 from councilzoo.tasks import Problem
 from councilzoo.tasks.images import ImageError, image_digest, load_image

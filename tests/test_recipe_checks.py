@@ -16,7 +16,7 @@ import torch
 import yaml
 
 from councilzoo.config import ConfigError, load_config
-from councilzoo.learners.cohort.config import CohortConfig, load_training_items
+from councilzoo.learners.corl.config import CoRLConfig, load_training_items
 from councilzoo.learners.recipe_checks import check_tracer_world, check_views
 from councilzoo.learners.tracer.config import TracerConfig
 from councilzoo.tasks import Problem, paraphrase
@@ -49,7 +49,7 @@ def _cohort(**changes) -> dict:
 )  # fmt: skip
 def test_training_on_evaluation_data_is_refused_in_one_line(data, words):
     with pytest.raises(ConfigError, match=words) as err:
-        load_config(_cohort(data=data), CohortConfig)
+        load_config(_cohort(data=data), CoRLConfig)
     assert "\n" not in str(err.value)
     with pytest.raises(ConfigError, match=words):
         load_config({"data": {"train": data["dataset"], "train_split": data["split"]}}, TracerConfig)
@@ -92,8 +92,8 @@ def test_the_paraphrase_command_writes_what_a_recipe_trains_on(tmp_path):
     members = [{"name": "a", "tiny_family": "qwen3"}, {"name": "b", "tiny_family": "llama", "view": 1}]
     data = {"dataset": "jsonl", "path": str(rows)}
     with pytest.raises(ConfigError, match="member 'b' has view 1 but item 'q0' has 0 paraphrase"):
-        load_training_items(load_config({"members": members, "data": data}, CohortConfig))
-    cfg = load_config({"members": members, "data": {**data, "paraphrases": str(out)}}, CohortConfig)
+        load_training_items(load_config({"members": members, "data": data}, CoRLConfig))
+    cfg = load_config({"members": members, "data": {**data, "paraphrases": str(out)}}, CoRLConfig)
     items = load_training_items(cfg)
     assert paraphrase(items[0], 1).question == paraphrases(QUESTIONS[0])[0]
 
@@ -186,7 +186,7 @@ def test_every_gpu_recipe_is_sized_evaluated_and_explicit(path, monkeypatch):
             assert set(data["data"]["eval"]) >= {"gsm8k", "math500"} and data["eval_every"] > 0
         update = trainer["per_device_train_batch_size"] * world * trainer["gradient_accumulation_steps"]
         assert round_ % update == 0 and round_ // update == 4  # 4 updates a round (GSPO off-policy)
-    cls = CohortConfig if "members" in data else TracerConfig
+    cls = CoRLConfig if "members" in data else TracerConfig
     load_config(data, cls)  # every check passes as shipped
 
 
@@ -196,7 +196,7 @@ def test_sleep_mode_with_our_own_generation_paths_is_refused(path, monkeypatch):
     data = yaml.safe_load((ROOT / path).read_text())
     data["trainer"]["vllm_enable_sleep_mode"] = True
     with pytest.raises(ConfigError, match="vllm_enable_sleep_mode is not supported with held-out evaluation"):
-        load_config(data, CohortConfig)
+        load_config(data, CoRLConfig)
     tracer = yaml.safe_load((ROOT / "configs/tracer_gpu.yaml").read_text())
     tracer["generation"]["trainer"]["vllm_enable_sleep_mode"] = True
     with pytest.raises(ConfigError, match="not supported with TRACER's episodes"):

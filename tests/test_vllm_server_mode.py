@@ -43,7 +43,7 @@ def server_trainer(url: str) -> dict:
 
 def cohort_config(root: Path, model: str, url: str):
     from councilzoo.learners.baselines import BaselineConfig
-    from councilzoo.learners.cohort.config import DataConfig, EvalConfig, MemberConfig
+    from councilzoo.learners.corl.config import DataConfig, EvalConfig, MemberConfig
 
     return BaselineConfig(
         members=[MemberConfig(name="m", model=model)], reward_rule="ground_truth", num_generations=G,
@@ -97,7 +97,7 @@ def _replay_seeded_calls() -> list[bool]:
 def run_cohort(root: Path, model: str, url: str) -> dict:
     """One seeded member trained 2 steps on the server: its samples and held-out texts."""
     from councilzoo.learners.baselines import GRPO
-    from councilzoo.learners.cohort.member import run_member
+    from councilzoo.learners.corl.member import run_member
     from councilzoo.learners.logging import read_metrics
 
     cfg = cohort_config(root, model, url)

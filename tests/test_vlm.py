@@ -20,10 +20,10 @@ from councilzoo.cli import main
 from councilzoo.config import dump_config, load_config
 from councilzoo.envs.core import Mode, TurnContext
 from councilzoo.learners.baselines import GRPO, TTRL, BaselineConfig
-from councilzoo.learners.cohort.config import load_items
-from councilzoo.learners.cohort.member import member_model_path, run_member
-from councilzoo.learners.cohort.rounds import problem_rows
 from councilzoo.learners.corl import CoRLConfig
+from councilzoo.learners.corl.config import load_items
+from councilzoo.learners.corl.member import member_model_path, run_member
+from councilzoo.learners.corl.rounds import problem_rows
 from councilzoo.tasks import Problem, load_problems
 from councilzoo.tasks.images import ImageError
 from councilzoo.tiny_models import build_tiny_models

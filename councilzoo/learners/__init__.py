@@ -11,17 +11,16 @@ from councilzoo.rollout import RolloutEngine, RolloutStats
 
 _MODULES = {
     "councilzoo.learners.base": ("Learner", "register_learner", "get_learner", "learner_names"),
-    "councilzoo.learners.cohort.config": ("CohortConfig", "MemberConfig", "DataConfig", "EvalConfig"),
-    "councilzoo.learners.cohort.reward": ("CohortReward",),
-    "councilzoo.learners.cohort.learner": ("CohortLearner",),
-    "councilzoo.learners.cohort.member": ("run_member",),
-    "councilzoo.learners.cohort.launch": ("launch_cohort", "CohortFailed"),
-    "councilzoo.learners.corl": ("CoRL", "CoRLConfig"),
+    "councilzoo.learners.corl.config": ("CoRLConfig", "MemberConfig", "DataConfig", "EvalConfig"),
+    "councilzoo.learners.corl.reward": ("CohortReward",),
+    "councilzoo.learners.corl.learner": ("CoRL",),
+    "councilzoo.learners.corl.member": ("run_member",),
+    "councilzoo.learners.corl.launch": ("launch_cohort", "CohortFailed"),
     "councilzoo.learners.baselines": ("Baseline", "BaselineConfig", "GRPO", "TTRL", "RENT", "INTUITOR"),
     "councilzoo.learners.tracer.learner": ("Tracer", "TracerLearner"),
     "councilzoo.learners.tracer.config": ("TracerConfig",),
     "councilzoo.learners.checkpoint": ("save_checkpoint", "load_checkpoint", "latest_checkpoint"),
-    "councilzoo.learners.cohort.distributed": ("CohortLink", "DistributedConfig", "PeerFailure"),
+    "councilzoo.learners.corl.distributed": ("CohortLink", "DistributedConfig", "PeerFailure"),
     "councilzoo.learners.logging": ("MetricsLogger",),
 }
 _LAZY = {name: module for module, names in _MODULES.items() for name in names}

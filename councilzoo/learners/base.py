@@ -17,7 +17,7 @@ from councilzoo.config import ConfigError
 __all__ = ["Learner", "register_learner", "learner_names", "get_learner"]
 
 BUILTIN = {
-    "corl": "councilzoo.learners.corl",
+    "corl": "councilzoo.learners.corl.learner",
     "grpo": "councilzoo.learners.baselines",
     "ttrl": "councilzoo.learners.baselines",
     "rent": "councilzoo.learners.baselines",

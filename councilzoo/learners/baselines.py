@@ -23,9 +23,9 @@ import torch
 from councilzoo.agents.generators.common import apply_chat_template
 from councilzoo.config import ConfigError
 from councilzoo.learners.base import register_learner
-from councilzoo.learners.cohort.config import CohortConfig
-from councilzoo.learners.cohort.learner import CohortLearner
-from councilzoo.learners.cohort.reward import CohortReward
+from councilzoo.learners.corl.config import CoRLConfig
+from councilzoo.learners.corl.learner import CoRL
+from councilzoo.learners.corl.reward import CohortReward
 
 __all__ = ["IntrinsicReward", "BaselineConfig", "Baseline", "GRPO", "TTRL", "RENT", "INTUITOR"]
 
@@ -110,14 +110,14 @@ class IntrinsicReward:
 
 
 @dataclass
-class BaselineConfig(CohortConfig):
+class BaselineConfig(CoRLConfig):
     """A baseline run: any number of independent members and a non-peer reward rule."""
 
     RULES: ClassVar[tuple[str, ...]] = ("ground_truth", "self_majority", "entropy", "self_certainty")
     MIN_MEMBERS: ClassVar[int] = 1
 
 
-class Baseline(CohortLearner):
+class Baseline(CoRL):
     """A baseline (its ``RULE`` names the reward rule the config must use)."""
 
     config_class = BaselineConfig

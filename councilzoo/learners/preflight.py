@@ -383,8 +383,8 @@ def _held_out(dataset: str, split: str, path: str | None, limit: int | None, siz
 
 def cohort_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
     """A plan per member of a cohort config, or (where, error) where its trainer settings fail."""
-    from councilzoo.learners.cohort.config import load_items
-    from councilzoo.learners.cohort.member import member_args
+    from councilzoo.learners.corl.config import load_items
+    from councilzoo.learners.corl.member import member_args
 
     plans: list[Plan | tuple[str, str]] = []
     d, e = cfg.data, cfg.eval
@@ -498,10 +498,10 @@ def describe(plan: Plan) -> list[str]:
 
 def preflight(learner: str, cfg: Any, gpu_gib: float = DEFAULT_GPU_GIB) -> tuple[str, list[str]]:
     """The report of a config and its error lines (empty: the run may start)."""
-    from councilzoo.learners.cohort.config import CohortConfig
+    from councilzoo.learners.corl.config import CoRLConfig
     from councilzoo.learners.tracer.config import TracerConfig
 
-    if isinstance(cfg, CohortConfig):
+    if isinstance(cfg, CoRLConfig):
         plans = cohort_plans(cfg, gpu_gib)
     elif isinstance(cfg, TracerConfig):
         plans = tracer_plans(cfg, gpu_gib)

@@ -47,7 +47,7 @@ import numpy as np
 
 from councilzoo.agents.prompts import member_prompt
 from councilzoo.config import cache_home
-from councilzoo.learners.cohort.config import DataConfig, EvalConfig
+from councilzoo.learners.corl.config import DataConfig, EvalConfig
 from councilzoo.repro.cohort_runs import (
     MAJORITY_BAND,
     majority_accuracy,

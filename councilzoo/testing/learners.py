@@ -1,10 +1,10 @@
 """Learner properties on a tiny model: it trains, it resumes exactly after a kill, it is label-free
-when it says so. ``check_learner`` runs a cohort learner's member (``CohortLearner`` subclasses:
+when it says so. ``check_learner`` runs a cohort learner's member (``CoRL`` subclasses:
 ``corl``, ``grpo``, ``ttrl``, ``rent``, ``intuitor`` or your own) for 2 optimizer steps:
 
 1. **trains**: the member's final weights differ from the model it started from;
 2. **resumes exactly**: a second run of the same config, started as a real process
-   (``python -m councilzoo.learners.cohort.member``), is killed with SIGKILL as soon as its first
+   (``python -m councilzoo.learners.corl.member``), is killed with SIGKILL as soon as its first
    checkpoint is complete; resumed, it continues from that checkpoint (not from scratch) and
    ends with bit-identical weights to the uninterrupted run;
 3. **label-free** (``label_free=True``): labels reach a cohort learner only through the problems
@@ -90,7 +90,7 @@ def _killed_then_resumed(cls: type, config: dict, out: Path, member: int) -> Pat
     (its manifest is written last), resume it in this process; return its final folder."""
     from councilzoo.config import load_config
     from councilzoo.learners.checkpoint import MANIFEST
-    from councilzoo.learners.cohort.member import run_member
+    from councilzoo.learners.corl.member import run_member
 
     cfg = load_config({**config, "output_dir": str(out)}, cls.config_class)
     out.mkdir(parents=True, exist_ok=True)
@@ -99,7 +99,7 @@ def _killed_then_resumed(cls: type, config: dict, out: Path, member: int) -> Pat
     spec, root = _spec(cls)
     paths = [root, *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
-    command = [sys.executable, "-m", "councilzoo.learners.cohort.member", str(path),
+    command = [sys.executable, "-m", "councilzoo.learners.corl.member", str(path),
                "--learner", spec, "--member", str(member)]
     log = out.parent / f"{out.name}.log"  # a file, not a pipe: a full pipe would stall the run
     with log.open("w") as sink:
@@ -143,8 +143,8 @@ def check_learner(
     """
     from councilzoo.config import load_config
     from councilzoo.learners.base import get_learner
-    from councilzoo.learners.cohort.config import load_items
-    from councilzoo.learners.cohort.member import member_model_path, run_member
+    from councilzoo.learners.corl.config import load_items
+    from councilzoo.learners.corl.member import member_model_path, run_member
     from councilzoo.tiny_models import build_tiny_models
 
     cls = get_learner(learner) if isinstance(learner, str) else learner
@@ -175,7 +175,7 @@ def check_learner(
 
 def _check_label_free(cls: type, configured, trained: dict, member: int, settings: Settings | None) -> None:
     """Runs with poisoned labels must end where the run with the true labels ended."""
-    from councilzoo.learners.cohort.member import run_member
+    from councilzoo.learners.corl.member import run_member
 
     runs = itertools.count()
 

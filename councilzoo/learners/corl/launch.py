@@ -11,7 +11,7 @@ start a subset of members per node (``members=``).
 With ``warm_start`` a single-process world is forked from a server (multiprocessing's
 forkserver) that imported torch, transformers, peft and TRL once, instead of a fresh ``python``
 that spends ~6 s importing them: what many short runs (a reproduction's arms and seeds) pay for
-over and over. The forked world runs the same ``councilzoo.learners.cohort.member`` main in its own
+over and over. The forked world runs the same ``councilzoo.learners.corl.member`` main in its own
 session with its own environment; only what a library reads at import time keeps the value it
 had when the server started.
 """
@@ -33,8 +33,8 @@ from pathlib import Path
 
 from councilzoo.config import ConfigError, write_run_files
 from councilzoo.learners import engine
-from councilzoo.learners.cohort.config import CohortConfig, MemberConfig, load_training_items
-from councilzoo.learners.cohort.member import (
+from councilzoo.learners.corl.config import CoRLConfig, MemberConfig, load_training_items
+from councilzoo.learners.corl.member import (
     LAUNCHER_ENV,
     member_args,
     member_model_path,
@@ -55,11 +55,11 @@ def _free_port() -> int:
 
 
 # What a warm-start server imports once (the member module pulls in torch and transformers).
-WARM_MODULES = ("councilzoo.learners.cohort.member", "trl.trainer.grpo_trainer", "peft")
+WARM_MODULES = ("councilzoo.learners.corl.member", "trl.trainer.grpo_trainer", "peft")
 
 
 def member_argv(config_path: Path, learner: str, index: int, resume: bool) -> list[str]:
-    """The arguments of ``councilzoo.learners.cohort.member``'s main for member ``index``."""
+    """The arguments of ``councilzoo.learners.corl.member``'s main for member ``index``."""
     argv = [str(config_path), "--learner", learner, "--member", str(index)]
     return argv + (["--resume"] if resume else [])
 
@@ -71,7 +71,7 @@ def member_command(
 
     A world on one machine gets a free local port; one spanning machines keeps its accelerate
     config's ``main_process_port``, which every machine must share."""
-    entry = ["-m", "councilzoo.learners.cohort.member", *member_argv(config_path, learner, index, resume)]
+    entry = ["-m", "councilzoo.learners.corl.member", *member_argv(config_path, learner, index, resume)]
     port = str(_free_port())
     if member.accelerate_config:
         local_port = ["--main_process_port", port] if member.machines() == 1 else []
@@ -101,7 +101,7 @@ def member_command(
 
 
 def prepare_run(
-    cfg: CohortConfig, learner: str, resume: bool, overwrite: bool, indices: Sequence[int] | None = None
+    cfg: CoRLConfig, learner: str, resume: bool, overwrite: bool, indices: Sequence[int] | None = None
 ) -> Path:
     """Everything that can fail fast, before any member starts and before anything is written:
     the trainer settings of each member started here (``indices``, default all) at its world's real
@@ -149,7 +149,7 @@ def check_sharding_runs_here(member: MemberConfig, where: str) -> None:
 
 
 def launch_cohort(
-    cfg: CohortConfig,
+    cfg: CoRLConfig,
     learner: str,
     *,
     members: Sequence[int] | None = None,
@@ -173,7 +173,7 @@ def launch_cohort(
 
 
 def _run_worlds(
-    cfg: CohortConfig, config_path: Path, learner: str, indices: list[int], resume: bool,
+    cfg: CoRLConfig, config_path: Path, learner: str, indices: list[int], resume: bool,
     timeout_s: float | None,
 ) -> list[dict]:
     procs: dict[int, subprocess.Popen | ForkedWorld] = {}
@@ -225,7 +225,7 @@ def _interrupt(signum, frame) -> None:
 
 
 def start_world(
-    cfg: CohortConfig, config_path: Path, learner: str, index: int, resume: bool
+    cfg: CoRLConfig, config_path: Path, learner: str, index: int, resume: bool
 ) -> subprocess.Popen | ForkedWorld:
     """Start member ``index``'s world in its own session, marked with the launcher's pid and
     dying with it (``member.die_with_launcher``)."""
@@ -282,7 +282,7 @@ def _forked_member_main(argv: list[str], env: dict[str, str]) -> None:
         import torch
 
         torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
-    from councilzoo.learners.cohort import member
+    from councilzoo.learners.corl import member
 
     sys.exit(member.main(argv))
 
@@ -300,7 +300,7 @@ def _stop(proc: subprocess.Popen | ForkedWorld) -> None:
             continue
 
 
-def last_row(cfg: CohortConfig, index: int) -> dict:
+def last_row(cfg: CoRLConfig, index: int) -> dict:
     path = cfg.member_dir(index) / "metrics.jsonl"
     rows = [r for r in read_metrics(path) if r.get("reward") is not None] if path.is_file() else []
     return rows[-1] if rows else {}

@@ -1,6 +1,6 @@
-"""The cohort's configuration: members, data, held-out evaluation, and what a member answers.
+"""Co-RL's configuration: members, data, held-out evaluation, and what a member answers.
 
-``CohortConfig`` is what ``councilzoo train`` reads for Co-RL and its baselines; every member
+``CoRLConfig`` is what ``councilzoo train`` reads for Co-RL and its baselines; every member
 world loads the same file and checks the same fingerprint. ``load_items`` is the one source of a
 member's problems (training, tiny-model warm-up, evaluation); ``agents.prompts.member_prompt`` of
 its prompts.
@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal
 from councilzoo.agents.prompts import check_prompt_style
 from councilzoo.config import cache_home, config_to_dict, gather
 from councilzoo.learners import engine
-from councilzoo.learners.cohort.distributed import DistributedConfig
+from councilzoo.learners.corl.distributed import DistributedConfig
 from councilzoo.learners.logging import check_report_to
 from councilzoo.learners.recipe_checks import check_sleep_mode, check_training_data, check_views
 from councilzoo.real_models import is_real_model_name
@@ -25,7 +25,7 @@ from councilzoo.tasks import Problem, load_problems
 from councilzoo.tasks.rephrase import read_paraphrases, with_paraphrases
 from councilzoo.tiny_models import member_spec, spec_dir
 
-__all__ = ["MemberConfig", "DataConfig", "EvalConfig", "CohortConfig", "load_items"]
+__all__ = ["MemberConfig", "DataConfig", "EvalConfig", "CoRLConfig", "load_items"]
 
 
 @dataclass
@@ -151,8 +151,10 @@ class EvalConfig:
 
 
 @dataclass
-class CohortConfig:
-    """A cohort learner run; the run-level names are TRL's (output_dir, max_steps, save_steps, ...)."""
+class CoRLConfig:
+    """A Co-RL run (``councilzoo train corl``; the baselines narrow its rules): N >= 2 members
+    rewarded by peer labels (``ring``, ``peer_majority``, ``peer_share``); the run-level names are
+    TRL's (output_dir, max_steps, save_steps, ...)."""
 
     RULES: ClassVar[tuple[str, ...]] = ("ring", "peer_majority", "peer_share")
     MIN_MEMBERS: ClassVar[int] = 2
@@ -322,7 +324,7 @@ def load_items(data: DataConfig | EvalConfig, seed: int) -> list[Problem]:
     return items
 
 
-def load_training_items(cfg: CohortConfig) -> list[Problem]:
+def load_training_items(cfg: CoRLConfig) -> list[Problem]:
     """The cohort's training items, refused (one line) when a member's view has no paraphrase to read."""
     items = load_items(cfg.data, cfg.seed)
     check_views(items, {m.name: m.view for m in cfg.members}, "data")

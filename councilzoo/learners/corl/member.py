@@ -1,6 +1,6 @@
 """One cohort member's world: its GRPOTrainer, joined to the cohort from the world's main process.
 
-``python -m councilzoo.learners.cohort.member CONFIG --learner NAME --member I`` is what the launcher
+``python -m councilzoo.learners.corl.member CONFIG --learner NAME --member I`` is what the launcher
 starts (under ``torchrun`` or ``accelerate launch`` for a world of several processes).
 ``run_member`` builds the member's ``GRPOConfig`` (cohort trainer settings, then the member's
 own), its round-ordered dataset and reward functions, joins the cohort link (peer rules, rank 0
@@ -26,10 +26,10 @@ from councilzoo.agents.prompts import member_prompt
 from councilzoo.config import ConfigError, load_config
 from councilzoo.envs.rewards import PEER_RULES
 from councilzoo.learners import engine
-from councilzoo.learners.cohort.config import CohortConfig, load_items, load_training_items
-from councilzoo.learners.cohort.distributed import CohortLink
-from councilzoo.learners.cohort.rounds import problem_rows
-from councilzoo.learners.cohort.seeded_sampling import SeededSampling
+from councilzoo.learners.corl.config import CoRLConfig, load_items, load_training_items
+from councilzoo.learners.corl.distributed import CohortLink
+from councilzoo.learners.corl.rounds import problem_rows
+from councilzoo.learners.corl.seeded_sampling import SeededSampling
 from councilzoo.learners.live_policy import vllm_mode
 from councilzoo.processes import pid_alive
 from councilzoo.tasks import Problem, answers_equivalent, answers_for_batch
@@ -127,7 +127,7 @@ class HeldOutAccuracy(engine.MetricsFile):
 VLLM_GROUP_PORT = 51216
 
 
-def member_args(cfg: CohortConfig, index: int, world_size: int | None = None) -> Any:
+def member_args(cfg: CoRLConfig, index: int, world_size: int | None = None) -> Any:
     """The member's ``GRPOConfig`` (cohort trainer settings, then the member's own), its batch
     settings checked for ``world_size`` processes (default: this process's world)."""
     member = cfg.members[index]
@@ -141,7 +141,7 @@ def member_args(cfg: CohortConfig, index: int, world_size: int | None = None) ->
     )
 
 
-def member_model_path(cfg: CohortConfig, index: int) -> str:
+def member_model_path(cfg: CoRLConfig, index: int) -> str:
     """The member's model folder: a resolved local/hub model, or its built tiny model."""
     from councilzoo.agents.generators.common import resolve_model_path
 
@@ -160,7 +160,7 @@ def member_sees_images(model_path: str) -> bool:
     return is_vision_language(AutoConfig.from_pretrained(model_path))
 
 
-def _resume_checkpoint(cfg: CohortConfig, index: int, link: CohortLink | None, resume: bool) -> str | None:
+def _resume_checkpoint(cfg: CoRLConfig, index: int, link: CohortLink | None, resume: bool) -> str | None:
     """The checkpoint every member has (the newest common step), or None to start fresh."""
     mine = engine.checkpoint_steps(cfg.member_dir(index)) if resume else []
     steps = link.agree_on_checkpoint(mine) if link is not None else (max(mine) if mine else None)
@@ -168,7 +168,7 @@ def _resume_checkpoint(cfg: CohortConfig, index: int, link: CohortLink | None, r
 
 
 def run_member(
-    cfg: CohortConfig,
+    cfg: CoRLConfig,
     index: int,
     reward_functions: Callable[..., list],
     resume: bool = False,
@@ -279,7 +279,7 @@ def _broadcast_from_main(value: Any) -> Any:
     return box[0]
 
 
-def _tracker_env(cfg: CohortConfig, member: str) -> None:
+def _tracker_env(cfg: CoRLConfig, member: str) -> None:
     """Per-member trackers: one wandb run per member (stable id, so a resume continues it), grouped
     by the cohort's run; TensorBoard writes under the member's own folder."""
     run = Path(cfg.output_dir).name
@@ -329,10 +329,10 @@ def set_parent_death_signal(sig: int = signal.SIGKILL) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m councilzoo.learners.cohort.member CONFIG --learner NAME --member I``."""
+    """``python -m councilzoo.learners.corl.member CONFIG --learner NAME --member I``."""
     from councilzoo.learners.base import get_learner
 
-    parser = argparse.ArgumentParser(prog="councilzoo.learners.cohort.member")
+    parser = argparse.ArgumentParser(prog="councilzoo.learners.corl.member")
     parser.add_argument("config")
     parser.add_argument("--learner", required=True)
     parser.add_argument("--member", type=int, required=True)

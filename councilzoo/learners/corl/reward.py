@@ -1,5 +1,5 @@
 """``CohortReward``: member ``index``'s TRL reward, one ``councilzoo/cohort-v0`` game per item
-(the round's flow is in the package docstring, ``learners/cohort/__init__.py``)."""
+(the round's flow is in the package docstring, ``learners/corl/__init__.py``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from councilzoo.envs import cohort_v0
 from councilzoo.envs.core import Action, Mode
 from councilzoo.envs.rewards import PEER_RULES, own_label
 from councilzoo.learners import engine
-from councilzoo.learners.cohort import metrics as M
-from councilzoo.learners.cohort.config import CohortConfig
-from councilzoo.learners.cohort.distributed import CohortLink
+from councilzoo.learners.corl import metrics as M
+from councilzoo.learners.corl.config import CoRLConfig
+from councilzoo.learners.corl.distributed import CohortLink
 from councilzoo.tasks import Problem, answers_for_batch
 
 __all__ = ["CohortReward"]
@@ -26,7 +26,7 @@ class CohortReward:
     """
 
     def __init__(
-        self, cfg: CohortConfig, index: int, problems: Sequence[Problem], link: CohortLink | None = None
+        self, cfg: CoRLConfig, index: int, problems: Sequence[Problem], link: CohortLink | None = None
     ) -> None:
         self.__name__ = cfg.reward_rule
         self.cfg, self.index, self.link = cfg, index, link
