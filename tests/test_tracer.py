@@ -10,8 +10,8 @@ import pytest
 from councilzoo.config import ConfigError, load_config
 from councilzoo.envs.core import Mode, Turn
 from councilzoo.learners.tracer.config import TracerConfig
+from councilzoo.learners.tracer.controller_layer import action_values, branch, play_episodes, snapshot
 from councilzoo.learners.tracer.learner import FRESH_EPISODES, Tracer, consensus_labels
-from councilzoo.learners.tracer.values import action_values, branch, play_episodes, snapshot
 from councilzoo.tasks import extract_answer, plurality
 
 # A pool where speaking sometimes harms: reviewers raise false alarms and proposers get swayed.
@@ -212,8 +212,8 @@ def test_tracer_trains_on_code_problems_graded_by_program_outputs():
 
 
 def test_a_reviewer_that_gives_no_verdict_scores_as_a_wrong_one():
-    from councilzoo.learners.tracer.gspo import UtteranceReward
-    from councilzoo.learners.tracer.values import turn_score
+    from councilzoo.learners.tracer.controller_layer import turn_score
+    from councilzoo.learners.tracer.utterance_layer import UtteranceReward
 
     silent = Turn("reviewer_0", "reviewer", 2, Mode.SPEAK, "hmm, hard to say")
     wrong = Turn("reviewer_0", "reviewer", 2, Mode.SPEAK, "Verdict: WRONG", verdict="WRONG")
@@ -227,7 +227,7 @@ def test_a_reviewer_that_gives_no_verdict_scores_as_a_wrong_one():
 
 
 def test_leave_one_out_labels_never_let_a_sample_vote_for_itself():
-    from councilzoo.learners.tracer.gspo import leave_one_out_labels
+    from councilzoo.learners.tracer.utterance_layer import leave_one_out_labels
 
     assert leave_one_out_labels(["7", "7", "9"], "numeric") == ["7", "7", "7"]
     assert leave_one_out_labels(["9", "7"], "numeric") == ["7", "9"]  # a lone answer cannot confirm itself

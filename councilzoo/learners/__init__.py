@@ -20,7 +20,7 @@ _MODULES = {
     "councilzoo.learners.tracer.learner": ("Tracer", "TracerLearner"),
     "councilzoo.learners.tracer.config": ("TracerConfig",),
     "councilzoo.learners.checkpoint": ("save_checkpoint", "load_checkpoint", "latest_checkpoint"),
-    "councilzoo.learners.corl.distributed": ("CohortLink", "DistributedConfig", "PeerFailure"),
+    "councilzoo.learners.corl.link": ("CohortLink", "DistributedConfig", "PeerFailure"),
     "councilzoo.learners.logging": ("MetricsLogger",),
 }
 _LAZY = {name: module for module, names in _MODULES.items() for name in names}

@@ -423,7 +423,7 @@ def cohort_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
 def tracer_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
     """TRACER's one trained model (its utterance trainer), planned on one process."""
 
-    from councilzoo.learners.tracer.gspo import utterance_args
+    from councilzoo.learners.tracer.utterance_layer import utterance_args
 
     if not cfg.generation.enabled:
         return []

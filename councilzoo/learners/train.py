@@ -139,8 +139,8 @@ def main(args: argparse.Namespace) -> int:
             "to start again" for change in changed
         ))
     # here, not above: they import torch, which a mistake in the input need not wait for
-    from councilzoo.learners.corl.distributed import PeerFailure
     from councilzoo.learners.corl.launch import CohortFailed
+    from councilzoo.learners.corl.link import PeerFailure
 
     kwargs = {"members": members} if members is not None else {}
     lock = f".councilzoo-members-{'-'.join(map(str, members))}.lock" if members is not None else LOCK_FILE

@@ -38,7 +38,7 @@ import numpy as np
 from councilzoo.agents.controllers import default_mode
 from councilzoo.agents.regret_controller import ROLE_MODES, is_decision
 from councilzoo.envs.core import Mode, TurnContext
-from councilzoo.learners.tracer.values import Player, play_episodes
+from councilzoo.learners.tracer.controller_layer import Player, play_episodes
 
 __all__ = [
     "ROLES", "TablePolicy", "build_tree", "problem_values", "policy_values", "team_optimum",

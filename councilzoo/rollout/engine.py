@@ -21,7 +21,7 @@ deep-copied mid-episode), one turn per env and tick (its hook may snapshot the e
 turn): a ``Controller`` picks every turn's mode, the agent is called only for
 speaking modes, with ``legal_modes`` narrowed to the chosen one; a first mode can be forced per
 env and a hook sees every turn before it is stepped. TRACER plays and branches its episodes
-through it (``learners/tracer/values.py``).
+through it (``learners/tracer/controller_layer.py``).
 
 Determinism: agents see ``TurnContext.extras["episode"]`` (the episode index); simulated agents
 draw from counters keyed by problem, episode, round and turn, so records do not depend on ``M``.

@@ -4,11 +4,11 @@ Co-RL and its baselines are one learner (``CoRL``) with different reward rules. 
 ``torchrun`` / ``accelerate launch`` world (any number of processes: data parallel, ZeRO, FSDP)
 that runs ``python -m councilzoo.learners.corl.member CONFIG --member i``. The members share no
 parameters and no process group; only each world's main process joins the cohort link
-(``distributed.py``), over which own labels travel keyed by (round, problem key).
+(``link.py``), over which own labels travel keyed by (round, problem key).
 
 Modules: ``config.py`` (``CoRLConfig``: the members and their settings), ``learner.py`` (``CoRL``),
 ``reward.py`` (``CohortReward``), ``rounds.py`` (the items of each round and the prompt rows),
-``member.py`` (one member's world), ``launch.py`` (the launcher), ``distributed.py`` (the cohort link),
+``member.py`` (one member's world), ``launch.py`` (the launcher), ``link.py`` (the cohort link),
 ``seeded_sampling.py`` and ``metrics.py``; the trainer itself is ``learners/engine.py``.
 
 Per generation round TRL samples G completions of every item for the member (its own paraphrase

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal
 from councilzoo.agents.prompts import check_prompt_style
 from councilzoo.config import cache_home, config_to_dict, gather
 from councilzoo.learners import engine
-from councilzoo.learners.corl.distributed import DistributedConfig
+from councilzoo.learners.corl.link import DistributedConfig
 from councilzoo.learners.logging import check_report_to
 from councilzoo.learners.recipe_checks import check_sleep_mode, check_training_data, check_views
 from councilzoo.real_models import is_real_model_name

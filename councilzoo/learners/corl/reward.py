@@ -13,7 +13,7 @@ from councilzoo.envs.rewards import PEER_RULES, own_label
 from councilzoo.learners import engine
 from councilzoo.learners.corl import metrics as M
 from councilzoo.learners.corl.config import CoRLConfig
-from councilzoo.learners.corl.distributed import CohortLink
+from councilzoo.learners.corl.link import CohortLink
 from councilzoo.tasks import Problem, answers_for_batch
 
 __all__ = ["CohortReward"]

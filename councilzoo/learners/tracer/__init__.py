@@ -1,7 +1,8 @@
 """TRACER: regret-matching controllers and role-specific GSPO on ``councilzoo/review-v0``.
 
-``learner.py`` is the learner (``Tracer``) and its loop, ``config.py`` its config, ``values.py``
-the counterfactual action values, ``gspo.py`` the utterance layer on TRL's ``GRPOTrainer`` and
+``learner.py`` is the learner (``Tracer``) and its loop, ``config.py`` its config,
+``controller_layer.py`` the controllers' episodes, branches and action values,
+``utterance_layer.py`` the utterances trained on the engine (``learners/engine.py``) and
 ``metrics.py`` what a step logs (docs/tracer.md).
 """
 

@@ -5,10 +5,10 @@ Two layers (docs/tracer.md), each step:
 1. **Controller layer.** Proposers choose KEEP/REFRESH and reviewers SKIP/SPEAK by regret
    matching (``RegretMatchingController``: one ``councilzoo.theory.RegretMatcher`` per role over
    information states; RM+ by default). Each decision gets action values for both modes
-   (``tracer/values.py``: counterfactual rollouts by default, or the released myopic scores); the
+   (``tracer/controller_layer.py``: counterfactual rollouts by default, or the released myopic scores); the
    (state, values) pairs of the whole batch update each role's matcher in one call.
 2. **Utterance layer** (LLM agents, ``generation.enabled``), on TRL's ``GRPOTrainer``
-   (``learners/tracer/gspo.py``): each generation round of the trainer is one TRACER step, played
+   (``learners/tracer/utterance_layer.py``): each generation round of the trainer is one TRACER step, played
    inside its ``rollout_func``; G candidates of the step's speaking turns are rewarded by role
    (proposer: +1 right answer, -1 wrong or none; reviewer: +1 verdict matches the pending answer's
    correctness, -1 not or none; minus an optional length cost) and TRL takes the GSPO step.
@@ -54,8 +54,8 @@ from councilzoo.learners.checkpoint import latest_checkpoint, load_checkpoint, s
 from councilzoo.learners.engine import StepProgress, checkpoint_steps, latest_trainer_checkpoint, leave_world
 from councilzoo.learners.logging import MetricsLogger, read_metrics
 from councilzoo.learners.tracer.config import ROLES, TracerConfig
+from councilzoo.learners.tracer.controller_layer import Player, action_values, branch, play_episodes
 from councilzoo.learners.tracer.metrics import episode_metrics, flatten, regret_summary, speak_rates
-from councilzoo.learners.tracer.values import Player, action_values, branch, play_episodes
 from councilzoo.progress import Progress
 from councilzoo.rollout import RolloutEngine
 from councilzoo.tasks import Problem, answers_equivalent, extract_answer, load_problems, plurality
@@ -184,7 +184,7 @@ class Tracer:
         )
         self.generation = None
         if cfg.agents.kind == "llm":
-            from councilzoo.learners.tracer.gspo import UtteranceLayer
+            from councilzoo.learners.tracer.utterance_layer import UtteranceLayer
 
             callbacks = [ControllerCheckpoints(self), UpdateMetrics(self), StepProgress("tracer")]
             self.generation = UtteranceLayer(cfg, self.play_step, callbacks)

@@ -54,7 +54,7 @@ from councilzoo.learners import engine
 from councilzoo.learners.live_policy import push_weights, trainer_vllm_generator, vllm_mode
 from councilzoo.learners.recipe_checks import check_tracer_world
 from councilzoo.learners.tracer.config import ROLES, TracerConfig
-from councilzoo.learners.tracer.values import NO_VERDICT
+from councilzoo.learners.tracer.controller_layer import NO_VERDICT
 from councilzoo.tasks import answers_equivalent, plurality
 
 __all__ = ["UtteranceLayer"]
