@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 
 from councilzoo.agents.generators import resolve_model_path
-from councilzoo.learners.corl.config import DataConfig, EvalConfig
+from councilzoo.learners.corl.config import EvalConfig
+from councilzoo.learners.data import DataConfig
 from councilzoo.repro.cohort_runs import train_cohort
 
 ROOT = Path(__file__).resolve().parents[1]

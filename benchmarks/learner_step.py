@@ -79,7 +79,8 @@ HOST_FUNCTIONS = 300  # functions kept per host profile, by self time
 
 def _cohort_config(spec: dict):
     from councilzoo.learners.baselines import BaselineConfig
-    from councilzoo.learners.corl.config import DataConfig, MemberConfig
+    from councilzoo.learners.corl.config import MemberConfig
+    from councilzoo.learners.data import DataConfig
 
     trainer = {
         "generation_kwargs": {"min_new_tokens": spec["tokens"]},
@@ -192,9 +193,9 @@ def _plain_trl(cfg, clock) -> list[dict]:
 
     from councilzoo.agents.prompts import member_prompt
     from councilzoo.learners import engine
-    from councilzoo.learners.corl.config import load_items
     from councilzoo.learners.corl.member import member_args
     from councilzoo.learners.corl.rounds import problem_rows
+    from councilzoo.learners.data import load_items
 
     args = member_args(cfg, 0)
     problems = load_items(cfg.data, cfg.seed)

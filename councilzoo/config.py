@@ -153,15 +153,24 @@ def _build(data: Any, cls: type[T], where: str) -> T:
         raise ConfigError(f"{where}: expected a mapping for {cls.__name__}, got {data!r}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    # a field's older names (metadata "aliases") still read as the field; errors name the key written
+    aliases = {alias: name for name, f in fields.items() for alias in f.metadata.get("aliases", ())}
+    written = {aliases.get(key, key): key for key in data}
     problems = [
-        f"{where + '.' if where else ''}{name}: unknown key for {cls.__name__}{did_you_mean(name, fields)}; "
-        f"expected some of {sorted(fields)}"
+        f"{where + '.' if where else ''}{name}: unknown key for {cls.__name__}"
+        f"{did_you_mean(name, [*fields, *aliases])}; expected some of {sorted(fields)}"
         for name in data
-        if name not in fields
+        if name not in fields and name not in aliases
     ]
+    problems += [
+        f"{where + '.' if where else ''}{alias}: the older name of {name!r}; give one of them"
+        for alias, name in aliases.items()
+        if alias in data and name in data
+    ]
+    data = {aliases.get(key, key): value for key, value in data.items()}
     kwargs = {}
     for name, f in fields.items():
-        key = f"{where}.{name}" if where else name
+        key = f"{where}.{written.get(name, name)}" if where else written.get(name, name)
         if name in data:
             try:
                 kwargs[name] = _convert(data[name], hints[name], key)

@@ -58,7 +58,8 @@ def tiny_member_dir(tmp_path_factory) -> Path:
     """The tiny Qwen3 cohort member warmed up to answer synthetic:multiple_choice items as
     \\boxed{X} (``councilzoo.tiny_models``, 30 SFT steps), so that rewards vary from the first step."""
     from councilzoo.learners.baselines import BaselineConfig
-    from councilzoo.learners.corl.config import DataConfig, MemberConfig, load_items
+    from councilzoo.learners.corl.config import MemberConfig
+    from councilzoo.learners.data import DataConfig, load_items
     from councilzoo.tiny_models import build_tiny_models
 
     cfg = BaselineConfig(

@@ -19,8 +19,8 @@ from test_tracer_llm import tiny_config
 
 from councilzoo.learners.baselines import GRPO, BaselineConfig
 from councilzoo.learners.checkpoint import DamagedCheckpointWarning, latest_checkpoint, load_checkpoint
-from councilzoo.learners.corl.config import load_items
 from councilzoo.learners.corl.member import run_member
+from councilzoo.learners.data import load_items
 from councilzoo.learners.tracer.learner import TracerLearner
 from councilzoo.tiny_models import build_tiny_models
 

@@ -204,7 +204,7 @@ def models(tmp_path_factory) -> Path:
     """The members' tiny models, built and warmed once (every launcher reuses them)."""
     from councilzoo.config import load_config
     from councilzoo.learners.corl import CoRLConfig
-    from councilzoo.learners.corl.config import load_items
+    from councilzoo.learners.data import load_items
     from councilzoo.tiny_models import build_tiny_models
 
     tmp = tmp_path_factory.mktemp("cluster")

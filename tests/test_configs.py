@@ -228,3 +228,30 @@ def test_a_cohort_configs_member_mistakes_come_together_with_file_and_line(tmp_p
     assert lines[2] == f"{path}, line 5: members[1]: member 'b': model path '{absent}' does not exist"
     assert lines[3].startswith(f"{path}, line 7: max_stpes: unknown key for CoRLConfig (did you mean "
                                "'max_steps'?)")
+
+
+def test_one_data_config_serves_corl_and_tracer_and_tracers_older_keys_still_read():
+    """Co-RL's and TRACER's ``data:`` are the one ``DataConfig``; TRACER's older names read as the
+    fields they name (the same resolved config), its own synthetic default stays 0.5, and a key
+    given under both names is one line naming the older."""
+    from councilzoo.config import config_to_dict
+    from councilzoo.learners.corl import CoRLConfig
+    from councilzoo.learners.data import DataConfig
+    from councilzoo.learners.tracer.config import TracerConfig
+
+    older = {"train": "synthetic:word_problems", "train_split": "train", "train_limit": 9,
+             "synthetic_size": 32, "synthetic_difficulty": 0.25, "eval_limit": 8}
+    newer = {"dataset": "synthetic:word_problems", "split": "train", "limit": 9,
+             "num_problems": 32, "difficulty": 0.25, "eval_limit": 8}
+    tracer = load_config({"data": older}, TracerConfig)
+    assert tracer == load_config({"data": newer}, TracerConfig)
+    assert isinstance(tracer.data, DataConfig)
+    members = [{"name": "a", "tiny_family": "qwen3"}, {"name": "b", "tiny_family": "llama"}]
+    assert isinstance(load_config({"members": members}, CoRLConfig).data, DataConfig)
+    assert config_to_dict(tracer)["data"]["dataset"] == "synthetic:word_problems"  # written as the newer name
+    assert load_config({"data": {"synthetic_size": 8}}, TracerConfig).data.difficulty == 0.5
+    with pytest.raises(ConfigError) as err:
+        load_config({"data": {"train": "gsm8k", "dataset": "gsm8k"}}, TracerConfig)
+    assert str(err.value) == "data.train: the older name of 'dataset'; give one of them"
+    with pytest.raises(ConfigError, match=r"^data.synthetic_size: must be >= 1"):
+        load_config({"data": {"synthetic_size": 0}}, TracerConfig)

@@ -11,10 +11,10 @@ from councilzoo.config import ConfigError, load_config
 from councilzoo.envs.rewards import compute_rewards
 from councilzoo.learners.baselines import GRPO, INTUITOR, RENT, BaselineConfig
 from councilzoo.learners.corl import CoRLConfig
-from councilzoo.learners.corl.config import load_items
 from councilzoo.learners.corl.member import member_model_path, run_member
 from councilzoo.learners.corl.reward import CohortReward
 from councilzoo.learners.corl.rounds import problem_rows
+from councilzoo.learners.data import load_items
 from councilzoo.learners.train import apply_overrides
 from councilzoo.tasks import Problem, extract_answer
 from councilzoo.tiny_models import build_tiny_models

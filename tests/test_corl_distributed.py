@@ -69,7 +69,7 @@ def models(tmp_path_factory) -> Path:
     """The two tiny models, built and warmed once (the launcher reuses them)."""
     from councilzoo.config import load_config
     from councilzoo.learners.corl import CoRLConfig
-    from councilzoo.learners.corl.config import load_items
+    from councilzoo.learners.data import load_items
     from councilzoo.tiny_models import build_tiny_models
 
     tmp = tmp_path_factory.mktemp("dist")

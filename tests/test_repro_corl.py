@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from councilzoo.learners.corl.config import DataConfig
+from councilzoo.learners.data import DataConfig
 from councilzoo.repro import corl, corl_modal, corl_sim
 from councilzoo.repro.corl_sim import SimConfig, initial_logits, train
 from councilzoo.repro.verdicts import HELD, INCONCLUSIVE, NOT_HELD, check, conjunction, part_status

@@ -11,7 +11,7 @@ import pytest
 import councilzoo.tiny_models as tiny_models
 from councilzoo.config import load_config
 from councilzoo.learners.corl import CoRLConfig
-from councilzoo.learners.corl.config import load_items
+from councilzoo.learners.data import load_items
 from councilzoo.learners.train import print_summary
 
 

@@ -43,7 +43,8 @@ def server_trainer(url: str) -> dict:
 
 def cohort_config(root: Path, model: str, url: str):
     from councilzoo.learners.baselines import BaselineConfig
-    from councilzoo.learners.corl.config import DataConfig, EvalConfig, MemberConfig
+    from councilzoo.learners.corl.config import EvalConfig, MemberConfig
+    from councilzoo.learners.data import DataConfig
 
     return BaselineConfig(
         members=[MemberConfig(name="m", model=model)], reward_rule="ground_truth", num_generations=G,

@@ -29,7 +29,8 @@ VLLM_TRAINER = {"use_vllm": True, "vllm_mode": "colocate", "vllm_max_model_lengt
 
 def cohort_config(root: Path):
     from councilzoo.learners.baselines import BaselineConfig
-    from councilzoo.learners.corl.config import DataConfig, EvalConfig, MemberConfig
+    from councilzoo.learners.corl.config import EvalConfig, MemberConfig
+    from councilzoo.learners.data import DataConfig
 
     return BaselineConfig(
         members=[MemberConfig(name="m", tiny_family="qwen3", tiny_warmup_steps=30)],
@@ -103,8 +104,8 @@ def check_evals_saw_each_steps_weights(run: dict, cfg, weights: list[Path], root
     from councilzoo.agents.base import Sampling
     from councilzoo.agents.generators import TransformersGenerator
     from councilzoo.agents.prompts import member_prompt
-    from councilzoo.learners.corl.config import load_items
     from councilzoo.learners.corl.member import HeldOutAccuracy
+    from councilzoo.learners.data import load_items
 
     problems = load_items(cfg.eval, cfg.seed)
     prompts = [member_prompt(p, 0, False) for p in problems]
@@ -123,8 +124,8 @@ def check_evals_saw_each_steps_weights(run: dict, cfg, weights: list[Path], root
 def run_cohort(root: Path) -> dict:
     """One seeded member trained 2 steps on vLLM: its samples, and the held-out texts per evaluation."""
     from councilzoo.learners.baselines import GRPO
-    from councilzoo.learners.corl.config import load_items
     from councilzoo.learners.corl.member import run_member
+    from councilzoo.learners.data import load_items
     from councilzoo.learners.logging import read_metrics
     from councilzoo.tiny_models import build_tiny_models
 
@@ -147,7 +148,7 @@ def run_cohort(root: Path) -> dict:
 
 def run_tracer(root: Path) -> dict:
     """TRACER 2 steps with LoRA, its episodes and candidates on TRL's colocated engine."""
-    from councilzoo.learners.corl.config import load_items
+    from councilzoo.learners.data import load_items
     from councilzoo.learners.tracer.learner import Tracer
     from councilzoo.tiny_models import build_tiny_models
 

@@ -21,9 +21,9 @@ from councilzoo.config import dump_config, load_config
 from councilzoo.envs.core import Mode, TurnContext
 from councilzoo.learners.baselines import GRPO, TTRL, BaselineConfig
 from councilzoo.learners.corl import CoRLConfig
-from councilzoo.learners.corl.config import load_items
 from councilzoo.learners.corl.member import member_model_path, run_member
 from councilzoo.learners.corl.rounds import problem_rows
+from councilzoo.learners.data import load_items
 from councilzoo.tasks import Problem, load_problems
 from councilzoo.tasks.images import ImageError
 from councilzoo.tiny_models import build_tiny_models

@@ -11,7 +11,8 @@ from councilzoo.rollout import RolloutEngine, RolloutStats
 
 _MODULES = {
     "councilzoo.learners.base": ("Learner", "register_learner", "get_learner", "learner_names"),
-    "councilzoo.learners.corl.config": ("CoRLConfig", "MemberConfig", "DataConfig", "EvalConfig"),
+    "councilzoo.learners.corl.config": ("CoRLConfig", "MemberConfig", "EvalConfig"),
+    "councilzoo.learners.data": ("DataConfig", "load_items"),
     "councilzoo.learners.corl.reward": ("CohortReward",),
     "councilzoo.learners.corl.learner": ("CoRL",),
     "councilzoo.learners.corl.member": ("run_member",),

@@ -383,8 +383,8 @@ def _held_out(dataset: str, split: str, path: str | None, limit: int | None, siz
 
 def cohort_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
     """A plan per member of a cohort config, or (where, error) where its trainer settings fail."""
-    from councilzoo.learners.corl.config import load_items
     from councilzoo.learners.corl.member import member_args
+    from councilzoo.learners.data import load_items
 
     plans: list[Plan | tuple[str, str]] = []
     d, e = cfg.data, cfg.eval
@@ -433,13 +433,13 @@ def tracer_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
     except ConfigError as err:
         return [("tracer", str(err))]
     every = f"every {cfg.eval_every} TRACER steps" if cfg.eval_every else "at the end"
-    sets = [_held_out(name, d.eval_split, None, d.eval_limit, d.synthetic_size) for name in d.eval]
+    sets = [_held_out(name, d.eval_split, None, d.eval_limit, d.num_problems) for name in d.eval]
     held_out = f"{', '.join(sets)}; {every}"
     return [Plan(
         where="tracer", name="tracer", model=cfg.agents.model, facts=model_facts(cfg.agents.model), args=args,
         world=1, machines=1, sharding="none",
-        data=(d.train, d.train_split, d.train_path, d.train_limit),
-        items=count_items(d.train, d.train_split, d.train_path, d.train_limit, d.synthetic_size),
+        data=(d.dataset, d.split, d.path, d.limit),
+        items=count_items(d.dataset, d.split, d.path, d.limit, d.num_problems),
         items_per_round=cfg.problems_per_step, round_of="turns",
         held_out=held_out, label_free=cfg.label_free, lora=cfg.generation.peft is not None,
         explicit=dict(cfg.generation.trainer), gpu_gib=gpu_gib,

@@ -15,8 +15,9 @@ from councilzoo.agents.prompts import member_prompt
 from councilzoo.envs.rewards import compute_rewards
 from councilzoo.learners.baselines import GRPO, TTRL, BaselineConfig
 from councilzoo.learners.corl import CoRL, CoRLConfig
-from councilzoo.learners.corl.config import DataConfig, EvalConfig, MemberConfig
+from councilzoo.learners.corl.config import EvalConfig, MemberConfig
 from councilzoo.learners.corl.link import DistributedConfig
+from councilzoo.learners.data import DataConfig
 from councilzoo.learners.logging import read_metrics
 from councilzoo.repro.tiny_lms import MAX_NEW_TOKENS, torch_threads
 from councilzoo.tasks import Problem, answers_equivalent, answers_for_batch, plurality

@@ -61,7 +61,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from councilzoo.learners.corl.config import DataConfig, EvalConfig  # noqa: E402
+from councilzoo.learners.corl.config import EvalConfig  # noqa: E402
+from councilzoo.learners.data import DataConfig
 from councilzoo.repro import apply, corl_modal, corl_sim, map_in_processes  # noqa: E402
 from councilzoo.repro.cohort_runs import (  # noqa: E402
     MAJORITY_BAND,

@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 
 from councilzoo.envs.rewards import own_label
-from councilzoo.learners.corl.config import DataConfig, EvalConfig
+from councilzoo.learners.corl.config import EvalConfig
+from councilzoo.learners.data import DataConfig
 from councilzoo.repro import map_in_processes
 from councilzoo.repro.cohort_runs import sample_answers, seed_ci, train_cohort
 from councilzoo.repro.tiny_lms import addition_problems, tiny_lm

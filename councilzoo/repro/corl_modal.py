@@ -47,7 +47,8 @@ import numpy as np
 
 from councilzoo.agents.prompts import member_prompt
 from councilzoo.config import cache_home
-from councilzoo.learners.corl.config import DataConfig, EvalConfig
+from councilzoo.learners.corl.config import EvalConfig
+from councilzoo.learners.data import DataConfig
 from councilzoo.repro.cohort_runs import (
     MAJORITY_BAND,
     majority_accuracy,

@@ -39,7 +39,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from councilzoo.learners.corl.config import DataConfig, EvalConfig  # noqa: E402
+from councilzoo.learners.corl.config import EvalConfig  # noqa: E402
+from councilzoo.learners.data import DataConfig
 from councilzoo.learners.logging import read_metrics  # noqa: E402
 from councilzoo.repro import map_in_processes  # noqa: E402
 from councilzoo.repro.cohort_runs import seed_ci, train_cohort  # noqa: E402

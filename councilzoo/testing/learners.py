@@ -143,8 +143,8 @@ def check_learner(
     """
     from councilzoo.config import load_config
     from councilzoo.learners.base import get_learner
-    from councilzoo.learners.corl.config import load_items
     from councilzoo.learners.corl.member import member_model_path, run_member
+    from councilzoo.learners.data import load_items
     from councilzoo.tiny_models import build_tiny_models
 
     cls = get_learner(learner) if isinstance(learner, str) else learner

@@ -1,9 +1,9 @@
 """Co-RL's configuration: members, data, held-out evaluation, and what a member answers.
 
 ``CoRLConfig`` is what ``councilzoo train`` reads for Co-RL and its baselines; every member
-world loads the same file and checks the same fingerprint. ``load_items`` is the one source of a
-member's problems (training, tiny-model warm-up, evaluation); ``agents.prompts.member_prompt`` of
-its prompts.
+world loads the same file and checks the same fingerprint. ``learners.data.load_items`` is the one
+source of a member's problems (training, tiny-model warm-up, evaluation);
+``agents.prompts.member_prompt`` of its prompts.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from councilzoo.agents.prompts import check_prompt_style
 from councilzoo.config import cache_home, config_to_dict, gather
 from councilzoo.learners import engine
 from councilzoo.learners.corl.link import DistributedConfig
+from councilzoo.learners.data import DataConfig, load_items
 from councilzoo.learners.logging import check_report_to
-from councilzoo.learners.recipe_checks import check_sleep_mode, check_training_data, check_views
+from councilzoo.learners.recipe_checks import check_sleep_mode, check_views
 from councilzoo.real_models import is_real_model_name
-from councilzoo.tasks import Problem, load_problems
-from councilzoo.tasks.rephrase import read_paraphrases, with_paraphrases
+from councilzoo.tasks import Problem
 from councilzoo.tiny_models import member_spec, spec_dir
 
-__all__ = ["MemberConfig", "DataConfig", "EvalConfig", "CoRLConfig", "load_items"]
+__all__ = ["MemberConfig", "EvalConfig", "CoRLConfig", "load_training_items"]
 
 
 @dataclass
@@ -106,27 +106,6 @@ class MemberConfig:
     def world_size(self) -> int:
         """Processes of the member's world: ``num_processes`` on each of its machines."""
         return self.num_processes * self.machines()
-
-
-@dataclass
-class DataConfig:
-    """Training items: a synthetic generator or a dataset (see ``councilzoo.tasks.load_dataset``)."""
-
-    dataset: str = field(
-        default="synthetic:numeric", metadata={"help": "'synthetic:<kind>' or a dataset name."}
-    )
-    split: str = field(default="train", metadata={"help": "Dataset split (never an evaluation split)."})
-    path: str | None = field(default=None, metadata={"help": "Local JSON/JSONL file for the dataset."})
-    paraphrases: str | None = field(
-        default=None,
-        metadata={"help": "JSONL of the items' paraphrases, for views > 0 (`councilzoo paraphrase`)."},
-    )
-    limit: int | None = field(default=None, metadata={"help": "Use at most this many items.", "minimum": 1})
-    num_problems: int = field(default=256, metadata={"help": "Number of synthetic items.", "minimum": 1})
-    difficulty: float = field(default=0.3, metadata={"help": "Synthetic difficulty in [0, 1]."})
-
-    def __post_init__(self) -> None:
-        check_training_data(self.dataset, self.split, "data")
 
 
 @dataclass
@@ -305,23 +284,6 @@ def check_seeded_sampling(settings: dict[str, Any], where: str) -> None:
     changed = sorted(k for k, default in UNSEEDED_SETTINGS.items() if settings.get(k, default) != default)
     if changed:
         raise ValueError(f"{where}: seeded_sampling does not apply trainer settings {changed}")
-
-
-def load_items(data: DataConfig | EvalConfig, seed: int) -> list[Problem]:
-    """Training or held-out items through the one problem source (``tasks.load_problems``), with
-    the paraphrases of ``data.paraphrases`` where given."""
-    items = load_problems(
-        data.dataset,
-        data.split,
-        seed=seed,
-        path=data.path,
-        limit=data.limit,
-        size=data.num_problems,
-        difficulty=data.difficulty,
-    )
-    if getattr(data, "paraphrases", None):
-        items = with_paraphrases(items, read_paraphrases(data.paraphrases))
-    return items
 
 
 def load_training_items(cfg: CoRLConfig) -> list[Problem]:

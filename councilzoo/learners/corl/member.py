@@ -26,10 +26,11 @@ from councilzoo.agents.prompts import member_prompt
 from councilzoo.config import ConfigError, load_config
 from councilzoo.envs.rewards import PEER_RULES
 from councilzoo.learners import engine
-from councilzoo.learners.corl.config import CoRLConfig, load_items, load_training_items
+from councilzoo.learners.corl.config import CoRLConfig, load_training_items
 from councilzoo.learners.corl.link import CohortLink
 from councilzoo.learners.corl.rounds import problem_rows
 from councilzoo.learners.corl.seeded_sampling import SeededSampling
+from councilzoo.learners.data import load_items
 from councilzoo.learners.live_policy import vllm_mode
 from councilzoo.processes import pid_alive
 from councilzoo.tasks import Problem, answers_equivalent, answers_for_batch

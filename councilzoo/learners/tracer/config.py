@@ -12,19 +12,20 @@ from typing import Literal
 
 from councilzoo.agents.factory import ModelSpec, check_keywords, import_object
 from councilzoo.config import ConfigError
+from councilzoo.learners.data import DataConfig
 from councilzoo.learners.engine import check_trainer_overrides
 from councilzoo.learners.logging import check_report_to
-from councilzoo.learners.recipe_checks import check_sleep_mode, check_training_data
+from councilzoo.learners.recipe_checks import check_sleep_mode
 
-__all__ = ["BASELINES", "ROLES", "GenerationConfig", "DataConfig", "TracerConfig"]
+__all__ = ["BASELINES", "ROLES", "GenerationConfig", "TracerDataConfig", "TracerConfig"]
 
 BASELINES = ("always_speak", "never_review", "alternate", "random")
 ROLES = ("proposer", "reviewer")
 CONSENSUS_VOTES = ("proposals", "proposals_and_reviews", "samples")  # label-free: whose answers vote
 
 
-def _help(text: str, minimum: float | None = None, **kwargs):
-    return field(metadata={"help": text, "minimum": minimum}, **kwargs)
+def _help(text: str, minimum: float | None = None, aliases: tuple[str, ...] = (), **kwargs):
+    return field(metadata={"help": text, "minimum": minimum, "aliases": aliases}, **kwargs)
 
 
 @dataclass
@@ -149,23 +150,19 @@ class GenerationConfig:
 
 
 @dataclass
-class DataConfig:
-    """Training and evaluation problems."""
+class TracerDataConfig(DataConfig):
+    """The training problems (every learner's ``DataConfig``) and the held-out sets evaluated at the
+    end; synthetic sets share ``num_problems`` and ``difficulty``."""
 
-    train: str = _help(
-        "Dataset name (councilzoo.tasks.load_dataset), 'jsonl'/'json', or synthetic:<kind>.",
-        default="synthetic:numeric",
+    difficulty: float = _help(
+        "Synthetic difficulty in [0, 1] (training and held-out sets).", default=0.5,
+        aliases=("synthetic_difficulty",),
     )
-    train_split: str = _help("Split of the training set.", default="train")
-    train_path: str | None = _help("Local file holding the training set.", default=None)
-    train_limit: int | None = _help("Training problems (None = all).", minimum=1, default=None)
     eval: list[str] = _help(
-        "Evaluation sets (names as for train).", default_factory=lambda: ["synthetic:numeric"]
+        "Evaluation sets (names as for dataset).", default_factory=lambda: ["synthetic:numeric"]
     )
     eval_split: str = _help("Split of the evaluation sets.", default="test")
     eval_limit: int | None = _help("Problems per evaluation set (None = all).", minimum=1, default=None)
-    synthetic_size: int = _help("Problems per synthetic set.", minimum=1, default=256)
-    synthetic_difficulty: float = _help("Difficulty level of synthetic sets, in [0, 1].", default=0.5)
 
 
 @dataclass
@@ -203,7 +200,7 @@ class TracerConfig:
     controller: ControllerConfig = _help("The controller layer.", default_factory=ControllerConfig)
     agents: AgentsConfig = _help("The agents.", default_factory=AgentsConfig)
     generation: GenerationConfig = _help("The generation layer.", default_factory=GenerationConfig)
-    data: DataConfig = _help("The problems.", default_factory=DataConfig)
+    data: TracerDataConfig = _help("The problems.", default_factory=TracerDataConfig)
 
     def __post_init__(self) -> None:
         for name in ("max_steps", "problems_per_step", "episodes_per_problem", "save_total_limit"):
@@ -238,7 +235,8 @@ class TracerConfig:
                 raise ConfigError(f"agents.render {self.agents.render!r} is not callable")
         if not self.data.eval:
             raise ValueError("data.eval must name at least one evaluation set")
-        check_training_data(self.data.train, self.data.train_split, "data.train")
+        if self.data.paraphrases:
+            raise ValueError("data.paraphrases: TRACER's agents read the original wording; leave it out")
         check_sleep_mode(self.generation.trainer, ["TRACER's episodes"], "generation.trainer")
 
     def _check_role_models(self) -> None:

@@ -51,6 +51,7 @@ from councilzoo.envs import review_v0
 from councilzoo.envs.core import Mode
 from councilzoo.learners.base import Learner, register_learner
 from councilzoo.learners.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from councilzoo.learners.data import load_items
 from councilzoo.learners.engine import StepProgress, checkpoint_steps, latest_trainer_checkpoint, leave_world
 from councilzoo.learners.logging import MetricsLogger, read_metrics
 from councilzoo.learners.tracer.config import ROLES, TracerConfig
@@ -154,9 +155,7 @@ class Tracer:
         self.train_problems = (
             list(train_problems)
             if train_problems is not None
-            else load_problems(data.train, data.train_split, seed=cfg.seed, path=data.train_path,
-                               limit=data.train_limit, size=data.synthetic_size,
-                               difficulty=data.synthetic_difficulty)
+            else load_items(data, cfg.seed)
         )
         if not self.train_problems:
             raise ValueError("the training set is empty")
@@ -165,7 +164,7 @@ class Tracer:
             if eval_sets is not None
             else {
                 name: load_problems(name, data.eval_split, seed=cfg.seed, limit=data.eval_limit,
-                                    size=data.synthetic_size, difficulty=data.synthetic_difficulty)
+                                    size=data.num_problems, difficulty=data.difficulty)
                 for name in data.eval
             }
         )
