@@ -1,7 +1,7 @@
 """One Co-RL learner update vs a plain TRL ``GRPOTrainer`` update: time, peak memory, bf16.
 
 Subject: a cohort member's trainer exactly as ``councilzoo train grpo`` builds it
-(``cohort.run_member``: ``member_args`` -> ``GRPOConfig``, ``problem_rows``, ``build_trainer`` with
+(``corl.run_member``: ``CoRLConfig.member_args`` -> ``GRPOConfig``, ``problem_rows``, ``build_trainer`` with
 the baseline's ``CohortReward`` playing cohort-v0 against the gold answer, our metric and progress
 callbacks), one member, in-process (no cohort link). Baseline: ``GRPOTrainer`` with the identical
 ``GRPOConfig``, the same prompts and a trivial reward function. Both train the same ~32k-vocabulary
@@ -193,11 +193,10 @@ def _plain_trl(cfg, clock) -> list[dict]:
 
     from councilzoo.agents.prompts import member_prompt
     from councilzoo.learners import engine
-    from councilzoo.learners.corl.member import member_args
     from councilzoo.learners.corl.rounds import problem_rows
     from councilzoo.learners.data import load_items
 
-    args = member_args(cfg, 0)
+    args = cfg.member_args(0)
     problems = load_items(cfg.data, cfg.seed)
     rows = problem_rows(
         problems, cfg.seed, engine.rounds_needed(args), cfg.prompts_per_step, lambda p: member_prompt(p, 0)

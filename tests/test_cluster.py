@@ -338,7 +338,7 @@ def test_vllm_server_mode_reaches_each_server_and_stops_at_weight_sync(tmp_path,
     needs CUDA. (tests/test_trl_vllm.py trains through a server with a file-based sync instead.)"""
     from councilzoo.config import load_config
     from councilzoo.learners.corl import CoRLConfig
-    from councilzoo.learners.corl.member import VLLM_GROUP_PORT, member_args
+    from councilzoo.learners.corl.config import VLLM_GROUP_PORT
 
     *serve, (_, command) = recipe("vLLM server mode instead of colocate")
     cpu_config(tmp_path, models, vllm=True)
@@ -367,7 +367,7 @@ def test_vllm_server_mode_reaches_each_server_and_stops_at_weight_sync(tmp_path,
     assert '"GET /get_world_size HTTP/1.1" 200' in (tmp_path / f"{stopped.group(1)}.log").read_text()
     run = load_config(tmp_path / RUN / "config.yaml", CoRLConfig)  # what the member worlds read
     assert [m.world_size() for m in run.members] == [3, 3]
-    ports = [member_args(run, i, world_size=3).vllm_group_port for i in range(2)]
+    ports = [run.member_args(i, world_size=3).vllm_group_port for i in range(2)]
     assert ports == [VLLM_GROUP_PORT, VLLM_GROUP_PORT + 1]
     assert not any((tmp_path / RUN / "members" / n / "metrics.jsonl").exists() for n in FAMILIES)
 

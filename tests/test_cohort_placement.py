@@ -11,7 +11,6 @@ import yaml
 from councilzoo.config import ConfigError, load_config
 from councilzoo.learners.corl import CoRLConfig
 from councilzoo.learners.corl.launch import member_command
-from councilzoo.learners.corl.member import member_args
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +29,7 @@ def test_batch_settings_are_checked_at_the_members_world_size(tmp_path):
     cfg = _config(tmp_path)
     cfg.members[0].num_processes = 3
     with pytest.raises(ConfigError) as err:
-        member_args(cfg, 0, world_size=cfg.members[0].world_size())
+        cfg.member_args(0, world_size=cfg.members[0].world_size())
     assert str(err.value) == (
         "members.0 (qwen): generation_batch_size 512 (prompts_per_step 64 x num_generations 8) is not "
         "divisible by the global batch 24 (per_device_train_batch_size 8 x 3 processes); use num_processes 2 "
@@ -41,11 +40,11 @@ def test_batch_settings_are_checked_at_the_members_world_size(tmp_path):
     wrong = "makes 8 micro-steps .* gradient_accumulation_steps=16 does not divide; "
     wrong += "use per_device_train_batch_size 4 "
     with pytest.raises(ConfigError, match=wrong + "or num_processes 4 or gradient_accumulation_steps 8"):
-        member_args(cfg, 0, world_size=8)
-    member_args(cfg, 0, world_size=1)  # the same settings pass at world size 1, where TRL checks them
+        cfg.member_args(0, world_size=8)
+    cfg.member_args(0, world_size=1)  # the same settings pass at world size 1, where TRL checks them
     for fix in ({"prompts_per_step": 60}, {"trainer": {**cfg.trainer, "gradient_accumulation_steps": 8}}):
         fixed = _config(tmp_path, **fix)
-        member_args(fixed, 0, world_size=3 if "prompts_per_step" in fix else 8)  # the suggestion works
+        fixed.member_args(0, world_size=3 if "prompts_per_step" in fix else 8)  # the suggestion works
 
 
 def test_the_fingerprint_ignores_placement_but_not_training(tmp_path):
@@ -61,9 +60,9 @@ def test_the_fingerprint_ignores_placement_but_not_training(tmp_path):
 
 def test_each_member_gets_its_own_vllm_group_port_unless_set(tmp_path):
     cfg = _config(tmp_path)
-    assert [member_args(cfg, i, world_size=4).vllm_group_port for i in range(2)] == [51216, 51217]
+    assert [cfg.member_args(i, world_size=4).vllm_group_port for i in range(2)] == [51216, 51217]
     cfg.members[1].trainer = {"vllm_group_port": 60000}
-    assert member_args(cfg, 1, world_size=4).vllm_group_port == 60000
+    assert cfg.member_args(1, world_size=4).vllm_group_port == 60000
 
 
 def test_a_world_spanning_machines_keeps_its_configs_port(tmp_path):

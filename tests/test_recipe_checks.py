@@ -16,7 +16,8 @@ import torch
 import yaml
 
 from councilzoo.config import ConfigError, load_config
-from councilzoo.learners.corl.config import CoRLConfig, load_training_items
+from councilzoo.learners.corl.config import CoRLConfig
+from councilzoo.learners.data import load_items
 from councilzoo.learners.recipe_checks import check_tracer_world, check_views
 from councilzoo.learners.tracer.config import TracerConfig
 from councilzoo.tasks import Problem, paraphrase
@@ -92,9 +93,10 @@ def test_the_paraphrase_command_writes_what_a_recipe_trains_on(tmp_path):
     members = [{"name": "a", "tiny_family": "qwen3"}, {"name": "b", "tiny_family": "llama", "view": 1}]
     data = {"dataset": "jsonl", "path": str(rows)}
     with pytest.raises(ConfigError, match="member 'b' has view 1 but item 'q0' has 0 paraphrase"):
-        load_training_items(load_config({"members": members, "data": data}, CoRLConfig))
+        cfg = load_config({"members": members, "data": data}, CoRLConfig)
+        load_items(cfg.data, cfg.seed, cfg.views)
     cfg = load_config({"members": members, "data": {**data, "paraphrases": str(out)}}, CoRLConfig)
-    items = load_training_items(cfg)
+    items = load_items(cfg.data, cfg.seed, cfg.views)
     assert paraphrase(items[0], 1).question == paraphrases(QUESTIONS[0])[0]
 
 

@@ -9,10 +9,11 @@ names below.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from councilzoo.learners.recipe_checks import check_training_data
+from councilzoo.learners.recipe_checks import check_training_data, check_views
 from councilzoo.tasks import Problem, load_problems
 from councilzoo.tasks.rephrase import read_paraphrases, with_paraphrases
 
@@ -56,10 +57,11 @@ class DataConfig:
         check_training_data(self.dataset, self.split, "data")
 
 
-def load_items(data: DataConfig | Any, seed: int) -> list[Problem]:
+def load_items(data: DataConfig | Any, seed: int, views: Mapping[str, int] | None = None) -> list[Problem]:
     """Training or held-out items (a ``DataConfig``, or Co-RL's ``EvalConfig``: the same fields)
     through the one problem source (``tasks.load_problems``), with the paraphrases of
-    ``data.paraphrases`` where given."""
+    ``data.paraphrases`` where given; refused (one line) when one of ``views`` (reader -> view)
+    has no paraphrase to read."""
     items = load_problems(
         data.dataset,
         data.split,
@@ -71,4 +73,6 @@ def load_items(data: DataConfig | Any, seed: int) -> list[Problem]:
     )
     if getattr(data, "paraphrases", None):
         items = with_paraphrases(items, read_paraphrases(data.paraphrases))
+    if views is not None:
+        check_views(items, views, "data")
     return items

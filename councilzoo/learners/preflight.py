@@ -383,7 +383,6 @@ def _held_out(dataset: str, split: str, path: str | None, limit: int | None, siz
 
 def cohort_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
     """A plan per member of a cohort config, or (where, error) where its trainer settings fail."""
-    from councilzoo.learners.corl.member import member_args
     from councilzoo.learners.data import load_items
 
     plans: list[Plan | tuple[str, str]] = []
@@ -401,7 +400,7 @@ def cohort_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
     for i, member in enumerate(cfg.members):
         where = f"members.{i} ({member.name})"
         try:
-            args = member_args(cfg, i, world_size=member.world_size())
+            args = cfg.member_args(i, world_size=member.world_size())
         except ConfigError as err:
             plans.append((where, str(err).removeprefix(f"{where}: ")))
             continue

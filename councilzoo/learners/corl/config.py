@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -18,14 +18,13 @@ from councilzoo.agents.prompts import check_prompt_style
 from councilzoo.config import cache_home, config_to_dict, gather
 from councilzoo.learners import engine
 from councilzoo.learners.corl.link import DistributedConfig
-from councilzoo.learners.data import DataConfig, load_items
+from councilzoo.learners.data import DataConfig
 from councilzoo.learners.logging import check_report_to
-from councilzoo.learners.recipe_checks import check_sleep_mode, check_views
+from councilzoo.learners.recipe_checks import check_sleep_mode
 from councilzoo.real_models import is_real_model_name
-from councilzoo.tasks import Problem
 from councilzoo.tiny_models import member_spec, spec_dir
 
-__all__ = ["MemberConfig", "EvalConfig", "CoRLConfig", "load_training_items"]
+__all__ = ["MemberConfig", "EvalConfig", "CoRLConfig", "VLLM_GROUP_PORT"]
 
 
 @dataclass
@@ -241,6 +240,24 @@ class CoRLConfig:
     def member_dir(self, index: int) -> Path:
         return Path(self.output_dir) / "members" / self.members[index].name
 
+    @property
+    def views(self) -> dict[str, int]:
+        """Each member's paraphrase view, by member name (what ``load_items`` checks the items for)."""
+        return {m.name: m.view for m in self.members}
+
+    def member_args(self, index: int, world_size: int | None = None) -> Any:
+        """Member ``index``'s ``GRPOConfig`` (cohort trainer settings, then the member's own), its
+        batch settings checked for ``world_size`` processes (default: this process's world)."""
+        member = self.members[index]
+        run = replace(engine.RunSettings.of(self), output_dir=self.member_dir(index))
+        return run.grpo_config(
+            engine.Round(self.prompts_per_step, self.num_generations, self.max_completion_length),
+            run_name=f"{Path(self.output_dir).name}-{member.name}",
+            overrides={"vllm_group_port": VLLM_GROUP_PORT + index, **self.trainer, **member.trainer},
+            world_size=world_size,
+            where=f"members.{index} ({member.name})",
+        )
+
     def tiny_model_dir(self, index: int) -> Path:
         """Where member ``index``'s tiny model is cached (``tiny_family``; ``councilzoo.tiny_models``):
         a folder named by the hash of the settings that determine its weights."""
@@ -263,6 +280,10 @@ class CoRLConfig:
         return hashlib.sha256(json.dumps(resolved, sort_keys=True).encode()).hexdigest()[:16]
 
 
+# TRL's default port of the vLLM weight-sync group; member i binds VLLM_GROUP_PORT + i unless the config
+# sets one, so that members sharing a node do not collide.
+VLLM_GROUP_PORT = 51216
+
 # Settings that place a run (machines, ports, folders, trackers) and change no update.
 PLACEMENT = {
     "run": ("output_dir", "tiny_models_dir", "report_to", "project", "distributed", "warm_start"),
@@ -284,10 +305,3 @@ def check_seeded_sampling(settings: dict[str, Any], where: str) -> None:
     changed = sorted(k for k, default in UNSEEDED_SETTINGS.items() if settings.get(k, default) != default)
     if changed:
         raise ValueError(f"{where}: seeded_sampling does not apply trainer settings {changed}")
-
-
-def load_training_items(cfg: CoRLConfig) -> list[Problem]:
-    """The cohort's training items, refused (one line) when a member's view has no paraphrase to read."""
-    items = load_items(cfg.data, cfg.seed)
-    check_views(items, {m.name: m.view for m in cfg.members}, "data")
-    return items

@@ -33,14 +33,14 @@ from pathlib import Path
 
 from councilzoo.config import ConfigError, write_run_files
 from councilzoo.learners import engine
-from councilzoo.learners.corl.config import CoRLConfig, MemberConfig, load_training_items
+from councilzoo.learners.corl.config import CoRLConfig, MemberConfig
 from councilzoo.learners.corl.member import (
     LAUNCHER_ENV,
-    member_args,
     member_model_path,
     quiet_loading,
     set_parent_death_signal,
 )
+from councilzoo.learners.data import load_items
 from councilzoo.learners.logging import read_metrics
 from councilzoo.progress import phase
 from councilzoo.tiny_models import build_tiny_models
@@ -102,32 +102,35 @@ def member_command(
 
 def prepare_run(
     cfg: CoRLConfig, learner: str, resume: bool, overwrite: bool, indices: Sequence[int] | None = None
-) -> Path:
+) -> tuple[Path, list[Path]]:
     """Everything that can fail fast, before any member starts and before anything is written:
     the trainer settings of each member started here (``indices``, default all) at its world's real
-    size, the output folder, data, models. Returns the resolved config file the members read."""
+    size, the output folder, data, models. Returns the resolved config file the members read and
+    every member's folder."""
     quiet_loading()
     out = Path(cfg.output_dir)
-    for i in range(len(cfg.members)) if indices is None else indices:
+    indices = range(len(cfg.members)) if indices is None else indices
+    for i in indices:
         check_sharding_runs_here(cfg.members[i], f"members.{i} ({cfg.members[i].name})")
-        member_args(cfg, i, world_size=cfg.members[i].world_size())  # GRPOConfig errors now
-    existing = any(engine.checkpoint_steps(cfg.member_dir(i), verify=False) for i in range(len(cfg.members)))
-    if existing and not (resume or overwrite):
+    folders = [cfg.member_dir(i) for i in range(len(cfg.members))]
+    for i in indices:
+        cfg.member_args(i, world_size=cfg.members[i].world_size())  # GRPOConfig errors now
+    if any(engine.checkpoint_steps(folder, verify=False) for folder in folders) and not (resume or overwrite):
         raise ConfigError(
             f"output_dir {str(out)!r} already holds checkpoints of a run: pass --resume to continue "
             "it or --overwrite to start again"
         )
     if overwrite and not resume:
-        for i in range(len(cfg.members)):
-            shutil.rmtree(cfg.member_dir(i), ignore_errors=True)
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
     phase(f"loading training data ({cfg.data.dataset})")
-    problems = load_training_items(cfg)
+    problems = load_items(cfg.data, cfg.seed, cfg.views)
     for i, member in enumerate(cfg.members):
         if not member.tiny_family:
             phase(f"model of {member.name}: {member_model_path(cfg, i)}")  # ModelNotCachedError now
     build_tiny_models(cfg, problems)
     write_run_files(out, cfg, cfg.seed, learner=learner, fingerprint=cfg.fingerprint())
-    return out / "config.yaml"
+    return out / "config.yaml", folders
 
 
 # What accelerate (1.16) starts only on GPUs: on a CPU it gives such a world plain data parallel
@@ -165,16 +168,16 @@ def launch_cohort(
     (its whole process group) and ``CohortFailed`` names the member and its exit status.
     """
     indices = list(range(len(cfg.members))) if members is None else list(members)
-    config_path = prepare_run(cfg, learner, resume, overwrite, indices)
+    config_path, folders = prepare_run(cfg, learner, resume, overwrite, indices)
     names = ", ".join(cfg.members[i].name for i in indices)
     phase(f"starting {len(indices)} member world(s): {names} (each loads its model, then trains)")
     with sigterm_interrupts():
-        return _run_worlds(cfg, config_path, learner, indices, resume, timeout_s)
+        return _run_worlds(cfg, config_path, learner, indices, resume, timeout_s, folders)
 
 
 def _run_worlds(
     cfg: CoRLConfig, config_path: Path, learner: str, indices: list[int], resume: bool,
-    timeout_s: float | None,
+    timeout_s: float | None, folders: Sequence[Path],
 ) -> list[dict]:
     procs: dict[int, subprocess.Popen | ForkedWorld] = {}
     failed: list[str] = []
@@ -203,7 +206,7 @@ def _run_worlds(
             _stop(proc)
     if failed:
         raise CohortFailed("; ".join(failed))
-    return [last_row(cfg, i) for i in indices]
+    return [last_row(folders[i]) for i in indices]
 
 
 @contextmanager
@@ -300,7 +303,8 @@ def _stop(proc: subprocess.Popen | ForkedWorld) -> None:
             continue
 
 
-def last_row(cfg: CoRLConfig, index: int) -> dict:
-    path = cfg.member_dir(index) / "metrics.jsonl"
+def last_row(member_dir: Path) -> dict:
+    """A member's last logged row with a reward (empty if none)."""
+    path = member_dir / "metrics.jsonl"
     rows = [r for r in read_metrics(path) if r.get("reward") is not None] if path.is_file() else []
     return rows[-1] if rows else {}

@@ -18,7 +18,6 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from councilzoo.agents.prompts import member_prompt
 from councilzoo.config import ConfigError, load_config
 from councilzoo.envs.rewards import PEER_RULES
 from councilzoo.learners import engine
-from councilzoo.learners.corl.config import CoRLConfig, load_training_items
+from councilzoo.learners.corl.config import CoRLConfig
 from councilzoo.learners.corl.link import CohortLink
 from councilzoo.learners.corl.rounds import problem_rows
 from councilzoo.learners.corl.seeded_sampling import SeededSampling
@@ -36,7 +35,7 @@ from councilzoo.processes import pid_alive
 from councilzoo.tasks import Problem, answers_equivalent, answers_for_batch
 
 __all__ = [
-    "HeldOutAccuracy", "VLLM_GROUP_PORT", "member_args", "member_model_path", "member_sees_images",
+    "HeldOutAccuracy", "member_model_path", "member_sees_images",
     "run_member", "quiet_loading", "LAUNCHER_ENV", "PR_SET_PDEATHSIG", "die_with_launcher",
     "set_parent_death_signal", "main",
 ]
@@ -123,25 +122,6 @@ class HeldOutAccuracy(engine.MetricsFile):
                 self.trainer._metrics["train"]["eval_accuracy"].append(accuracy)
 
 
-# TRL's default port of the vLLM weight-sync group; member i binds VLLM_GROUP_PORT + i unless the config
-# sets one, so that members sharing a node do not collide.
-VLLM_GROUP_PORT = 51216
-
-
-def member_args(cfg: CoRLConfig, index: int, world_size: int | None = None) -> Any:
-    """The member's ``GRPOConfig`` (cohort trainer settings, then the member's own), its batch
-    settings checked for ``world_size`` processes (default: this process's world)."""
-    member = cfg.members[index]
-    run = replace(engine.RunSettings.of(cfg), output_dir=cfg.member_dir(index))
-    return run.grpo_config(
-        engine.Round(cfg.prompts_per_step, cfg.num_generations, cfg.max_completion_length),
-        run_name=f"{Path(cfg.output_dir).name}-{member.name}",
-        overrides={"vllm_group_port": VLLM_GROUP_PORT + index, **cfg.trainer, **member.trainer},
-        world_size=world_size,
-        where=f"members.{index} ({member.name})",
-    )
-
-
 def member_model_path(cfg: CoRLConfig, index: int) -> str:
     """The member's model folder: a resolved local/hub model, or its built tiny model."""
     from councilzoo.agents.generators.common import resolve_model_path
@@ -182,8 +162,8 @@ def run_member(
     config fingerprint and on the checkpoint to resume from.
     """
     quiet_loading()
-    args = member_args(cfg, index)
-    problems = load_training_items(cfg)
+    args = cfg.member_args(index)
+    problems = load_items(cfg.data, cfg.seed, cfg.views)
     model_path = member_model_path(cfg, index)
     member = cfg.members[index]
     view, vlm = member.view, member_sees_images(model_path)
