@@ -16,7 +16,7 @@ from councilzoo.config import ConfigError
 
 __all__ = ["Learner", "register_learner", "learner_names", "get_learner"]
 
-BUILTIN = {
+_BUILTIN = {
     "corl": "councilzoo.learners.corl.learner",
     "grpo": "councilzoo.learners.baselines",
     "ttrl": "councilzoo.learners.baselines",
@@ -58,7 +58,7 @@ def register_learner(cls: type[Learner]) -> type[Learner]:
 
 
 def learner_names() -> list[str]:
-    return sorted(set(BUILTIN) | set(_REGISTRY))
+    return sorted(set(_BUILTIN) | set(_REGISTRY))
 
 
 def get_learner(name: str) -> type[Learner]:
@@ -73,8 +73,8 @@ def get_learner(name: str) -> type[Learner]:
         if not (isinstance(cls, type) and issubclass(cls, Learner)):
             raise ConfigError(f"learner {name!r} is not a councilzoo Learner subclass")
         return cls
-    if name not in _REGISTRY and name in BUILTIN:
-        importlib.import_module(BUILTIN[name])
+    if name not in _REGISTRY and name in _BUILTIN:
+        importlib.import_module(_BUILTIN[name])
     if name not in _REGISTRY:
         raise ConfigError(f"unknown learner {name!r}; expected one of {learner_names()}")
     return _REGISTRY[name]

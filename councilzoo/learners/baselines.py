@@ -30,7 +30,7 @@ from councilzoo.learners.corl.reward import CohortReward
 __all__ = ["IntrinsicReward", "BaselineConfig", "Baseline", "GRPO", "TTRL", "RENT", "INTUITOR"]
 
 
-def token_entropy_reward(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def _token_entropy_reward(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """RENT: minus the mean next-token entropy (nats) over each completion's tokens, (B,)."""
     logp = torch.log_softmax(logits.float(), dim=-1)
     entropy = -(logp.exp() * logp).sum(-1)
@@ -38,7 +38,7 @@ def token_entropy_reward(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tens
     return -(entropy * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
 
 
-def self_certainty_reward(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def _self_certainty_reward(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Intuitor: mean over tokens of KL(U || p_t) = -log V - mean_v log p_t(v), (B,)."""
     logp = torch.log_softmax(logits.float(), dim=-1)
     kl = -math.log(logits.size(-1)) - logp.mean(-1)
@@ -46,7 +46,7 @@ def self_certainty_reward(logits: torch.Tensor, mask: torch.Tensor) -> torch.Ten
     return (kl * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
 
 
-INTRINSIC_REWARDS = {"entropy": token_entropy_reward, "self_certainty": self_certainty_reward}
+_INTRINSIC_REWARDS = {"entropy": _token_entropy_reward, "self_certainty": _self_certainty_reward}
 
 
 class IntrinsicReward:
@@ -58,7 +58,7 @@ class IntrinsicReward:
 
     def __init__(self, rule: str) -> None:
         self.__name__ = rule
-        self.score = INTRINSIC_REWARDS[rule]
+        self.score = _INTRINSIC_REWARDS[rule]
         self.trainer: Any = None
 
     def bind(self, trainer: Any) -> None:
@@ -132,7 +132,7 @@ class Baseline(CoRL):
 
     @staticmethod
     def reward_functions(cfg, index, problems, link) -> list:
-        if cfg.reward_rule in INTRINSIC_REWARDS:
+        if cfg.reward_rule in _INTRINSIC_REWARDS:
             return [IntrinsicReward(cfg.reward_rule)]
         return [CohortReward(cfg, index, problems, None)]
 
@@ -164,5 +164,3 @@ class INTUITOR(Baseline):
 
     name, RULE = "intuitor", "self_certainty"
 
-
-BASELINE_RULES = {cls.name: cls.RULE for cls in (GRPO, TTRL, RENT, INTUITOR)}

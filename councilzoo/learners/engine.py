@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 # Keys a learner sets itself; a config's ``trainer:`` mapping may not override them.
-OWNED_KEYS = frozenset(
+_OWNED_KEYS = frozenset(
     {
         "output_dir",
         "max_steps",
@@ -66,7 +66,7 @@ OWNED_KEYS = frozenset(
 # transformers 5 renamed gradient checkpointing (TRL's GRPOConfig still uses the old name): the
 # deprecation says nothing a user of our configs can act on, so it is not printed.
 warnings.filterwarnings("ignore", message=r".*gradient_checkpointing.* is deprecated", category=FutureWarning)
-DEFAULTS: dict[str, Any] = {
+_DEFAULTS: dict[str, Any] = {
     "loss_type": "grpo",
     "importance_sampling_level": "sequence",
     "beta": 0.0,
@@ -82,10 +82,10 @@ def check_trainer_overrides(overrides: Mapping[str, Any], where: str) -> None:
     and keys the learner owns, naming the config path; before any model loads."""
     from trl import GRPOConfig
 
-    owned = sorted(set(overrides) & OWNED_KEYS)
+    owned = sorted(set(overrides) & _OWNED_KEYS)
     problems = [f"{where}: {owned} are set by the learner's own keys, not under 'trainer'"] if owned else []
     try:
-        check_fields({k: v for k, v in overrides.items() if k not in OWNED_KEYS}, GRPOConfig, where)
+        check_fields({k: v for k, v in overrides.items() if k not in _OWNED_KEYS}, GRPOConfig, where)
     except ConfigError as err:
         problems += err.problems
     if problems:
@@ -139,7 +139,7 @@ class RunSettings:
         import torch
         from trl import GRPOConfig
 
-        settings = {**DEFAULTS, **dict(overrides)}
+        settings = {**_DEFAULTS, **dict(overrides)}
         # TRL renders the training prompts: the same fixed date as our own paths
         settings["chat_template_kwargs"] = {
             **chat_template_kwargs(), **(settings.get("chat_template_kwargs") or {})
@@ -296,7 +296,7 @@ def build_trainer(
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     if args.use_vllm and args.vllm_importance_sampling_correction:
-        log_masked_fraction(trainer)
+        _log_masked_fraction(trainer)
     trainer.remove_callback(PrinterCallback)  # StepProgress shows the step's key numbers instead
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(CheckpointManifest())
@@ -330,7 +330,7 @@ def masked_fraction(
     return float((hit & mask).sum()), float(mask.sum())
 
 
-def log_masked_fraction(trainer: Any) -> None:
+def _log_masked_fraction(trainer: Any) -> None:
     """Log ``sampling/importance_sampling_masked_fraction`` each round: the share of the world's
     completion tokens whose vLLM importance-sampling ratio the configured mode masked or clipped
     (TRL logs the ratio's min, mean and max only). A sequence-level mode masks whole sequences, the

@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 # Requests in flight at once from one process; the server batches them.
-SERVER_CONCURRENCY = 64
+_SERVER_CONCURRENCY = 64
 
 
 def vllm_mode(args: Any) -> str | None:
@@ -64,7 +64,7 @@ def policy_generator(trainer: Any) -> Iterator[Generator]:
 def trainer_vllm_generator(trainer: Any) -> Generator:
     """A generator where ``trainer`` generates with vLLM: its colocated engine or its server."""
     if vllm_mode(trainer.args) == "server":
-        return ServerGenerator(server_client(trainer), trainer.processing_class)
+        return ServerGenerator(_server_client(trainer), trainer.processing_class)
     from councilzoo.agents.generators.vllm_backend import VLLMGenerator
 
     return VLLMGenerator.from_engine(trainer.vllm_generation.llm)
@@ -112,7 +112,7 @@ def mark_weights_pushed(trainer: Any) -> None:
     trainer._last_loaded_step = trainer.state.global_step
 
 
-def server_client(trainer: Any) -> Any:
+def _server_client(trainer: Any) -> Any:
     """TRL's ``VLLMClient`` of a server-mode trainer. TRL makes one on the main process only (it
     also holds the weight-sync group); another rank gets a client of its own, for generation only,
     kept where TRL keeps its own."""
@@ -163,7 +163,7 @@ class ServerGenerator:
         copies = 1 if sampling.greedy else n  # greedy samples are identical: decode once, copy
         if not prompts:
             return []
-        with ThreadPoolExecutor(max_workers=min(SERVER_CONCURRENCY, len(prompts))) as pool:
+        with ThreadPoolExecutor(max_workers=min(_SERVER_CONCURRENCY, len(prompts))) as pool:
             groups = list(
                 pool.map(lambda i: self._request(ids[i], copies, sampling, seeds[i]), range(len(ids)))
             )

@@ -16,7 +16,7 @@ from typing import Any
 
 __all__ = ["check_report_to", "MetricsLogger", "read_metrics"]
 
-REPORT_TO = ("none", "tensorboard", "wandb", "trackio")
+_REPORT_TO = ("none", "tensorboard", "wandb", "trackio")
 _PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "trackio"}
 
 
@@ -36,8 +36,8 @@ def check_report_to(report_to: str | Sequence[str]) -> list[str]:
     """Validate backend names (and that their packages import); 'none' alone disables them."""
     names = [report_to] if isinstance(report_to, str) else list(report_to)
     for name in names:
-        if name not in REPORT_TO:
-            raise ValueError(f"report_to: unknown backend {name!r}; expected some of {REPORT_TO}")
+        if name not in _REPORT_TO:
+            raise ValueError(f"report_to: unknown backend {name!r}; expected some of {_REPORT_TO}")
     names = [n for n in names if n != "none"]
     for name in names:
         _require(name)

@@ -28,8 +28,8 @@ from councilzoo.learners.recipe_checks import GIB, STATE_BYTES, check_views, tra
 
 __all__ = ["model_facts", "Plan", "CHECKS", "describe", "preflight"]
 
-FROZEN_BYTES_PER_PARAM = 4  # a LoRA run's base weights (fp32)
-DEFAULT_GPU_GIB = 80.0
+_FROZEN_BYTES_PER_PARAM = 4  # a LoRA run's base weights (fp32)
+_DEFAULT_GPU_GIB = 80.0
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class ModelFacts:
 
 # The shipped GPU recipes' models, from their hub config.json (text model of a VLM), so that a
 # machine without the hub still sizes them. Others: a local config.json, else the name's size.
-KNOWN_MODELS = {
+_KNOWN_MODELS = {
     "Qwen/Qwen2.5-1.5B-Instruct": ModelFacts(1.54e9, 28, 2, 128, 32768, source="hub config.json"),
     "meta-llama/Llama-3.2-1B-Instruct": ModelFacts(1.24e9, 16, 8, 64, 131072, source="hub config.json"),
     "Qwen/Qwen2.5-VL-3B-Instruct": ModelFacts(3.75e9, 36, 2, 128, 128000, source="hub config.json"),
@@ -60,7 +60,7 @@ KNOWN_MODELS = {
 }
 
 # Items of the named datasets' splits (their hub cards), for rounds per epoch without a download.
-SPLIT_SIZES = {("gsm8k", "train"): 7473, ("gsm8k", "test"): 1319, ("math500", "test"): 500,
+_SPLIT_SIZES = {("gsm8k", "train"): 7473, ("gsm8k", "test"): 1319, ("math500", "test"): 500,
                ("gpqa_diamond", "test"): 198, ("mathvista", "testmini"): 1000}  # fmt: skip
 
 
@@ -70,8 +70,8 @@ def model_facts(name: str) -> ModelFacts | None:
     config = _local_config(name)
     if config is not None:
         return _facts_from_config(config)
-    if name in KNOWN_MODELS:
-        return KNOWN_MODELS[name]
+    if name in _KNOWN_MODELS:
+        return _KNOWN_MODELS[name]
     size = re.search(r"(\d+(?:\.\d+)?)\s*([BM])\b", name.replace("_", "-"), re.IGNORECASE)
     if size is None:
         return None
@@ -139,7 +139,7 @@ class Plan:
     paraphrases: str | None = None  # data.paraphrases
     local_items: list | None = None  # the training items where they are on this machine (synthetic, a file)
     explicit: dict[str, Any] = field(default_factory=dict)  # the trainer settings the config sets
-    gpu_gib: float = DEFAULT_GPU_GIB
+    gpu_gib: float = _DEFAULT_GPU_GIB
 
     @property
     def accumulation(self) -> int:
@@ -165,7 +165,7 @@ class Plan:
             return None
         if self.lora:
             split = self.layout() == "zero3"
-            return self.facts.params * FROZEN_BYTES_PER_PARAM / (self.world if split else 1) / GIB
+            return self.facts.params * _FROZEN_BYTES_PER_PARAM / (self.world if split else 1) / GIB
         return training_gib(self.facts.params, self.world, self.layout())
 
     def layout(self) -> str:
@@ -189,7 +189,7 @@ class Plan:
         return max(0, int(free // (kv * context)))
 
 
-def sharding_of(settings: dict[str, Any], world: int) -> str:
+def _sharding_of(settings: dict[str, Any], world: int) -> str:
     """DDP, ZeRO-2, ZeRO-3 or FSDP from an accelerate config's settings (one process: none)."""
     backend = settings.get("distributed_type")
     if backend == "DEEPSPEED":
@@ -199,7 +199,7 @@ def sharding_of(settings: dict[str, Any], world: int) -> str:
     return "DDP" if world > 1 else "none"
 
 
-def count_items(dataset: str, split: str, path: str | None, limit: int | None, size: int) -> int | None:
+def _count_items(dataset: str, split: str, path: str | None, limit: int | None, size: int) -> int | None:
     """Items of a training or held-out set without downloading it (None where unknown offline)."""
     if dataset.startswith("synthetic:"):
         return limit or size  # load_problems makes this many
@@ -211,7 +211,7 @@ def count_items(dataset: str, split: str, path: str | None, limit: int | None, s
             else sum(1 for line in text.splitlines() if line.strip())
         )
     else:
-        n = SPLIT_SIZES.get((dataset, split))
+        n = _SPLIT_SIZES.get((dataset, split))
     return n if n is None or limit is None else min(n, limit)
 
 
@@ -369,7 +369,7 @@ CHECKS: list[Callable[..., list[Finding]]] = [
 ]
 
 
-def run_checks(plan: Plan) -> list[Finding]:
+def _run_checks(plan: Plan) -> list[Finding]:
     return [finding for check in CHECKS for finding in check(plan)]
 
 
@@ -377,17 +377,17 @@ def run_checks(plan: Plan) -> list[Finding]:
 
 
 def _held_out(dataset: str, split: str, path: str | None, limit: int | None, size: int) -> str:
-    items = count_items(dataset, split, path, limit, size)
+    items = _count_items(dataset, split, path, limit, size)
     return f"{dataset} {split} ({f'{items:,}' if items is not None else 'all'} items)"
 
 
-def cohort_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
+def _cohort_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
     """A plan per member of a cohort config, or (where, error) where its trainer settings fail."""
     from councilzoo.learners.data import load_items
 
     plans: list[Plan | tuple[str, str]] = []
     d, e = cfg.data, cfg.eval
-    items = count_items(d.dataset, d.split, d.path, d.limit, d.num_problems)
+    items = _count_items(d.dataset, d.split, d.path, d.limit, d.num_problems)
     local_items = None
     here = d.dataset.startswith("synthetic:") or d.path is not None
     if here and (d.paraphrases is None or Path(d.paraphrases).is_file()):
@@ -409,7 +409,7 @@ def cohort_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
             where=where, name=member.name, model=model, args=args,
             facts=model_facts(member.model) if member.model else None,
             world=member.world_size(), machines=member.machines(),
-            sharding=sharding_of(member.accelerate_settings(), member.world_size()),
+            sharding=_sharding_of(member.accelerate_settings(), member.world_size()),
             data=(d.dataset, d.split, d.path, d.limit), items=items, items_per_round=cfg.prompts_per_step,
             round_of="items", held_out=held_out,
             label_free=cfg.reward_rule != "ground_truth", view=member.view, lora=member.peft is not None,
@@ -419,7 +419,7 @@ def cohort_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
     return plans
 
 
-def tracer_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
+def _tracer_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
     """TRACER's one trained model (its utterance trainer), planned on one process."""
 
     from councilzoo.learners.tracer.utterance_layer import utterance_args
@@ -438,7 +438,7 @@ def tracer_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
         where="tracer", name="tracer", model=cfg.agents.model, facts=model_facts(cfg.agents.model), args=args,
         world=1, machines=1, sharding="none",
         data=(d.dataset, d.split, d.path, d.limit),
-        items=count_items(d.dataset, d.split, d.path, d.limit, d.num_problems),
+        items=_count_items(d.dataset, d.split, d.path, d.limit, d.num_problems),
         items_per_round=cfg.problems_per_step, round_of="turns",
         held_out=held_out, label_free=cfg.label_free, lora=cfg.generation.peft is not None,
         explicit=dict(cfg.generation.trainer), gpu_gib=gpu_gib,
@@ -475,7 +475,7 @@ def describe(plan: Plan) -> list[str]:
         per = " + ".join([f"{whole} whole"] * bool(whole) + [f"{split} / {world}"] * bool(split))
         if plan.lora:
             split = f" / {world}" if plan.layout() == "zero3" else ""
-            per = f"frozen fp32 weights, {FROZEN_BYTES_PER_PARAM}{split}"
+            per = f"frozen fp32 weights, {_FROZEN_BYTES_PER_PARAM}{split}"
         total = training + plan.vllm_gib()
         lines.append(f"  memory a GPU     ~{total:.1f} GiB + activations: training state {training:.1f} GiB "
                      f"({per} bytes a parameter), "
@@ -495,15 +495,15 @@ def describe(plan: Plan) -> list[str]:
     return lines
 
 
-def preflight(learner: str, cfg: Any, gpu_gib: float = DEFAULT_GPU_GIB) -> tuple[str, list[str]]:
+def preflight(learner: str, cfg: Any, gpu_gib: float = _DEFAULT_GPU_GIB) -> tuple[str, list[str]]:
     """The report of a config and its error lines (empty: the run may start)."""
     from councilzoo.learners.corl.config import CoRLConfig
     from councilzoo.learners.tracer.config import TracerConfig
 
     if isinstance(cfg, CoRLConfig):
-        plans = cohort_plans(cfg, gpu_gib)
+        plans = _cohort_plans(cfg, gpu_gib)
     elif isinstance(cfg, TracerConfig):
-        plans = tracer_plans(cfg, gpu_gib)
+        plans = _tracer_plans(cfg, gpu_gib)
     else:
         raise ConfigError(f"--dry-run: learner {learner!r} has no preflight (cohort learners and tracer do)")
     unit = "TRACER steps (generation rounds)" if isinstance(cfg, TracerConfig) else "optimizer steps"
@@ -519,7 +519,7 @@ def preflight(learner: str, cfg: Any, gpu_gib: float = DEFAULT_GPU_GIB) -> tuple
             errors.append(f"{where}: {message}")
             continue
         lines += describe(plan)
-        for level, text in run_checks(plan):
+        for level, text in _run_checks(plan):
             lines.append(f"  {level}: {text}")
             if level == "error":
                 errors.append(f"{plan.where}: {text}")

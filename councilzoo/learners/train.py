@@ -79,7 +79,7 @@ def _scalar(raw: str) -> Any:
     return value
 
 
-def read_config(path: str | Path, cls: type, assignments: Sequence[str] = ()) -> Any:
+def _read_config(path: str | Path, cls: type, assignments: Sequence[str] = ()) -> Any:
     """The validated ``cls`` config from a YAML file with ``--set`` overrides applied."""
     problems: list[str] = []
     data = read_yaml(path, "config file", problems) or {}
@@ -118,7 +118,7 @@ def main(args: argparse.Namespace) -> int:
         sets.append(f"output_dir={args.out}")
     if args.max_steps is not None:
         sets.append(f"max_steps={args.max_steps}")
-    cfg = read_config(args.config, learner_class.config_class, sets)
+    cfg = _read_config(args.config, learner_class.config_class, sets)
     if getattr(args, "dry_run", False):
         from councilzoo.learners.preflight import preflight
 
@@ -131,7 +131,7 @@ def main(args: argparse.Namespace) -> int:
     check_output_dir(cfg.output_dir, flag)
     learner = learner_class(cfg)
     members = _members(args.members)
-    changed = changed_settings(cfg) if args.resume else []
+    changed = _changed_settings(cfg) if args.resume else []
     if changed and not args.allow_changed_settings:
         raise ConfigError("\n".join(
             f"--resume: {change} since the run in {cfg.output_dir} started; pass --allow-changed-settings "
@@ -151,7 +151,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         with held:
             if changed and main_rank:
-                record_changed_settings(cfg, changed, learner.resume_step())
+                _record_changed_settings(cfg, changed, learner.resume_step())
             rows = learner.train(resume=args.resume, overwrite=args.overwrite, **kwargs)
     except (CohortFailed, PeerFailure) as exc:
         print(f"councilzoo train: cohort stopped: {exc}", file=sys.stderr)
@@ -161,28 +161,28 @@ def main(args: argparse.Namespace) -> int:
 
 
 # Settings a resume may change without --allow-changed-settings: a longer run, a moved folder.
-RESUME_FREE = ("max_steps", "output_dir")
-SETTINGS_CHANGES = "settings_changes.jsonl"
+_RESUME_FREE = ("max_steps", "output_dir")
+_SETTINGS_CHANGES = "settings_changes.jsonl"
 
 
-def changed_settings(cfg: Any) -> list[str]:
+def _changed_settings(cfg: Any) -> list[str]:
     """What ``cfg`` changes against the resolved config its output folder's run started with
-    (``config.yaml``), besides ``RESUME_FREE``: one ``"key: old -> new"`` per difference."""
+    (``config.yaml``), besides ``_RESUME_FREE``: one ``"key: old -> new"`` per difference."""
     path = Path(cfg.output_dir) / "config.yaml"
     if not path.is_file():
         return []
     old, new = yaml.safe_load(path.read_text()) or {}, config_to_dict(cfg)
-    for key in RESUME_FREE:
+    for key in _RESUME_FREE:
         old.pop(key, None)
         new.pop(key, None)
     return differences(old, new)
 
 
-def record_changed_settings(cfg: Any, changed: Sequence[str], step: int | None) -> None:
+def _record_changed_settings(cfg: Any, changed: Sequence[str], step: int | None) -> None:
     """Append to ``OUTPUT/settings_changes.jsonl`` what a resume changed and the step it continues
     after, since ``config.yaml`` then holds the new settings."""
     row = {"resumed_after_step": step, "changed": list(changed), "at": run_metadata()["started_at"]}
-    with open(Path(cfg.output_dir) / SETTINGS_CHANGES, "a") as file:
+    with open(Path(cfg.output_dir) / _SETTINGS_CHANGES, "a") as file:
         file.write(json.dumps(row) + "\n")
 
 

@@ -234,7 +234,7 @@ class CoRLConfig:
         for i, member in enumerate(self.members):
             settings, where = {**self.trainer, **member.trainer}, f"members[{i}] ({member.name})"
             if self.seeded_sampling:
-                check_seeded_sampling(settings, where)
+                _check_seeded_sampling(settings, where)
             check_sleep_mode(settings, owned, where)
 
     def member_dir(self, index: int) -> Path:
@@ -267,15 +267,15 @@ class CoRLConfig:
     def fingerprint(self) -> str:
         """Hash of what the members learn from: members of one cohort must agree on it to join.
 
-        Where and how a member runs (``PLACEMENT``: devices, hosts, ports, process counts, server
+        Where and how a member runs (``_PLACEMENT``: devices, hosts, ports, process counts, server
         URLs, output folders) is left out, so that each node of a multi-node run may set its own."""
         resolved = config_to_dict(self)
-        for key in PLACEMENT["run"]:
+        for key in _PLACEMENT["run"]:
             resolved.pop(key, None)
         for scope in (resolved, *resolved["members"]):
-            scope["trainer"] = {k: v for k, v in scope["trainer"].items() if k not in PLACEMENT["trainer"]}
+            scope["trainer"] = {k: v for k, v in scope["trainer"].items() if k not in _PLACEMENT["trainer"]}
         for member in resolved["members"]:
-            for key in PLACEMENT["member"]:
+            for key in _PLACEMENT["member"]:
                 member.pop(key, None)
         return hashlib.sha256(json.dumps(resolved, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -285,7 +285,7 @@ class CoRLConfig:
 VLLM_GROUP_PORT = 51216
 
 # Settings that place a run (machines, ports, folders, trackers) and change no update.
-PLACEMENT = {
+_PLACEMENT = {
     "run": ("output_dir", "tiny_models_dir", "report_to", "project", "distributed", "warm_start"),
     "member": ("num_processes", "devices", "accelerate_config"),
     "trainer": (
@@ -296,12 +296,12 @@ PLACEMENT = {
 
 
 # GRPOConfig sampling settings that SeededSampling does not apply, with their defaults.
-UNSEEDED_SETTINGS = {"top_k": 0, "min_p": None, "repetition_penalty": 1.0, "generation_kwargs": None}
+_UNSEEDED_SETTINGS = {"top_k": 0, "min_p": None, "repetition_penalty": 1.0, "generation_kwargs": None}
 
 
-def check_seeded_sampling(settings: dict[str, Any], where: str) -> None:
+def _check_seeded_sampling(settings: dict[str, Any], where: str) -> None:
     """``seeded_sampling`` samples with temperature, top_p and max_completion_length only (with
     transformers, a colocated vLLM engine or a vLLM server alike)."""
-    changed = sorted(k for k, default in UNSEEDED_SETTINGS.items() if settings.get(k, default) != default)
+    changed = sorted(k for k, default in _UNSEEDED_SETTINGS.items() if settings.get(k, default) != default)
     if changed:
         raise ValueError(f"{where}: seeded_sampling does not apply trainer settings {changed}")

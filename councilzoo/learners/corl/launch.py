@@ -55,10 +55,10 @@ def _free_port() -> int:
 
 
 # What a warm-start server imports once (the member module pulls in torch and transformers).
-WARM_MODULES = ("councilzoo.learners.corl.member", "trl.trainer.grpo_trainer", "peft")
+_WARM_MODULES = ("councilzoo.learners.corl.member", "trl.trainer.grpo_trainer", "peft")
 
 
-def member_argv(config_path: Path, learner: str, index: int, resume: bool) -> list[str]:
+def _member_argv(config_path: Path, learner: str, index: int, resume: bool) -> list[str]:
     """The arguments of ``councilzoo.learners.corl.member``'s main for member ``index``."""
     argv = [str(config_path), "--learner", learner, "--member", str(index)]
     return argv + (["--resume"] if resume else [])
@@ -71,7 +71,7 @@ def member_command(
 
     A world on one machine gets a free local port; one spanning machines keeps its accelerate
     config's ``main_process_port``, which every machine must share."""
-    entry = ["-m", "councilzoo.learners.corl.member", *member_argv(config_path, learner, index, resume)]
+    entry = ["-m", "councilzoo.learners.corl.member", *_member_argv(config_path, learner, index, resume)]
     port = str(_free_port())
     if member.accelerate_config:
         local_port = ["--main_process_port", port] if member.machines() == 1 else []
@@ -100,7 +100,7 @@ def member_command(
     return [sys.executable, *entry]
 
 
-def prepare_run(
+def _prepare_run(
     cfg: CoRLConfig, learner: str, resume: bool, overwrite: bool, indices: Sequence[int] | None = None
 ) -> tuple[Path, list[Path]]:
     """Everything that can fail fast, before any member starts and before anything is written:
@@ -111,7 +111,7 @@ def prepare_run(
     out = Path(cfg.output_dir)
     indices = range(len(cfg.members)) if indices is None else indices
     for i in indices:
-        check_sharding_runs_here(cfg.members[i], f"members.{i} ({cfg.members[i].name})")
+        _check_sharding_runs_here(cfg.members[i], f"members.{i} ({cfg.members[i].name})")
     folders = [cfg.member_dir(i) for i in range(len(cfg.members))]
     for i in indices:
         cfg.member_args(i, world_size=cfg.members[i].world_size())  # GRPOConfig errors now
@@ -135,15 +135,15 @@ def prepare_run(
 
 # What accelerate (1.16) starts only on GPUs: on a CPU it gives such a world plain data parallel
 # (MULTI_CPU) without a word, so a sharded recipe would train unsharded and save unsharded.
-SHARDED_BACKENDS = ("FSDP", "DEEPSPEED")
+_SHARDED_BACKENDS = ("FSDP", "DEEPSPEED")
 
 
-def check_sharding_runs_here(member: MemberConfig, where: str) -> None:
+def _check_sharding_runs_here(member: MemberConfig, where: str) -> None:
     """Refuse an FSDP or DeepSpeed member world on a machine without CUDA, before anything starts."""
     import torch
 
     backend = member.accelerate_settings().get("distributed_type")
-    if backend in SHARDED_BACKENDS and not torch.cuda.is_available():
+    if backend in _SHARDED_BACKENDS and not torch.cuda.is_available():
         raise ConfigError(
             f"{where}: accelerate_config {member.accelerate_config} asks for {backend}, which accelerate "
             "runs on GPUs only (on a CPU the world would silently be plain data parallel); run it on a GPU "
@@ -168,10 +168,10 @@ def launch_cohort(
     (its whole process group) and ``CohortFailed`` names the member and its exit status.
     """
     indices = list(range(len(cfg.members))) if members is None else list(members)
-    config_path, folders = prepare_run(cfg, learner, resume, overwrite, indices)
+    config_path, folders = _prepare_run(cfg, learner, resume, overwrite, indices)
     names = ", ".join(cfg.members[i].name for i in indices)
     phase(f"starting {len(indices)} member world(s): {names} (each loads its model, then trains)")
-    with sigterm_interrupts():
+    with _sigterm_interrupts():
         return _run_worlds(cfg, config_path, learner, indices, resume, timeout_s, folders)
 
 
@@ -179,11 +179,11 @@ def _run_worlds(
     cfg: CoRLConfig, config_path: Path, learner: str, indices: list[int], resume: bool,
     timeout_s: float | None, folders: Sequence[Path],
 ) -> list[dict]:
-    procs: dict[int, subprocess.Popen | ForkedWorld] = {}
+    procs: dict[int, subprocess.Popen | _ForkedWorld] = {}
     failed: list[str] = []
     try:
         for i in indices:
-            procs[i] = start_world(cfg, config_path, learner, i, resume)
+            procs[i] = _start_world(cfg, config_path, learner, i, resume)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while procs:
             for i, proc in list(procs.items()):
@@ -206,11 +206,11 @@ def _run_worlds(
             _stop(proc)
     if failed:
         raise CohortFailed("; ".join(failed))
-    return [last_row(folders[i]) for i in indices]
+    return [_last_row(folders[i]) for i in indices]
 
 
 @contextmanager
-def sigterm_interrupts():
+def _sigterm_interrupts():
     """Within: SIGTERM ends the launcher as Ctrl-C does, through ``launch_cohort``'s cleanup that
     stops every world (main thread only, where Python delivers signals)."""
     if threading.current_thread() is not threading.main_thread():
@@ -227,9 +227,9 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
-def start_world(
+def _start_world(
     cfg: CoRLConfig, config_path: Path, learner: str, index: int, resume: bool
-) -> subprocess.Popen | ForkedWorld:
+) -> subprocess.Popen | _ForkedWorld:
     """Start member ``index``'s world in its own session, marked with the launcher's pid and
     dying with it (``member.die_with_launcher``)."""
     member = cfg.members[index]
@@ -237,7 +237,7 @@ def start_world(
     if member.devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = member.devices
     if cfg.warm_start and member.num_processes == 1 and not member.accelerate_config:
-        return ForkedWorld(member_argv(config_path, learner, index, resume), env)
+        return _ForkedWorld(_member_argv(config_path, learner, index, resume), env)
     cmd = member_command(config_path, learner, index, member, resume)
     return subprocess.Popen(cmd, env=env, start_new_session=True, preexec_fn=set_parent_death_signal)
 
@@ -246,13 +246,13 @@ class CohortFailed(RuntimeError):
     """A member's world failed (or the cohort timed out); every member was stopped."""
 
 
-class ForkedWorld:
+class _ForkedWorld:
     """A single-process member world forked from the warm-start server, with ``Popen``'s
     ``pid``, ``poll`` and ``wait``; like a ``Popen`` world it leads its own process group."""
 
     def __init__(self, argv: list[str], env: dict[str, str]) -> None:
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(list(WARM_MODULES))  # read when the server first starts
+        context.set_forkserver_preload(list(_WARM_MODULES))  # read when the server first starts
         self.process = context.Process(target=_forked_member_main, args=(argv, env), name="member-world")
         self.process.start()
         self.pid = self.process.pid
@@ -290,7 +290,7 @@ def _forked_member_main(argv: list[str], env: dict[str, str]) -> None:
     sys.exit(member.main(argv))
 
 
-def _stop(proc: subprocess.Popen | ForkedWorld) -> None:
+def _stop(proc: subprocess.Popen | _ForkedWorld) -> None:
     for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
         try:
             os.killpg(proc.pid, sig)
@@ -303,7 +303,7 @@ def _stop(proc: subprocess.Popen | ForkedWorld) -> None:
             continue
 
 
-def last_row(member_dir: Path) -> dict:
+def _last_row(member_dir: Path) -> dict:
     """A member's last logged row with a reward (empty if none)."""
     path = member_dir / "metrics.jsonl"
     rows = [r for r in read_metrics(path) if r.get("reward") is not None] if path.is_file() else []

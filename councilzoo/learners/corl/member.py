@@ -207,7 +207,7 @@ def run_member(
             model_path, model_path, args, rows, rewards, cbs, member.peft, rollout_func=rollout
         )
         trainer.train(resume_from_checkpoint=checkpoint)
-        record_gpu_peak(trainer, cfg.member_dir(index) / "gpu_memory.json", member.name)
+        _record_gpu_peak(trainer, cfg.member_dir(index) / "gpu_memory.json", member.name)
         final = cfg.member_dir(index) / "final"
         if trainer.is_fsdp_enabled:  # whole weights in final/, whatever the checkpoints' state-dict type
             trainer.accelerator.state.fsdp_plugin.set_state_dict_type("FULL_STATE_DICT")
@@ -220,7 +220,7 @@ def run_member(
     return history[-1] if history else {}
 
 
-def record_gpu_peak(trainer: Any, path: Path, name: str) -> None:
+def _record_gpu_peak(trainer: Any, path: Path, name: str) -> None:
     """On a GPU: each rank's peak allocated memory (``torch.cuda.max_memory_allocated``, MiB; a
     colocated vLLM engine's weights and KV cache included) to ``path`` and stdout, from rank 0."""
     import torch

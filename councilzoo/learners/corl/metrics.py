@@ -9,7 +9,7 @@ All functions take extracted answers (None = no answer) and compare them up to e
 - ``distinct_answers``: number of distinct non-None answers in a group.
 - ``pairwise_agreement``: over all member pairs and items, the share where both labels exist and
   are equivalent.
-- ``collapse_rate``: share of groups whose G samples all state the same answer. At 1.0 a member
+- ``_collapse_rate``: share of groups whose G samples all state the same answer. At 1.0 a member
   gets no GRPO signal under self-consistency rewards and no longer explores: the collapse that
   label-free intrinsic rewards show; Co-RL's peer rewards are meant to avoid it.
 """
@@ -34,7 +34,7 @@ def _kinds(kind: Kinds, n: int) -> list[str]:
     return [kind] * n if isinstance(kind, str) else list(kind)
 
 
-def answer_classes(answers: Sequence[str | None], kind: str) -> list[int]:
+def _answer_classes(answers: Sequence[str | None], kind: str) -> list[int]:
     """Class index of each answer up to equivalence (first-seen order); None is class -1."""
     reps: list[str] = []
     out = []
@@ -54,7 +54,7 @@ def answer_classes(answers: Sequence[str | None], kind: str) -> list[int]:
 
 def answer_entropy(answers: Sequence[str | None], kind: str) -> float:
     """Entropy (nats) of the answer distribution of one group; "no answer" counts as a class."""
-    classes = answer_classes(answers, kind)
+    classes = _answer_classes(answers, kind)
     if not classes:
         return 0.0
     counts = [classes.count(c) for c in set(classes)]
@@ -64,15 +64,15 @@ def answer_entropy(answers: Sequence[str | None], kind: str) -> float:
 
 def distinct_answers(answers: Sequence[str | None], kind: str) -> int:
     """Number of distinct non-None answers in a group."""
-    return len({c for c in answer_classes(answers, kind) if c >= 0})
+    return len({c for c in _answer_classes(answers, kind) if c >= 0})
 
 
-def collapse_rate(groups: Sequence[Sequence[str | None]], kind: Kinds) -> float:
+def _collapse_rate(groups: Sequence[Sequence[str | None]], kind: Kinds) -> float:
     """Share of groups in which every sample states the same (non-None) answer."""
     if not groups:
         return 0.0
     same = [
-        len(g) > 0 and set(answer_classes(g, k)) == {0}
+        len(g) > 0 and set(_answer_classes(g, k)) == {0}
         for g, k in zip(groups, _kinds(kind, len(groups)), strict=True)
     ]
     return sum(same) / len(groups)
@@ -125,7 +125,7 @@ def group_diversity(groups: Sequence[Sequence[str | None]], kind: Kinds) -> dict
     return {
         "answer_entropy": sum(answer_entropy(g, k) for g, k in zip(groups, kinds, strict=True)) / n,
         "distinct_answers": sum(distinct_answers(g, k) for g, k in zip(groups, kinds, strict=True)) / n,
-        "collapse": collapse_rate(groups, kind),
+        "collapse": _collapse_rate(groups, kind),
     }
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from councilzoo.tasks import Problem
 
-__all__ = ["step_items", "item_keys", "problem_rows", "split_images"]
+__all__ = ["step_items", "problem_rows", "split_images"]
 
 
 def step_items(problems: Sequence[Problem], seed: int, round_index: int, per_round: int) -> list[Problem]:
@@ -29,7 +29,7 @@ def step_items(problems: Sequence[Problem], seed: int, round_index: int, per_rou
     return out
 
 
-def item_keys(problems: Sequence[Problem]) -> list[str]:
+def _item_keys(problems: Sequence[Problem]) -> list[str]:
     """Exchange keys within one round: the problem id, with ``~k`` on its k-th repeat."""
     seen: dict[str, int] = {}
     keys = []
@@ -52,7 +52,7 @@ def problem_rows(
     rows = []
     for r in range(rounds):
         items = step_items(problems, seed, r, per_round)
-        for problem, key in zip(items, item_keys(items), strict=True):
+        for problem, key in zip(items, _item_keys(items), strict=True):
             prompt, images = split_images(render(problem))
             row = {"prompt": prompt, "problem_id": problem.id, "problem_key": key, "round": r}
             rows.append({**row, "images": images} if images else row)

@@ -29,7 +29,7 @@ from councilzoo.agents.base import Sampling
 __all__ = ["SeededSampling"]
 
 
-def group_seed(seed: int, step: int, group: int) -> int:
+def _group_seed(seed: int, step: int, group: int) -> int:
     """The sampling seed of one item's group in the round that starts at optimizer ``step`` (31
     bits: vLLM and OpenAI-compatible servers take 32-bit signed seeds)."""
     return int(np.random.SeedSequence([seed, step, group]).generate_state(1)[0]) >> 1
@@ -63,7 +63,7 @@ class SeededSampling:
                 [prompts[rows[0]] for rows in by_group.values()],
                 n=g,
                 sampling=sampling,
-                seeds=[group_seed(self.seed, step, group) for group in by_group],
+                seeds=[_group_seed(self.seed, step, group) for group in by_group],
             )
         vllm = vllm_mode(args) is not None
         out: dict[str, Any] = {"prompt_ids": [], "completion_ids": [], "logprobs": [] if vllm else None}

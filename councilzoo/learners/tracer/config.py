@@ -21,7 +21,7 @@ __all__ = ["BASELINES", "ROLES", "GenerationConfig", "TracerDataConfig", "Tracer
 
 BASELINES = ("always_speak", "never_review", "alternate", "random")
 ROLES = ("proposer", "reviewer")
-CONSENSUS_VOTES = ("proposals", "proposals_and_reviews", "samples")  # label-free: whose answers vote
+_CONSENSUS_VOTES = ("proposals", "proposals_and_reviews", "samples")  # label-free: whose answers vote
 
 
 def _help(text: str, minimum: float | None = None, aliases: tuple[str, ...] = (), **kwargs):
@@ -212,9 +212,9 @@ class TracerConfig:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.consensus_samples < 1:
             raise ValueError(f"consensus_samples must be >= 1, got {self.consensus_samples}")
-        if self.consensus_votes not in CONSENSUS_VOTES:
+        if self.consensus_votes not in _CONSENSUS_VOTES:
             raise ValueError(
-                f"consensus_votes must be one of {list(CONSENSUS_VOTES)}, got {self.consensus_votes!r}"
+                f"consensus_votes must be one of {list(_CONSENSUS_VOTES)}, got {self.consensus_votes!r}"
             )
         unknown = [b for b in self.baselines if b not in BASELINES]
         if unknown:

@@ -1,7 +1,7 @@
 """TRACER's controller layer: play episodes in lockstep, branch at decisions, value both actions.
 
 A *decision* is a turn where a role's silent and speaking modes are both legal. Its action values
-``v = (v_silent, v_speaking)`` come from one of three rules (``VALUE_MODES``):
+``v = (v_silent, v_speaking)`` come from one of three rules (``_VALUE_MODES``):
 
 - ``counterfactual`` (default): the episode is deep-copied just before the decision, the copy
   plays the other mode, then both continue to the end under the current policy. Only the
@@ -43,7 +43,7 @@ from councilzoo.tasks import answers_equivalent
 
 __all__ = ["Decision", "snapshot", "Player", "play_episodes", "branch", "action_values"]
 
-VALUE_MODES = ("counterfactual", "myopic", "myopic_released")
+_VALUE_MODES = ("counterfactual", "myopic", "myopic_released")
 
 
 @dataclass
@@ -108,8 +108,8 @@ def play_episodes(
     ``value_mode`` set, each keeps a snapshot where its valuation needs a branch. ``on_speak(i,
     ctx, mode)`` sees every speaking turn (the generation layer's prompts).
     """
-    if value_mode is not None and value_mode not in VALUE_MODES:
-        raise ValueError(f"value_mode must be one of {VALUE_MODES}, got {value_mode!r}")
+    if value_mode is not None and value_mode not in _VALUE_MODES:
+        raise ValueError(f"value_mode must be one of {_VALUE_MODES}, got {value_mode!r}")
     decisions: list[Decision] = []
 
     def record(i: int, env, ctx: TurnContext, mode: Mode) -> None:
@@ -183,7 +183,7 @@ def turn_score(
     return _signed(pending_ok)
 
 
-def episode_value(record: EpisodeRecord, label: str | None, kind: str, lam: float, cost_unit: str) -> float:
+def _episode_value(record: EpisodeRecord, label: str | None, kind: str, lam: float, cost_unit: str) -> float:
     """Terminal team reward ``correct - lam * cost``, correctness judged against ``label``."""
     correct = label is not None and answers_equivalent(record.final_answer, label, kind)
     return team_reward(correct, record.cost, lam, cost_unit)
@@ -210,8 +210,8 @@ def action_values(
             valid[n] = False
             continue
         if value_mode == "counterfactual":
-            values[n, d.action] = episode_value(record, label, kind, lam, cost_unit)
-            values[n, 1 - d.action] = episode_value(d.alt_record, label, kind, lam, cost_unit)
+            values[n, d.action] = _episode_value(record, label, kind, lam, cost_unit)
+            values[n, 1 - d.action] = _episode_value(d.alt_record, label, kind, lam, cost_unit)
             continue
         speak_turn = record.turns[d.turn_index] if d.action == 1 else d.alt_turn
         values[n, 0] = _signed(answers_equivalent(d.pending, label, kind))

@@ -185,7 +185,7 @@ class Tracer:
         if cfg.agents.kind == "llm":
             from councilzoo.learners.tracer.utterance_layer import UtteranceLayer
 
-            callbacks = [ControllerCheckpoints(self), UpdateMetrics(self), StepProgress("tracer")]
+            callbacks = [ControllerCheckpoints(self), _UpdateMetrics(self), StepProgress("tracer")]
             self.generation = UtteranceLayer(cfg, self.play_step, callbacks)
         if agents is None:
             agents = role_agents(cfg, self.generation.agents if self.generation else None)
@@ -456,7 +456,7 @@ class ControllerCheckpoints(_callback_base()):
             self.tracer.save(Path(args.output_dir) / f"checkpoint-{state.global_step}" / "tracer")
 
 
-class UpdateMetrics(_callback_base()):
+class _UpdateMetrics(_callback_base()):
     """Puts the trainer's logged update metrics (loss, reward, grad norm, KL, ...) into the row of
     the TRACER step whose turns it trained on, so they reach ``metrics.jsonl`` and the trackers."""
 
@@ -502,7 +502,7 @@ class TracerLearner(Learner):
             tracer.leave_world()
             return []
         if resume:
-            keep_rows_up_to(out / "metrics.jsonl", tracer.step_count)
+            _keep_rows_up_to(out / "metrics.jsonl", tracer.step_count)
         with MetricsLogger(out, cfg.report_to, resume=resume) as logger:
             tracer.logger = logger
             tracer.train(resume_from)
@@ -525,7 +525,7 @@ class TracerLearner(Learner):
         return [{"accuracy": first.get("accuracy")}]
 
 
-def keep_rows_up_to(path: Path, step: int) -> None:
+def _keep_rows_up_to(path: Path, step: int) -> None:
     """Drop the metric rows a killed run wrote past its last checkpoint (a resume rewrites them)."""
     rows = read_metrics(path) if path.is_file() else []
     path.write_text("".join(json.dumps(r) + "\n" for r in rows if r.get("step", 0) <= step))

@@ -59,7 +59,7 @@ from councilzoo.tasks import answers_equivalent, plurality
 
 __all__ = ["UtteranceLayer"]
 
-STEP_PROMPT = [{"role": "user", "content": "tracer step"}]  # dataset placeholder; rollout_func plays
+_STEP_PROMPT = [{"role": "user", "content": "tracer step"}]  # dataset placeholder; rollout_func plays
 
 
 def utterance_args(cfg: TracerConfig) -> Any:
@@ -150,7 +150,7 @@ class UtteranceLayer:
             path,
             args,
             [
-                {"prompt": STEP_PROMPT, "slot": i}
+                {"prompt": _STEP_PROMPT, "slot": i}
                 for i in range(engine.rounds_needed(args) * g.turns_per_step)
             ],
             [UtteranceReward(g.cost_penalty, a.max_new_tokens)],
