@@ -135,15 +135,15 @@ def test_trained_agents_speak_in_the_configured_prompt_format(tiny_model_dir, tm
 def test_label_free_samples_train_the_llm_against_leave_one_out_labels(tiny_model_dir, tmp_path, monkeypatch):
     """A random tiny model states no answer, so no step has a consensus label; its proposer turns still
     train, each candidate against its group's other candidates (a step without them would be replayed)."""
-    from councilzoo.learners.tracer import gspo
+    from councilzoo.learners.tracer import utterance_layer
 
-    seen, real = [], gspo.leave_one_out_labels
+    seen, real = [], utterance_layer.leave_one_out_labels
 
     def spy(answers, kind):
         seen.append(answers)
         return real(answers, kind)
 
-    monkeypatch.setattr(gspo, "leave_one_out_labels", spy)
+    monkeypatch.setattr(utterance_layer, "leave_one_out_labels", spy)
     cfg = tiny_config(tiny_model_dir, tmp_path / "run", max_steps=1, label_free=True,
                       consensus_votes="samples", consensus_samples=3)
     tracer = Tracer(cfg)
