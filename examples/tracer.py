@@ -27,7 +27,7 @@ config = {
     "env": {"num_agents": 2, "rounds": 5, "lam": 0.05, "cost_unit": "calls"},  # reward: correct - lam x calls
     "controller": {"variant": "rm+", "values": "counterfactual"},
     "baselines": ["always_speak", "never_review", "alternate"],
-    "data": {"train": "synthetic:numeric", "eval": ["synthetic:numeric"], "synthetic_size": 256,
+    "data": {"dataset": "synthetic:numeric", "eval": ["synthetic:numeric"], "num_problems": 256,
              "eval_limit": 128},
 }
 if not args.llm:
@@ -52,7 +52,7 @@ else:
         "generation": {"enabled": True, "num_candidates": 4, "turns_per_step": 4,
                        "trainer": {"learning_rate": 1e-3},  # any trl.GRPOConfig field
                        "peft": {"r": 8, "lora_alpha": 16, "target_modules": ["q_proj", "v_proj"]}},
-        "data": {"train": "synthetic:numeric", "eval": ["synthetic:numeric"], "synthetic_size": 32,
+        "data": {"dataset": "synthetic:numeric", "eval": ["synthetic:numeric"], "num_problems": 32,
                  "eval_limit": 8},
     }
 
