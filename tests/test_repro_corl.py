@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -83,6 +84,22 @@ def test_v2_items_differ_in_every_view_and_members_know_an_exact_share():
         known, wrong = corl_modal.known_items(2, seed, 24)
         assert known.sum() == 15 and set(wrong) <= {0, 1, 2}
     assert {int(corl_modal.known_items(1, s, 24)[0].sum()) for s in range(1, 9)} != {15}  # v1: a draw
+
+
+def test_items_written_under_a_relative_folder_load_with_their_images(tmp_path, monkeypatch):
+    from councilzoo.tasks import load_dataset
+    from councilzoo.tasks.images import load_image
+
+    monkeypatch.chdir(tmp_path)
+    out = Path("runs") / "corl"  # `repro corl --out runs`: the loader once read runs/corl/runs/corl/...
+    out.mkdir(parents=True)
+    problems, path = corl_modal.write_items("vlm_v2", out, 3)
+    loaded = load_dataset("jsonl", path=str(path))
+    assert [p.id for p in loaded] == [p.id for p in problems]
+    for p in loaded:
+        assert p.images and all(min(load_image(image).size) > 0 for image in p.images)
+    monkeypatch.chdir(out)  # the file's image paths do not depend on the folder it was written from
+    assert len(load_dataset("jsonl", path=path.name)) == 3
 
 
 def test_the_shipped_v2_members_are_the_full_specs_and_match_their_digests():
