@@ -200,6 +200,29 @@ def test_regime_plot_is_written(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_homogeneous_cohort_is_compared_with_the_member_whose_checkpoint_it_copies():
+    def curves(collapse, first_collapse, first_start, seed):
+        steps = 4
+        return {"accuracy": [0.6] + [float("nan")] * (steps - 1) + [0.65 + 0.01 * seed],
+                "first_member_accuracy": [first_start] + [float("nan")] * (steps - 1) + [first_start + 0.02],
+                "wrong_consensus": [collapse + 0.01 * seed] * steps,
+                "first_member_wrong_consensus": [first_collapse + 0.01 * seed] * steps,
+                "label_precision": [0.8] * steps, "label_accuracy": [0.7] * steps,
+                "answer_entropy": [1.0] * steps}
+
+    # the diverse cohort's mean collapses more (0.3) than the copies (0.2), but its first member, the
+    # checkpoint the copies start from, collapses less (0.1): the same-checkpoint comparison holds
+    runs = {"grpo": [curves(0.1, 0.1, 0.7, s) for s in range(4)],
+            "ttrl": [curves(0.3, 0.3, 0.7, s) for s in range(4)],
+            "corl_homogeneous": [curves(0.2, 0.2, 0.7, s) for s in range(4)],
+            "corl_heterogeneous": [curves(0.3, 0.1, 0.7, s) for s in range(4)]}
+    rows, checks = corl.summarise_lm(runs)
+    assert checks["heterogeneous_collapses_less"]["value"][0] == pytest.approx(0.1)
+    assert checks["heterogeneous_collapses_less"]["status"] == HELD
+    homo, het = (next(r for r in rows if r["arm"] == a) for a in ("corl_homogeneous", "corl_heterogeneous"))
+    assert homo["first_member_start"] == het["first_member_start"] == 0.7
+
+
 def test_primary_regime_needs_members_in_the_majority_band():
     ok = {"x": check("paper", HELD, "r", [0.1, 0.05, 0.2])}
     members = [{"majority_accuracy": 0.6}, {"majority_accuracy": 0.7}]
