@@ -65,7 +65,8 @@ DIVERSE = {"weak": ("solver-weak", 1), "llama_b": ("solver-llama-b", 1), "strong
 PARTNERS = {**DIVERSE, "copy": (LEARNER, 0)}
 TEMPERATURE = 0.7
 LEARNING_RATE = 2e-4  # the Co-RL text part's (chosen there on supervised GRPO only)
-FULL = {"seeds": 8, "steps": 12, "prompts": 8, "generations": 8, "eval_every": 6, "eval_items": 200,
+# 19 seeds: the pilot's power calculation (docs/lab.md, Experiment B); every other size as planned
+FULL = {"seeds": 19, "steps": 12, "prompts": 8, "generations": 8, "eval_every": 6, "eval_items": 200,
         "label_samples": 8}
 QUICK = {"seeds": 2, "steps": 2, "prompts": 4, "generations": 4, "eval_every": 2, "eval_items": 24,
          "label_samples": 4}
@@ -248,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--quick", action="store_true", help="small sizes: a pipeline check, not a verdict")
-    parser.add_argument("--seeds", type=int, default=None, help="seeds (default: 8, --quick 2)")
+    parser.add_argument("--seeds", type=int, default=None, help="seeds (default: 19, --quick 2)")
     parser.add_argument("--first-seed", type=int, default=0,
                         help="the first seed (default 0; the pilot ran seeds 100 on)")
     parser.add_argument("--jobs", type=int, default=None, help="worker processes (default: one per core)")
