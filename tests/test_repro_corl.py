@@ -240,6 +240,16 @@ def test_primary_regime_needs_members_in_the_majority_band():
     assert part_status(checks[corl.PRIMARY]) == INCONCLUSIVE
 
 
+def test_a_regime_not_trained_reports_its_checks_as_not_run():
+    rows, checks = corl.summarise_lm({arm: [] for arm in corl.ARMS})
+    assert rows == [] and {c["status"] for c in checks.values()} == {INCONCLUSIVE}
+    assert all("not run" in c["rule"] for c in checks.values())
+    measured = {corl.PRIMARY: {"members": [{"majority_accuracy": 0.544}], "in_band": False},
+                "present": {"members": [], "in_band": False}}
+    regime = corl.regime_checks({corl.PRIMARY: (rows, checks), "present": (rows, checks)}, measured)
+    assert part_status(regime[corl.PRIMARY]) == INCONCLUSIVE
+
+
 @pytest.mark.slow
 def test_quick_run_writes_a_report_whose_verdict_follows_from_its_numbers(quick_repro):
     out = quick_repro / "corl"
