@@ -93,8 +93,9 @@ METRICS = ("objective", "accuracy", "calls_per_question", "correction_rate", "pr
 LM_METRICS = ("accuracy", "calls_per_question", "correction_rate", "preservation_rate", "objective")
 FULL = {"seeds": 3, "steps": 15, "problems": 48, "test": 256, "levels": (0.55, 0.7, 0.85, 0.95),
         "lm_seeds": 3, "lm_steps": 8, "lm_problems": 32, "lm_test": 250,
-        # the utterance part's seeds and steps: the power calculation of 2026-12-04 (docs/reproductions.md)
-        "utt_seeds": 5, "utt_label_free_seeds": 3, "utt_steps": 16, "utt_problems": 16, "utt_episodes": 2,
+        # the utterance part's steps: the power calculation of 2026-12-04 (docs/lab.md); its checked
+        # arms' seeds: 8 since 2026-12-06 (the 80% design that plan named; it ran 5)
+        "utt_seeds": 8, "utt_label_free_seeds": 3, "utt_steps": 16, "utt_problems": 16, "utt_episodes": 2,
         "utt_candidates": 8, "utt_turns": 16, "utt_test": 250,
         # Experiment A (plan 2026-12-06, docs/reproductions.md): seeds from the pilot's power calculation
         "opt_levels": (0.7, 0.95), "opt_seeds": 16, "opt_steps": (1, 2, 4, 8, 16, 32), "opt_problems": 48,
