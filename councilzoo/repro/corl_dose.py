@@ -1,7 +1,10 @@
 """Experiment B, Co-RL's dose-response: one learner taught by frozen partners of rising skill.
 
-``python -m councilzoo.repro.corl_dose --out DIR [--quick] [--seeds N]`` (docs/reproductions.md,
-"Experiment B"). Co-RL's ``ring`` rule rewards a member against its teacher's plurality answer.
+``python -m councilzoo.repro.corl_dose --out DIR [--quick] [--seeds N] [--first-seed S] [--jobs J]``
+writes ``DIR/report.md``, ``report.json``, ``corl_dose.png`` and the cells (``dose_cells.json``);
+plan, pilot and power calculation in docs/lab.md ("Experiment B"), result in docs/reproductions.md.
+
+Co-RL's ``ring`` rule rewards a member against its teacher's plurality answer.
 Here the teacher is frozen, so its labels are a fixed function of the item: each seed samples the
 partner ``label_samples`` times per unlabeled ``rl`` item (its own view, ``TEMPERATURE``) and the
 learner trains on the items the partner labels, rewarded 1 for matching the partner's plurality

@@ -529,6 +529,8 @@ def utterance_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> d
         cells[arm].append(result)  # in seed order: jobs are listed arm-major, seeds ascending
     rows, diffs = [], []
     for arm in ARMS:
+        if not cells[arm]:
+            continue  # an arm given 0 seeds (``utt_label_free_seeds: 0`` runs the checked arms only)
         row: dict[str, Any] = {"arm": arm}
         for metric in UTT_METRICS:
             values = [c[metric] for c in cells[arm] if c[metric] is not None]
@@ -559,7 +561,7 @@ def utterance_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> d
     free = "; ".join(
         f"{name}, consensus right {arm[name]['label_accuracy']:.2f}: first proposals "
         f"{_signed(gap.get((name, 'first_proposal_accuracy')))}, final accuracy "
-        f"{_signed(gap.get((name, 'accuracy')))}" for name in LABEL_FREE)
+        f"{_signed(gap.get((name, 'accuracy')))}" for name in LABEL_FREE if name in arm) or "not run"
     reason = (f"GSPO-trained proposer's first proposals right {gspo['first_proposal_accuracy']:.3f} vs "
               f"{alone['first_proposal_accuracy']:.3f} with the controllers alone, seed-paired "
               f"{_signed(first)} "
