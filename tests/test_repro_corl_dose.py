@@ -69,3 +69,29 @@ def test_power_from_a_pilot_is_the_paired_t_tests():
     d = np.mean(slopes) / np.std(slopes, ddof=1)
     assert b1["d"] == pytest.approx(d) and b1["power_at_8"] == pytest.approx(paired_power(d, 8))
     assert b1["seeds_for_80"] <= 8 and b2["check"] == "diverse_beats_copy_at_equal_skill"
+
+
+def test_an_interrupted_run_is_read_back_for_the_seeds_that_finished(tmp_path):
+    import json
+
+    from councilzoo.repro.tiny_lms import addition_problems
+
+    rl = addition_problems("rl")
+    steps = corl_dose.FULL["steps"]
+    for seed, last in ((0, steps), (1, steps), (2, steps // 2)):  # seed 2 stopped half-way
+        for k, partner in enumerate(corl_dose.PARTNERS):
+            run = tmp_path / f"{partner}-seed{seed}"
+            (run / "run" / "members" / "m0").mkdir(parents=True)
+            labeled = rl[:10]  # k + 1 of these labels right, the rest off by one
+            rows = [{**p.to_dict(), "answer": p.answer if i <= k else str(int(p.answer) + 1)}
+                    for i, p in enumerate(labeled)]
+            (run / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+            evals = [{"step": 0, "accuracy": 0.5}, {"step": last, "accuracy": 0.5 + 0.01 * k}]
+            member = run / "run" / "members" / "m0"
+            (member / "eval.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evals))
+    cells = corl_dose.cells_from_runs(tmp_path, corl_dose.FULL)
+    assert sorted({c["seed"] for c in cells}) == [0, 1]
+    weak = next(c for c in cells if c["seed"] == 0 and c["partner"] == "weak")
+    assert weak == {"partner": "weak", "seed": 0, "label_precision": 0.1, "label_coverage": 10 / len(rl),
+                    "start": 0.5, "final": 0.5}
+    assert next(c for c in cells if c["seed"] == 1 and c["partner"] == "copy")["label_precision"] == 0.5

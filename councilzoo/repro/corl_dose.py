@@ -107,6 +107,33 @@ def run_arm(job: tuple[str, int, dict, Path]) -> dict[str, Any]:
             "start": curves["accuracy"][0], "final": curves["accuracy"][-1]}
 
 
+def cells_from_runs(out: Path, settings: dict) -> list[dict[str, Any]]:
+    """The cells of every seed whose partners' runs all finished, read back from their folders (the
+    partner's labels in ``items.jsonl``, graded against the ``rl`` items' gold answers; the learner's
+    held-out accuracy at step 0 and at the last step in its ``eval.jsonl``): what ``run_arm``
+    returned for them, so an interrupted run can be summarised (``--summarise``)."""
+    gold = {p.id: p for p in addition_problems("rl")}
+    n_rl = len(gold)
+    found: dict[int, dict[str, dict]] = {}
+    for partner in PARTNERS:
+        for run_dir in out.glob(f"{partner}-seed*"):
+            evals = [json.loads(line) for path in run_dir.glob("run/members/*/eval.jsonl")
+                     for line in path.read_text().splitlines() if line.strip()]
+            accuracy = {row["step"]: row["accuracy"] for row in evals}
+            if 0 not in accuracy or settings["steps"] not in accuracy:
+                continue  # not finished
+            items = [json.loads(line) for line in (run_dir / "items.jsonl").read_text().splitlines()]
+            right = [answers_equivalent(i["answer"], gold[i["id"]].answer, i["kind"]) for i in items]
+            seed = int(run_dir.name.rsplit("-seed", 1)[1])
+            found.setdefault(seed, {})[partner] = {
+                "partner": partner, "seed": seed,
+                "label_precision": float(np.mean(right)) if right else float("nan"),
+                "label_coverage": len(items) / n_rl, "start": accuracy[0],
+                "final": accuracy[settings["steps"]]}
+    return [cell for seed in sorted(found) if len(found[seed]) == len(PARTNERS)
+            for cell in (found[seed][p] for p in PARTNERS)]
+
+
 def _per_seed(cells: list[dict[str, Any]]) -> tuple[list[int], list[float], list[float]]:
     """The seeds, and per seed the B1 slope and the B2 difference (module docstring)."""
     seeds = sorted({c["seed"] for c in cells})
@@ -256,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-seed", type=int, default=0,
                         help="the first seed (default 0; the pilot ran seeds 100 on)")
     parser.add_argument("--jobs", type=int, default=None, help="worker processes (default: one per core)")
+    parser.add_argument("--summarise", action="store_true",
+                        help="train nothing: report the seeds whose runs all finished in --out")
     args = parser.parse_args(argv)
     if args.seeds is not None and args.seeds < 2:
         parser.error(f"--seeds must be >= 2 (the checks are intervals over seeds), got {args.seeds}")
@@ -263,7 +292,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--first-seed must be >= 0, got {args.first_seed}")
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")
-    result = run(args.out, args.seeds, args.quick, args.first_seed, args.jobs)
+    if args.summarise:
+        out = Path(args.out)
+        cells = cells_from_runs(out, QUICK if args.quick else FULL)
+        if len({c["seed"] for c in cells}) < 2:
+            parser.error(f"--summarise: {out} holds fewer than 2 seeds whose runs all finished")
+        jobs = [(c["partner"], c["seed"], QUICK if args.quick else FULL, out) for c in cells]
+        result = combine_parts(CLAIM, {"dose": finish(jobs, cells, out, args.quick)},
+                               {"quick": args.quick, "summarised_from_runs": True})
+    else:
+        result = run(args.out, args.seeds, args.quick, args.first_seed, args.jobs)
     write_report(args.out, result)
     print(f"[corl dose-response] {result['verdict']['status']}: {result['verdict']['reason']}")
     return 0
