@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -83,6 +84,22 @@ def test_v2_items_differ_in_every_view_and_members_know_an_exact_share():
         known, wrong = corl_modal.known_items(2, seed, 24)
         assert known.sum() == 15 and set(wrong) <= {0, 1, 2}
     assert {int(corl_modal.known_items(1, s, 24)[0].sum()) for s in range(1, 9)} != {15}  # v1: a draw
+
+
+def test_items_written_under_a_relative_folder_load_with_their_images(tmp_path, monkeypatch):
+    from councilzoo.tasks import load_dataset
+    from councilzoo.tasks.images import load_image
+
+    monkeypatch.chdir(tmp_path)
+    out = Path("runs") / "corl"  # `repro corl --out runs`: the loader once read runs/corl/runs/corl/...
+    out.mkdir(parents=True)
+    problems, path = corl_modal.write_items("vlm_v2", out, 3)
+    loaded = load_dataset("jsonl", path=str(path))
+    assert [p.id for p in loaded] == [p.id for p in problems]
+    for p in loaded:
+        assert p.images and all(min(load_image(image).size) > 0 for image in p.images)
+    monkeypatch.chdir(out)  # the file's image paths do not depend on the folder it was written from
+    assert len(load_dataset("jsonl", path=path.name)) == 3
 
 
 def test_the_shipped_v2_members_are_the_full_specs_and_match_their_digests():
@@ -183,6 +200,29 @@ def test_regime_plot_is_written(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_homogeneous_cohort_is_compared_with_the_member_whose_checkpoint_it_copies():
+    def curves(collapse, first_collapse, first_start, seed):
+        steps = 4
+        return {"accuracy": [0.6] + [float("nan")] * (steps - 1) + [0.65 + 0.01 * seed],
+                "first_member_accuracy": [first_start] + [float("nan")] * (steps - 1) + [first_start + 0.02],
+                "wrong_consensus": [collapse + 0.01 * seed] * steps,
+                "first_member_wrong_consensus": [first_collapse + 0.01 * seed] * steps,
+                "label_precision": [0.8] * steps, "label_accuracy": [0.7] * steps,
+                "answer_entropy": [1.0] * steps}
+
+    # the diverse cohort's mean collapses more (0.3) than the copies (0.2), but its first member, the
+    # checkpoint the copies start from, collapses less (0.1): the same-checkpoint comparison holds
+    runs = {"grpo": [curves(0.1, 0.1, 0.7, s) for s in range(4)],
+            "ttrl": [curves(0.3, 0.3, 0.7, s) for s in range(4)],
+            "corl_homogeneous": [curves(0.2, 0.2, 0.7, s) for s in range(4)],
+            "corl_heterogeneous": [curves(0.3, 0.1, 0.7, s) for s in range(4)]}
+    rows, checks = corl.summarise_lm(runs)
+    assert checks["heterogeneous_collapses_less"]["value"][0] == pytest.approx(0.1)
+    assert checks["heterogeneous_collapses_less"]["status"] == HELD
+    homo, het = (next(r for r in rows if r["arm"] == a) for a in ("corl_homogeneous", "corl_heterogeneous"))
+    assert homo["first_member_start"] == het["first_member_start"] == 0.7
+
+
 def test_primary_regime_needs_members_in_the_majority_band():
     ok = {"x": check("paper", HELD, "r", [0.1, 0.05, 0.2])}
     members = [{"majority_accuracy": 0.6}, {"majority_accuracy": 0.7}]
@@ -198,6 +238,16 @@ def test_primary_regime_needs_members_in_the_majority_band():
     checks = corl.regime_checks({corl.PRIMARY: ([], ok), "present": ([], ok)}, measured)
     assert checks[corl.PRIMARY]["members_majority_in_band"]["status"] == NOT_HELD
     assert part_status(checks[corl.PRIMARY]) == INCONCLUSIVE
+
+
+def test_a_regime_not_trained_reports_its_checks_as_not_run():
+    rows, checks = corl.summarise_lm({arm: [] for arm in corl.ARMS})
+    assert rows == [] and {c["status"] for c in checks.values()} == {INCONCLUSIVE}
+    assert all("not run" in c["rule"] for c in checks.values())
+    measured = {corl.PRIMARY: {"members": [{"majority_accuracy": 0.544}], "in_band": False},
+                "present": {"members": [], "in_band": False}}
+    regime = corl.regime_checks({corl.PRIMARY: (rows, checks), "present": (rows, checks)}, measured)
+    assert part_status(regime[corl.PRIMARY]) == INCONCLUSIVE
 
 
 @pytest.mark.slow

@@ -91,7 +91,9 @@ def train_cohort(
     ``peft``: every member's LoRA settings, None for full weights; ``prompt_style`` the members'):
     greedy accuracy on ``evaluation`` (at eval steps, else NaN) and the learners' logged diagnostics
     (label accuracy with unlabeled items counted wrong, label precision over labeled items only,
-    answer entropy, wrong consensus), means over members."""
+    answer entropy, wrong consensus), means over members; and the first member's accuracy and wrong
+    consensus alone (``first_member_*``: compared with a cohort of its copies, both start from one
+    checkpoint)."""
     learner_class, config_class = LEARNERS[kind]
     cfg = config_class(
         members=[MemberConfig(name=f"m{i}-{name}", model=model, view=view, peft=peft)
@@ -126,10 +128,13 @@ def train_cohort(
             series.append([_num(rows.get(s, {}).get(key)) for s in range(1, steps + 1)])
         for r in read_metrics(cfg.member_dir(i) / "eval.jsonl"):
             evals.setdefault(r["step"], []).append(r["accuracy"])
+    curves["first_member_accuracy"] = list(curves["accuracy"])
     for step, values in evals.items():
         curves["accuracy"][step] = float(np.mean(values))
+        curves["first_member_accuracy"][step] = float(values[0])  # members are read in order
     for key, series in per_member.items():
         curves[key] = [float(v) for v in np.nanmean(np.array(series, dtype=float), axis=0)]
+    curves["first_member_wrong_consensus"] = [float(v) for v in per_member["wrong_consensus"][0]]
     return curves
 
 

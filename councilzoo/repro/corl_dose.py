@@ -1,7 +1,10 @@
 """Experiment B, Co-RL's dose-response: one learner taught by frozen partners of rising skill.
 
-``python -m councilzoo.repro.corl_dose --out DIR [--quick] [--seeds N]`` (docs/reproductions.md,
-"Experiment B"). Co-RL's ``ring`` rule rewards a member against its teacher's plurality answer.
+``python -m councilzoo.repro.corl_dose --out DIR [--quick] [--seeds N] [--first-seed S] [--jobs J]``
+writes ``DIR/report.md``, ``report.json``, ``corl_dose.png`` and the cells (``dose_cells.json``);
+plan, pilot and power calculation in docs/lab.md ("Experiment B"), result in docs/reproductions.md.
+
+Co-RL's ``ring`` rule rewards a member against its teacher's plurality answer.
 Here the teacher is frozen, so its labels are a fixed function of the item: each seed samples the
 partner ``label_samples`` times per unlabeled ``rl`` item (its own view, ``TEMPERATURE``) and the
 learner trains on the items the partner labels, rewarded 1 for matching the partner's plurality
@@ -30,24 +33,35 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+import matplotlib
 
-from councilzoo.envs.rewards import own_label
-from councilzoo.learners.corl.config import EvalConfig
-from councilzoo.learners.data import DataConfig
-from councilzoo.repro import map_in_processes
-from councilzoo.repro.cohort_runs import sample_answers, seed_ci, train_cohort
-from councilzoo.repro.tiny_lms import addition_problems, tiny_lm
-from councilzoo.repro.verdicts import check, describe, interval_status, part_status
-from councilzoo.tasks import Problem, answers_equivalent
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from councilzoo.envs.rewards import own_label  # noqa: E402
+from councilzoo.learners.corl.config import EvalConfig  # noqa: E402
+from councilzoo.learners.data import DataConfig  # noqa: E402
+from councilzoo.repro import map_in_processes  # noqa: E402
+from councilzoo.repro.cohort_runs import sample_answers, seed_ci, train_cohort  # noqa: E402
+from councilzoo.repro.report import combine_parts, write_report  # noqa: E402
+from councilzoo.repro.tiny_lms import addition_problems, tiny_lm  # noqa: E402
+from councilzoo.repro.verdicts import check, describe, interval_status  # noqa: E402
+from councilzoo.tasks import Problem, answers_equivalent  # noqa: E402
+from councilzoo.theory.stats import paired_power, seeds_for_power, standardised_effect  # noqa: E402
 
 __all__ = [
-    "LEARNER", "DIVERSE", "PARTNERS", "TEMPERATURE", "LEARNING_RATE", "FULL", "QUICK", "run_arm",
-    "summarise", "run", "main",
+    "CLAIM", "LEARNER", "DIVERSE", "PARTNERS", "TEMPERATURE", "LEARNING_RATE", "FULL", "QUICK", "run_arm",
+    "summarise", "power", "plan", "finish", "run", "main",
 ]
+
+CLAIM = ("Co-RL's peer reward teaches a learner more the more often its partner's labels are right, "
+         "and a diverse partner teaches more than an identical copy of equal skill.")
+FIGURES_DIR = Path(__file__).resolve().parents[2] / "docs" / "figures"  # a full run copies its plot here
 
 LEARNER = "solver-qwen-a"  # 54% greedy test accuracy, view 0
 DIVERSE = {"weak": ("solver-weak", 1), "llama_b": ("solver-llama-b", 1), "strong": ("solver-strong", 1),
@@ -55,7 +69,8 @@ DIVERSE = {"weak": ("solver-weak", 1), "llama_b": ("solver-llama-b", 1), "strong
 PARTNERS = {**DIVERSE, "copy": (LEARNER, 0)}
 TEMPERATURE = 0.7
 LEARNING_RATE = 2e-4  # the Co-RL text part's (chosen there on supervised GRPO only)
-FULL = {"seeds": 8, "steps": 12, "prompts": 8, "generations": 8, "eval_every": 6, "eval_items": 200,
+# 19 seeds: the pilot's power calculation (docs/lab.md, Experiment B); every other size as planned
+FULL = {"seeds": 19, "steps": 12, "prompts": 8, "generations": 8, "eval_every": 6, "eval_items": 200,
         "label_samples": 8}
 QUICK = {"seeds": 2, "steps": 2, "prompts": 4, "generations": 4, "eval_every": 2, "eval_items": 24,
          "label_samples": 4}
@@ -93,18 +108,37 @@ def run_arm(job: tuple[str, int, dict, Path]) -> dict[str, Any]:
             "start": curves["accuracy"][0], "final": curves["accuracy"][-1]}
 
 
-def summarise(cells: list[dict[str, Any]]) -> tuple[list[dict], dict[str, dict]]:
-    """Per-partner rows and the checks B1 and B2 (module docstring), from the cells."""
+def cells_from_runs(out: Path, settings: dict) -> list[dict[str, Any]]:
+    """The cells of every seed whose partners' runs all finished, read back from their folders (the
+    partner's labels in ``items.jsonl``, graded against the ``rl`` items' gold answers; the learner's
+    held-out accuracy at step 0 and at the last step in its ``eval.jsonl``): what ``run_arm``
+    returned for them, so an interrupted run can be summarised (``--summarise``)."""
+    gold = {p.id: p for p in addition_problems("rl")}
+    n_rl = len(gold)
+    found: dict[int, dict[str, dict]] = {}
+    for partner in PARTNERS:
+        for run_dir in out.glob(f"{partner}-seed*"):
+            evals = [json.loads(line) for path in run_dir.glob("run/members/*/eval.jsonl")
+                     for line in path.read_text().splitlines() if line.strip()]
+            accuracy = {row["step"]: row["accuracy"] for row in evals}
+            if 0 not in accuracy or settings["steps"] not in accuracy:
+                continue  # not finished
+            items = [json.loads(line) for line in (run_dir / "items.jsonl").read_text().splitlines()]
+            right = [answers_equivalent(i["answer"], gold[i["id"]].answer, i["kind"]) for i in items]
+            seed = int(run_dir.name.rsplit("-seed", 1)[1])
+            found.setdefault(seed, {})[partner] = {
+                "partner": partner, "seed": seed,
+                "label_precision": float(np.mean(right)) if right else float("nan"),
+                "label_coverage": len(items) / n_rl, "start": accuracy[0],
+                "final": accuracy[settings["steps"]]}
+    return [cell for seed in sorted(found) if len(found[seed]) == len(PARTNERS)
+            for cell in (found[seed][p] for p in PARTNERS)]
+
+
+def _per_seed(cells: list[dict[str, Any]]) -> tuple[list[int], list[float], list[float]]:
+    """The seeds, and per seed the B1 slope and the B2 difference (module docstring)."""
     seeds = sorted({c["seed"] for c in cells})
     by = {(c["partner"], c["seed"]): c for c in cells}
-    rows = []
-    for partner in PARTNERS:
-        gains = [by[partner, s]["final"] - by[partner, s]["start"] for s in seeds]
-        g = seed_ci(gains)
-        rows.append({"partner": partner, "model": PARTNERS[partner][0], "view": PARTNERS[partner][1],
-                     "label_precision": float(np.mean([by[partner, s]["label_precision"] for s in seeds])),
-                     "label_coverage": float(np.mean([by[partner, s]["label_coverage"] for s in seeds])),
-                     "gain": g[0], "gain_ci": (g[1], g[2])})
     slopes, edges = [], []
     for s in seeds:
         x = np.array([by[p, s]["label_precision"] for p in DIVERSE])
@@ -114,6 +148,21 @@ def summarise(cells: list[dict[str, Any]]) -> tuple[list[dict], dict[str, dict]]
         copy = by["copy", s]
         at_copy = np.interp(copy["label_precision"], x[order], y[order])
         edges.append(float(at_copy - (copy["final"] - copy["start"])))
+    return seeds, slopes, edges
+
+
+def summarise(cells: list[dict[str, Any]]) -> tuple[list[dict], dict[str, dict]]:
+    """Per-partner rows and the checks B1 and B2 (module docstring), from the cells."""
+    seeds, slopes, edges = _per_seed(cells)
+    by = {(c["partner"], c["seed"]): c for c in cells}
+    rows = []
+    for partner in PARTNERS:
+        gains = [by[partner, s]["final"] - by[partner, s]["start"] for s in seeds]
+        g = seed_ci(gains)
+        rows.append({"partner": partner, "model": PARTNERS[partner][0], "view": PARTNERS[partner][1],
+                     "label_precision": float(np.mean([by[partner, s]["label_precision"] for s in seeds])),
+                     "label_coverage": float(np.mean([by[partner, s]["label_coverage"] for s in seeds])),
+                     "gain": g[0], "gain_ci": (g[1], g[2])})
     slope, edge = seed_ci(slopes), seed_ci(edges)
     checks = {
         "gain_rises_with_partner_skill": check(
@@ -126,21 +175,104 @@ def summarise(cells: list[dict[str, Any]]) -> tuple[list[dict], dict[str, dict]]
     return rows, checks
 
 
-def run(out_dir: str | Path, seeds: int | None = None, quick: bool = False) -> dict[str, Any]:
-    """Every partner x seed run (one process per core); the rows, the checks and the part's status."""
+def power(cells: list[dict[str, Any]], n_seeds: int) -> list[dict[str, Any]]:
+    """Per check, from a pilot's cells: the per-seed statistics, the standardised effect d (mean /
+    sd), the power of the paired t-test at ``n_seeds`` and the seeds that give 80%
+    (``theory.stats``; the t-test stands in for the bootstrap interval)."""
+    _, slopes, edges = _per_seed(cells)
+    rows = []
+    for name, values in (("gain_rises_with_partner_skill", slopes),
+                         ("diverse_beats_copy_at_equal_skill", edges)):
+        d = standardised_effect(values)
+        rows.append({"check": name, "per_seed": [round(v, 4) for v in values],
+                     "mean": float(np.mean(values)), "sd": float(np.std(values, ddof=1)), "d": d,
+                     f"power_at_{n_seeds}": paired_power(d, n_seeds), "seeds_for_80": seeds_for_power(d)})
+    return rows
+
+
+def _plot(cells: list[dict[str, Any]], rows: list[dict], path: Path) -> None:
+    """The learner's gain against its partner's label precision: each seed's arms as small points
+    (diverse partners joined per seed), each partner's mean with its 95% CI, the copy marked."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for s in sorted({c["seed"] for c in cells}):
+        diverse = sorted((c["label_precision"], c["final"] - c["start"]) for c in cells
+                         if c["seed"] == s and c["partner"] in DIVERSE)
+        ax.plot(*zip(*diverse, strict=True), color="tab:blue", alpha=0.25, linewidth=0.8, marker=".")
+        copy = [(c["label_precision"], c["final"] - c["start"]) for c in cells
+                if c["seed"] == s and c["partner"] == "copy"]
+        ax.scatter(*zip(*copy, strict=True), color="tab:red", alpha=0.35, marker="x", s=20)
+    for row in rows:
+        copy = row["partner"] == "copy"
+        lo, hi = row["gain_ci"]
+        ax.errorbar([row["label_precision"]], [row["gain"]], yerr=[[row["gain"] - lo], [hi - row["gain"]]],
+                    fmt="X" if copy else "o", ms=9, capsize=5, color="tab:red" if copy else "tab:blue",
+                    label="copy of the learner (view 0)" if copy else None)
+        ax.annotate(row["model"], (row["label_precision"], row["gain"]), textcoords="offset points",
+                    xytext=(6, 6), fontsize=7)
+    ax.plot([], [], color="tab:blue", marker="o",
+            label="diverse partners (view 1): mean, 95% CI; lines per seed")
+    ax.axhline(0.0, color="k", linewidth=0.8)
+    ax.set_xlabel("partner's label precision (share of its labels that are gold)")
+    ax.set_ylabel(f"{LEARNER}: final - start held-out accuracy")
+    ax.set_title("Co-RL dose-response: one learner, frozen partners (ring rule)", fontsize=9)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plan(out: Path, n_seeds: int | None = None, quick: bool = False, first_seed: int = 0) -> list[tuple]:
+    """Write the held-out items and list the partner x seed ``run_arm`` jobs (seeds ``first_seed`` on)."""
     settings = QUICK if quick else FULL
-    n_seeds = seeds or settings["seeds"]
-    out = Path(out_dir)
+    n_seeds = n_seeds or settings["seeds"]
     out.mkdir(parents=True, exist_ok=True)
     test = addition_problems("test", settings["eval_items"])
     (out / "test_items.jsonl").write_text("".join(json.dumps(p.to_dict()) + "\n" for p in test))
-    jobs = [(partner, seed, settings, out) for seed in range(n_seeds) for partner in PARTNERS]
-    cells = map_in_processes(run_arm, jobs, os.cpu_count() or 1)
+    return [(partner, seed, settings, out) for seed in range(first_seed, first_seed + n_seeds)
+            for partner in PARTNERS]
+
+
+def finish(jobs: list[tuple], cells: list[dict[str, Any]], out: Path, quick: bool) -> dict[str, Any]:
+    """``report.combine_parts``' part dict from the jobs and their cells (in job order); writes the
+    cells to ``dose_cells.json`` and the plot; a full run copies the plot into the docs."""
+    settings = jobs[0][2]
+    seeds = sorted({seed for _, seed, *_ in jobs})
     rows, checks = summarise(cells)
-    result = {"settings": settings, "seeds": n_seeds, "cells": cells, "partners": rows,
-              "checks": checks, "status": part_status(checks), "reason": describe(checks)}
-    (out / "dose_response.json").write_text(json.dumps(result, indent=1))
-    return result
+    _, slopes, edges = _per_seed(cells)
+    (out / "dose_cells.json").write_text(json.dumps(cells, indent=1))
+    _plot(cells, rows, out / "corl_dose.png")
+    if not quick and FIGURES_DIR.is_dir():
+        shutil.copyfile(out / "corl_dose.png", FIGURES_DIR / "repro_corl_dose.png")
+    return {
+        "setup": {
+            "dose_learner": f"{LEARNER} view 0, the same checkpoint in every arm",
+            "dose_partners": ", ".join(f"{k} = {name} view {view}" for k, (name, view) in PARTNERS.items()),
+            "dose_training": (f"ring rule against the frozen partner's plurality of "
+                              f"{settings['label_samples']} samples (T {TEMPERATURE:g}); {settings['steps']} "
+                              f"steps x {settings['prompts']} prompts x {settings['generations']} "
+                              f"completions, lr {LEARNING_RATE:g}; held-out greedy accuracy on "
+                              f"{settings['eval_items']} test items; seeds {seeds}"),
+        },
+        "results": {
+            "dose_partners": rows,
+            "dose_per_seed": [{"seed": s, "slope": a, "diverse_minus_copy": b}
+                              for s, a, b in zip(seeds, slopes, edges, strict=True)],
+            "dose_cells_file": "dose_cells.json",
+        },
+        "checks": checks,
+        "reason": describe(checks),
+        "figures": ["corl_dose.png"],
+    }
+
+
+def run(out_dir: str | Path, seeds: int | None = None, quick: bool = False, first_seed: int = 0,
+        jobs: int | None = None) -> dict[str, Any]:
+    """Every partner x seed run (``jobs`` processes, default one per core) and the report's result
+    (``report.combine_parts``) of the part ``dose``."""
+    out = Path(out_dir)
+    calls = plan(out, seeds, quick, first_seed)
+    cells = map_in_processes(run_arm, calls, jobs or os.cpu_count() or 1)
+    return combine_parts(CLAIM, {"dose": finish(calls, cells, out, quick)}, {"quick": quick})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,12 +280,31 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--quick", action="store_true", help="small sizes: a pipeline check, not a verdict")
-    parser.add_argument("--seeds", type=int, default=None, help="seeds (default: 8, --quick 2)")
+    parser.add_argument("--seeds", type=int, default=None, help="seeds (default: 19, --quick 2)")
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="the first seed (default 0; the pilot ran seeds 100 on)")
+    parser.add_argument("--jobs", type=int, default=None, help="worker processes (default: one per core)")
+    parser.add_argument("--summarise", action="store_true",
+                        help="train nothing: report the seeds whose runs all finished in --out")
     args = parser.parse_args(argv)
     if args.seeds is not None and args.seeds < 2:
         parser.error(f"--seeds must be >= 2 (the checks are intervals over seeds), got {args.seeds}")
-    result = run(args.out, args.seeds, args.quick)
-    print(f"[corl dose-response] {result['status']}: {result['reason']}")
+    if args.first_seed < 0:
+        parser.error(f"--first-seed must be >= 0, got {args.first_seed}")
+    if args.jobs is not None and args.jobs < 1:
+        parser.error(f"--jobs must be >= 1, got {args.jobs}")
+    if args.summarise:
+        out = Path(args.out)
+        cells = cells_from_runs(out, QUICK if args.quick else FULL)
+        if len({c["seed"] for c in cells}) < 2:
+            parser.error(f"--summarise: {out} holds fewer than 2 seeds whose runs all finished")
+        jobs = [(c["partner"], c["seed"], QUICK if args.quick else FULL, out) for c in cells]
+        result = combine_parts(CLAIM, {"dose": finish(jobs, cells, out, args.quick)},
+                               {"quick": args.quick, "summarised_from_runs": True})
+    else:
+        result = run(args.out, args.seeds, args.quick, args.first_seed, args.jobs)
+    write_report(args.out, result)
+    print(f"[corl dose-response] {result['verdict']['status']}: {result['verdict']['reason']}")
     return 0
 
 

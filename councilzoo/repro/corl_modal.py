@@ -288,11 +288,14 @@ def part_items(part: str, n: int) -> list[Problem]:
 
 
 def write_items(part: str, out: Path, n: int) -> tuple[list[Problem], Path]:
-    """The part's unlabeled items (``part_items``), as a JSONL file the learners read (images as PNGs)."""
+    """The part's unlabeled items (``part_items``), as a JSONL file the learners read (images as PNGs,
+    their paths relative to the file's folder, against which the loader resolves them)."""
     problems = part_items(part, n)
     path = out / f"{part}_items.jsonl"
-    images = out / f"{part}_images"
-    path.write_text("".join(json.dumps(p.to_dict(images)) + "\n" for p in problems))
+    rows = [p.to_dict(out / f"{part}_images") for p in problems]
+    for row in rows:
+        row["images"] = [os.path.relpath(image, out) for image in row["images"]]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return problems, path
 
 

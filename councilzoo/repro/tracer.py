@@ -93,8 +93,9 @@ METRICS = ("objective", "accuracy", "calls_per_question", "correction_rate", "pr
 LM_METRICS = ("accuracy", "calls_per_question", "correction_rate", "preservation_rate", "objective")
 FULL = {"seeds": 3, "steps": 15, "problems": 48, "test": 256, "levels": (0.55, 0.7, 0.85, 0.95),
         "lm_seeds": 3, "lm_steps": 8, "lm_problems": 32, "lm_test": 250,
-        # the utterance part's seeds and steps: the power calculation of 2026-12-04 (docs/reproductions.md)
-        "utt_seeds": 5, "utt_label_free_seeds": 3, "utt_steps": 16, "utt_problems": 16, "utt_episodes": 2,
+        # the utterance part's steps: the power calculation of 2026-12-04 (docs/lab.md); its checked
+        # arms' seeds: 8 since 2026-12-06 (the 80% design that plan named; it ran 5)
+        "utt_seeds": 8, "utt_label_free_seeds": 3, "utt_steps": 16, "utt_problems": 16, "utt_episodes": 2,
         "utt_candidates": 8, "utt_turns": 16, "utt_test": 250,
         # Experiment A (plan 2026-12-06, docs/reproductions.md): seeds from the pilot's power calculation
         "opt_levels": (0.7, 0.95), "opt_seeds": 16, "opt_steps": (1, 2, 4, 8, 16, 32), "opt_problems": 48,
@@ -528,6 +529,8 @@ def utterance_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> d
         cells[arm].append(result)  # in seed order: jobs are listed arm-major, seeds ascending
     rows, diffs = [], []
     for arm in ARMS:
+        if not cells[arm]:
+            continue  # an arm given 0 seeds (``utt_label_free_seeds: 0`` runs the checked arms only)
         row: dict[str, Any] = {"arm": arm}
         for metric in UTT_METRICS:
             values = [c[metric] for c in cells[arm] if c[metric] is not None]
@@ -558,7 +561,7 @@ def utterance_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> d
     free = "; ".join(
         f"{name}, consensus right {arm[name]['label_accuracy']:.2f}: first proposals "
         f"{_signed(gap.get((name, 'first_proposal_accuracy')))}, final accuracy "
-        f"{_signed(gap.get((name, 'accuracy')))}" for name in LABEL_FREE)
+        f"{_signed(gap.get((name, 'accuracy')))}" for name in LABEL_FREE if name in arm) or "not run"
     reason = (f"GSPO-trained proposer's first proposals right {gspo['first_proposal_accuracy']:.3f} vs "
               f"{alone['first_proposal_accuracy']:.3f} with the controllers alone, seed-paired "
               f"{_signed(first)} "
