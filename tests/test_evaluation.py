@@ -58,6 +58,18 @@ def test_rescue_minus_harm_is_exactly_the_accuracy_change(evaluation):
         assert row["net"] == pytest.approx(row["accuracy"] - row["anchor_accuracy"], abs=1e-12), name
 
 
+def test_each_rate_and_the_calls_come_with_a_bootstrap_interval_around_them(evaluation):
+    for name in ("self_consistency", "debate", "comed"):
+        row = evaluation.result(name).summary()
+        for key in ("accuracy", "rescue", "harm", "calls"):
+            lo, hi = row[f"{key}_ci"]
+            assert lo <= row[key] <= hi, (name, key)
+    debate = evaluation.result("debate").summary()  # on the harm-prone default it rescues and harms
+    assert debate["rescue_ci"][0] > 0 and debate["harm_ci"][0] > 0
+    comed = evaluation.result("comed").summary()
+    assert comed["calls_ci"][1] > comed["calls_ci"][0]  # the gate escalates some problems only
+
+
 def test_costs_count_anchor_samples_and_probe(evaluation):
     single, sc, comed = (evaluation.result(n) for n in ("single", "self_consistency", "comed"))
     samples = evaluation.council.samples
