@@ -101,7 +101,11 @@ def plot(result: dict, path: str) -> None:
     curves = {"greedy_accuracy": "greedy", "majority_accuracy": f"majority of {result['samples']}",
               "sample_accuracy": f"one sample (T={result['temperature']})"}  # fmt: skip
     for key, label in curves.items():
-        ax.plot(levels, [r[key] for r in result["levels"]], marker="o", label=label)
+        means = [r[key] for r in result["levels"]]
+        cis = [r.get(f"{key}_ci", (r[key], r[key])) for r in result["levels"]]  # older files have none
+        pairs = list(zip(means, cis, strict=True))
+        errors = [[m - lo for m, (lo, _) in pairs], [hi - m for m, (_, hi) in pairs]]
+        ax.errorbar(levels, means, yerr=errors, marker="o", capsize=3, label=label)
     ax.set(xlabel="difficulty (synthetic:word_problems)", ylabel="accuracy", ylim=(0, 1),
            title=f"SmolLM2-135M-Instruct, {result['problems_per_level']} test problems a level")  # fmt: skip
     ax.legend(fontsize=7)
