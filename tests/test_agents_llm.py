@@ -7,11 +7,12 @@ from hypothesis import settings
 
 from councilzoo.agents import LLMAgent, Sampling, render_messages
 from councilzoo.agents.base import Completion
+from councilzoo.agents.controllers import FixedController
 from councilzoo.agents.generators import GeneratorContractError
 from councilzoo.envs.core import SILENT_MODES, Mode, Turn, TurnContext
 from councilzoo.envs.escalation_v0 import PHASE
 from councilzoo.rollout import RolloutEngine
-from councilzoo.tasks import synthetic_problems
+from councilzoo.tasks import Problem, synthetic_problems
 from councilzoo.testing import checks
 
 CI = settings.get_profile("councilzoo-ci")
@@ -207,6 +208,30 @@ def test_a_reply_at_the_token_limit_is_recorded_truncated_and_states_no_answer()
     speaking = [t for t in record.turns if t.text]
     assert speaking and all(t.truncated and t.answer is None for t in speaking)
     assert record.final_answer is None
+
+
+class SometimesCut:
+    """Samples alternately cut at the token limit (uncut, they would read 41) and finished."""
+
+    def generate(self, prompts, n=1, sampling=None):
+        cut = Completion("6 * 7 = 41. Now check 6 * 7 again and", finish_reason="length")
+        replies = [cut, Completion("So 6 * 7 = 42.")]
+        return [[replies[i % 2] for i in range(n)] for _ in prompts]
+
+
+def test_an_escalation_anchors_cut_samples_are_read_as_cut_by_the_env():
+    """The anchor's samples are re-read by escalation-v0 (for the plurality and its consistency
+    feature); before, their cut flags were lost there and the three cut samples outvoted the two
+    finished ones with 41."""
+    problem = Problem("q", "What is 6 * 7?", "42", kind="numeric")
+    gate = LLMAgent(SometimesCut(), controller=FixedController(Mode.ACCEPT))
+    agents = {"*": LLMAgent(SometimesCut()), "controller": gate}
+    kwargs = {"num_peers": 1, "anchor_samples": 5}
+    engine = RolloutEngine("councilzoo/escalation-v0", agents, env_kwargs=kwargs, progress=False)
+    (record,) = engine.run([problem])
+    anchor = record.turns[0]
+    assert anchor.samples_truncated == (True, False, True, False, True)
+    assert record.final_answer == "42" and record.info["anchor_correct"] is True
 
 
 def test_the_concise_prompt_style_asks_for_the_number_and_a_bad_style_is_refused():

@@ -191,6 +191,10 @@ CASES = {
                                 "--path", "{dir}/p.jsonl"),
     "--dev-path with synthetic": ev("--dev-path {dir}/p.jsonl: synthetic:numeric is generated",
                                     "--dev-path", "{dir}/p.jsonl"),
+    "--difficulty with a dataset file": data("--difficulty 0.1: only generated sets (synthetic:KIND) have a "
+                                             "difficulty, jsonl does not", "jsonl", PROBLEMS,
+                                             "--difficulty", "0.1"),
+    "eval --difficulty above 1": ev("difficulty must be in [0, 1], got 1.5", "--difficulty", "1.5"),
     "eval unknown split": ev("unknown split 'tset'; synthetic sets have ['test', 'dev', 'train']",
                              "--split", "tset"),
     "--dev-path no protocol reads": data(

@@ -109,8 +109,9 @@ def test_a_completion_cut_at_the_token_limit_gives_no_answer_from_its_unfinished
     texts = ["The answer is 4.", "So the answer is 4 + 6", "The answer is 5.", "So the answer is 5 + 1"]
     ids = [[7, 8, 2], [7, 8, 9], [7, 8, 2], [7, 8, 9]]  # the 2nd and 4th stop at the limit, without EOS
     completions = [[{"role": "assistant", "content": t}] for t in texts]
-    reward(None, completions, ["p1"] * 4, ["p1"] * 4, [0] * 4, completion_ids=ids)
+    rewards = reward(None, completions, ["p1"] * 4, ["p1"] * 4, [0] * 4, completion_ids=ids)
     assert reward.last_round["answers"]["p1"] == ["4", None, "5", None]
+    assert rewards == [1.0, 0.0, 0.0, 0.0]  # before, the game re-read the cut "4 + 6" as 4 and paid it
     reward(None, completions, ["p1"] * 4, ["p1"] * 4, [1] * 4)  # no ids (outside TRL): read whole
     assert reward.last_round["answers"]["p1"] == ["4", "4", "5", "5"]
 

@@ -105,3 +105,17 @@ def test_model_and_endpoint_options_seat_one_real_model_everywhere(model, endpoi
     assert list(council.models) == ["llm"] and council.models["llm"].type == backend
     assert council.anchor == council.verifier == "llm" and council.peers == ["llm"] * 3
     assert council.models["llm"].kwargs["model"] == model
+    assert "prompt_style" not in council.models["llm"].agent  # an unknown model keeps the default prompts
+
+
+def test_a_named_real_model_demo_asks_in_its_recommended_prompt_style():
+    """SmolLM2-135M-Instruct asked to think step by step rambles past its budget; the demo asks it
+    for the number, with the eval configs' reply budget."""
+    from councilzoo.config import load_config
+    from councilzoo.evaluation.council import CouncilConfig
+    from councilzoo.evaluation.demo import real_model_council
+
+    council = load_config(real_model_council("smollm2-135m-instruct", None), CouncilConfig)
+    agent = council.models["llm"].agent
+    assert agent["prompt_style"] == "concise"
+    assert agent["sampling"] == {"max_new_tokens": 48, "temperature": 0.7}

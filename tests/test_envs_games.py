@@ -236,6 +236,37 @@ def test_escalation_probe_turn_role_and_features():
     assert info["rescue"] is None and info["anchor_correct"] is None and env.episode_record().correct is None
 
 
+CUT = "so 4 + 2 = 41. Now we add 1 to get 42 and"  # cut at the token limit; uncut it would read 41
+
+
+def test_escalation_anchor_samples_cut_at_the_token_limit_state_no_answer():
+    """Before, the env re-read every anchor sample without its cut flag, so two unfinished replies
+    outvoted the finished one: the anchor's answer was 41, from text the model never finished."""
+    env = escalation_v0.raw_env(num_peers=2, problems=[PROBLEM])
+    env.reset(seed=0)
+    texts = ("so \\boxed{42}", CUT, CUT)
+    env.step(Action(Mode.ANSWER, texts[0], samples=texts, samples_truncated=(False, True, True), calls=3))
+    anchor_turn = env.transcript[0]
+    assert anchor_turn.answer == "42" and anchor_turn.samples_truncated == (False, True, True)
+    assert env.turn_context("controller").features[ANCHOR_CONSISTENCY] == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="2 samples_truncated flags for 3 samples"):
+        env.reset(seed=0)
+        env.step(Action(Mode.ANSWER, texts[0], samples=texts, samples_truncated=(False, True)))
+
+
+def test_a_turns_cut_flags_survive_the_episode_log():
+    from councilzoo.envs.core import EpisodeRecord
+
+    env = escalation_v0.raw_env(num_peers=2, problems=[PROBLEM])
+    env.reset(seed=0)
+    texts = ("so \\boxed{42}", CUT)
+    answer = Action(Mode.ANSWER, texts[0], samples=texts, samples_truncated=(False, True))
+    run(env, [answer, Action(Mode.ACCEPT)])
+    record = env.episode_record()
+    again = EpisodeRecord.from_dict(record.to_dict())
+    assert again.turns[0].samples_truncated == (False, True) and again.turns == record.turns
+
+
 # ---- cohort ------------------------------------------------------------------------------------
 
 
@@ -256,6 +287,16 @@ def test_cohort_views_rewards_and_diagnostic_label_accuracy():
     assert infos["member_0"]["label"] == wrong and infos["member_0"]["label_correct"] is False
     assert infos["member_1"]["label"] == problem.answer and infos["member_1"]["label_correct"] is True
     assert infos["member_0"]["sample_rewards"] == [0.0, 0.0, 0.0] and rewards["member_1"] == 0.0
+
+
+def test_cohort_member_samples_cut_at_the_token_limit_give_no_answer_and_no_reward():
+    env = cohort_v0.parallel_env(num_agents=2, reward_rule="ring", problems=[PROBLEM])
+    env.reset(seed=0)
+    cut = Action(Mode.ANSWER, samples=(CUT, f"\\boxed{{{PROBLEM.answer}}}"), samples_truncated=(True, False))
+    peer = Action(Mode.ANSWER, samples=("\\boxed{41}",) * 2)
+    _, _, _, _, infos = env.step({"member_0": cut, "member_1": peer})
+    assert infos["member_0"]["sample_answers"] == [None, PROBLEM.answer]
+    assert infos["member_0"]["sample_rewards"] == [0.0, 0.0]  # uncut, the cut one read 41: member_1's label
 
 
 def test_cohort_member_that_does_not_answer_abstains():

@@ -58,6 +58,18 @@ def test_rescue_minus_harm_is_exactly_the_accuracy_change(evaluation):
         assert row["net"] == pytest.approx(row["accuracy"] - row["anchor_accuracy"], abs=1e-12), name
 
 
+def test_each_rate_and_the_calls_come_with_a_bootstrap_interval_around_them(evaluation):
+    for name in ("self_consistency", "debate", "comed"):
+        row = evaluation.result(name).summary()
+        for key in ("accuracy", "rescue", "harm", "calls"):
+            lo, hi = row[f"{key}_ci"]
+            assert lo <= row[key] <= hi, (name, key)
+    debate = evaluation.result("debate").summary()  # on the harm-prone default it rescues and harms
+    assert debate["rescue_ci"][0] > 0 and debate["harm_ci"][0] > 0
+    comed = evaluation.result("comed").summary()
+    assert comed["calls_ci"][1] > comed["calls_ci"][0]  # the gate escalates some problems only
+
+
 def test_costs_count_anchor_samples_and_probe(evaluation):
     single, sc, comed = (evaluation.result(n) for n in ("single", "self_consistency", "comed"))
     samples = evaluation.council.samples
@@ -167,6 +179,21 @@ def test_eval_writes_reports_and_resumes_after_an_interruption(tmp_path):
         assert again["protocols"][name]["accuracy"] == report["protocols"][name]["accuracy"]
         assert again["protocols"][name]["tokens"] == report["protocols"][name]["tokens"]
     assert len(log.read_text().splitlines()) == 40
+
+
+def test_difficulty_sets_the_level_of_synthetic_test_and_dev_problems():
+    """``eval --difficulty`` reaches both problem sets (COMED and the router are fitted at the
+    level they are tested at); without it a synthetic set stays at 0.5."""
+    from councilzoo.evaluation.harness import dev_for, problems_for
+
+    council = load_config(copy.deepcopy(DEMO_COUNCIL), CouncilConfig)
+    mean = lambda problems: np.mean([p.metadata["difficulty"] for p in problems])  # noqa: E731
+    easy = problems_for("synthetic:word_problems", "test", 40, 0, difficulty=0.05)
+    easy_dev = dev_for("synthetic:word_problems", council, 0, difficulty=0.05)()
+    default = problems_for("synthetic:word_problems", "test", 40, 0)
+    assert mean(easy) < 0.15 and mean(easy_dev) < 0.15
+    assert abs(mean(default) - 0.5) < 0.1
+    assert not {p.id for p in easy} & {p.id for p in easy_dev}
 
 
 def test_bad_config_names_the_problem(tmp_path):

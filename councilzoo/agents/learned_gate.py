@@ -72,7 +72,10 @@ def anchor_turn(turns: tuple[Turn, ...] | list[Turn]) -> Turn:
 
 def gate_features(problem: Problem, anchor: Turn) -> np.ndarray:
     """``FEATURES`` of one problem from its anchor turn: the same code on dev records and at test."""
-    answers = answers_for(problem, anchor.samples) if anchor.samples else [anchor.answer]
+    answers = (
+        answers_for(problem, anchor.samples, truncated=anchor.spoken()[1]) if anchor.samples
+        else [anchor.answer]
+    )
     counts = np.array([c for _, c in answer_groups(answers, problem.kind)] + [answers.count(None)], float)
     share = counts / len(answers)
     share = share[share > 0]

@@ -156,7 +156,9 @@ class LLMAgent:
             top, _ = plurality([p.answer for p in parsed], ctx.problem.kind)
             index = next((i for i, p in enumerate(parsed) if top is not None and p.answer == top), 0)
         action = parsed[index]
-        action.samples = tuple(c.text for c in completions) if len(completions) > 1 else ()
+        if len(completions) > 1:
+            action.samples = tuple(c.text for c in completions)
+            action.samples_truncated = tuple(p.truncated for p in parsed)
         action.prompt_tokens = completions[0].prompt_tokens  # one prompt, shared by the samples
         action.completion_tokens = sum(c.completion_tokens for c in completions)
         action.calls = len(completions)  # the envs' convention: one call per text produced

@@ -141,11 +141,17 @@ def make_turn(
     """
     text, cut = sanitize(action.text or "", limit)
     text_cut = cut = cut or bool(action.truncated)  # at the character or the token limit
-    samples = []
-    for sample in action.samples:
+    flags = action.samples_truncated or (False,) * len(action.samples)
+    if len(flags) != len(action.samples):
+        raise ValueError(
+            f"agent {agent!r} sent {len(flags)} samples_truncated flags for {len(action.samples)} samples"
+        )
+    samples, samples_cut = [], []
+    for sample, token_cut in zip(action.samples, flags, strict=True):
         clean, sample_cut = sanitize(sample or "", limit)
         samples.append(clean)
-        cut = cut or sample_cut
+        samples_cut.append(sample_cut or bool(token_cut))
+    cut = cut or any(samples_cut)
     answer = verdict = None
     speaking = action.mode not in SILENT_MODES
     if speaking and verdict_role:
@@ -159,7 +165,10 @@ def make_turn(
         answer = stated_answer(problem, answer)
     calls = action.calls or (max(1, len(samples)) if speaking else 0)
     cost = Cost(calls, int(action.prompt_tokens), int(action.completion_tokens))
-    return Turn(agent, role, round_, action.mode, text, answer, verdict, cost, cut, tuple(samples))
+    return Turn(
+        agent, role, round_, action.mode, text, answer, verdict, cost, cut, tuple(samples),
+        tuple(samples_cut) if any(samples_cut) else (),
+    )
 
 
 def check_render_mode(render_mode: str | None) -> None:

@@ -195,8 +195,8 @@ class parallel_env(ParallelEnv):
         )
         if act.answer is not None and not turn.samples:
             return turn, [act.answer]
-        texts = turn.samples or ((turn.text,) if turn.text else ())
-        return turn, answers_for(self.problem, texts)  # code: each program's output signature
+        texts, cut = turn.spoken() if turn.samples or turn.text else ((), ())
+        return turn, answers_for(self.problem, texts, truncated=cut)  # code: each program's output signature
 
     def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
         missing = set(self.agents) - set(actions)

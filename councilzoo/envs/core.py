@@ -38,7 +38,8 @@ class Action:
 
     ``text`` is the utterance for speaking modes (``truncated``: cut at the token limit).
     ``samples`` holds extra sampled utterances when a turn draws several (the escalation anchor's
-    self-consistency samples); ``text`` is then the one the agent commits to. ``answer`` /
+    self-consistency samples); ``text`` is then the one the agent commits to, and
+    ``samples_truncated`` (empty, or one flag per sample) marks samples cut at the token limit. ``answer`` /
     ``verdict`` may be pre-parsed by the agent; otherwise the env parses ``text``. Token counts
     and ``calls`` feed cost accounting.
     """
@@ -52,6 +53,7 @@ class Action:
     completion_tokens: int = 0
     calls: int = 0
     truncated: bool = False  # ``text`` ran into the token limit (its unfinished end states nothing)
+    samples_truncated: tuple[bool, ...] = ()  # per sample, as ``truncated``; empty: none was cut
 
 
 @dataclass
@@ -90,6 +92,7 @@ class Turn:
     cost: Cost = field(default_factory=Cost)
     truncated: bool = False
     samples: tuple[str, ...] = ()
+    samples_truncated: tuple[bool, ...] = ()  # per sample: cut at the character or token limit
     # Filled by the rollout engine for learners; None for silent turns and simulated agents.
     prompt_token_ids: list[int] | None = None
     token_ids: list[int] | None = None
@@ -99,6 +102,13 @@ class Turn:
         out = asdict(self)
         out["mode"] = self.mode.name
         return out
+
+    def spoken(self) -> tuple[tuple[str, ...], tuple[bool, ...]]:
+        """The texts the turn's answers are read from (its samples, else its text), each with its
+        cut flag: a text cut at the limit states nothing from its unfinished end."""
+        if self.samples:
+            return self.samples, self.samples_truncated or (False,) * len(self.samples)
+        return (self.text,), (self.truncated,)
 
 
 @dataclass
@@ -165,7 +175,8 @@ class EpisodeRecord:
         """Inverse of ``to_dict`` (extra keys such as an episode log's ``episode`` are ignored)."""
         turns = []
         for t in data["turns"]:
-            fields = {"mode": Mode[t["mode"]], "cost": Cost(**t["cost"]), "samples": tuple(t["samples"])}
+            fields = {"mode": Mode[t["mode"]], "cost": Cost(**t["cost"]), "samples": tuple(t["samples"]),
+                      "samples_truncated": tuple(t.get("samples_truncated", ()))}  # absent in older logs
             turns.append(Turn(**{**t, **fields}))
         return cls(
             env_id=data["env_id"],

@@ -201,8 +201,8 @@ class raw_env(CouncilEnv):
     def _parse(self, agent: str, action: Action) -> Turn:
         turn = super()._parse(agent, action)
         if self.stage == ANCHOR:
-            texts = turn.samples or (turn.text,)
-            answers = answers_for(self.problem, texts)  # code: each program's output signature
+            texts, cut = turn.spoken()
+            answers = answers_for(self.problem, texts, truncated=cut)  # code: each program's output signature
             if action.answer is not None and not turn.samples:
                 answers = [turn.answer]
             turn.answer, self.consistency = plurality(answers, self.problem.kind)

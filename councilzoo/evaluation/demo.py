@@ -18,6 +18,7 @@ from councilzoo.config import check_output_dir, config_to_dict, load_config, run
 from councilzoo.evaluation.council import CouncilConfig
 from councilzoo.evaluation.harness import PROTOCOL_ORDER, Evaluation, run_and_report
 from councilzoo.evaluation.run_folder import check_rerun, start_run
+from councilzoo.real_models import recommended_agent
 from councilzoo.tasks import load_problems
 
 __all__ = ["DEMO_COUNCIL", "real_model_council", "run_demo"]
@@ -48,12 +49,18 @@ DEMO_SIZE, REAL_MODEL_SIZE = 300, 20
 
 
 def real_model_council(model: str | None, endpoint: str | None) -> dict[str, Any]:
-    """Every seat played by one real model (transformers from ``model``, or an OpenAI endpoint)."""
+    """Every seat played by one real model (transformers from ``model``, or an OpenAI endpoint); a
+    model councilzoo names (``councilzoo.real_models``) gets its recommended prompt style and
+    reply budget."""
     if endpoint:
         spec = {"type": "openai", "kwargs": {"base_url": endpoint, "model": model or "default"}}
     else:
         spec = {"type": "transformers", "kwargs": {"model": model}}
     spec["agent"] = {"sampling": {"max_new_tokens": 512, "temperature": 0.7}}
+    recommended = recommended_agent(model) if model and not endpoint else None
+    if recommended:
+        spec["agent"] = {"prompt_style": recommended["prompt_style"],
+                         "sampling": {**spec["agent"]["sampling"], **recommended["sampling"]}}
     council = copy.deepcopy(DEMO_COUNCIL)
     council["models"] = {"llm": spec}
     council.update(anchor="llm", peers=["llm"] * 3, verifier="llm", router_pool=["llm"])

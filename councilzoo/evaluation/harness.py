@@ -190,22 +190,30 @@ class Evaluation:
         return [self.result(name).summary(seed=self.seed) for name in names]
 
 
+SYNTHETIC_DIFFICULTY = 0.5  # of synthetic test and dev problems when --difficulty is not given
+
+
 def problems_for(
-    dataset: str, split: str, limit: int | None, seed: int, path: str | None = None
+    dataset: str, split: str, limit: int | None, seed: int, path: str | None = None,
+    difficulty: float | None = None,
 ) -> list[Problem]:
-    """Test problems: ``synthetic:<kind>`` (seeded) or a named/local dataset (``tasks.load_problems``),
-    each with an answer to score against."""
-    return load_problems(dataset, split, seed=seed, path=path, limit=limit, require_answers=True)
+    """Test problems: ``synthetic:<kind>`` (seeded, around ``difficulty``) or a named/local dataset
+    (``tasks.load_problems``), each with an answer to score against."""
+    level = SYNTHETIC_DIFFICULTY if difficulty is None else difficulty
+    return load_problems(dataset, split, seed=seed, path=path, limit=limit, difficulty=level,
+                         require_answers=True)
 
 
 def dev_for(
-    dataset: str, council: CouncilConfig, seed: int, path: str | None = None
+    dataset: str, council: CouncilConfig, seed: int, path: str | None = None, difficulty: float | None = None
 ) -> Callable[[], list[Problem]]:
-    """A loader of the dev problems for ``dataset`` (another seed or split, never the test; from
-    ``path`` when given, a local file in the dataset's schema)."""
+    """A loader of the dev problems for ``dataset`` (another seed or split, never the test, at the
+    test's difficulty; from ``path`` when given, a local file in the dataset's schema)."""
     size = council.comed.dev_size
     split = "dev" if dataset.startswith("synthetic:") else council.comed.dev_split
-    return lambda: load_problems(dataset, split, seed=seed, limit=size, path=path, require_answers=True)
+    level = SYNTHETIC_DIFFICULTY if difficulty is None else difficulty
+    return lambda: load_problems(dataset, split, seed=seed, limit=size, path=path, difficulty=level,
+                                 require_answers=True)
 
 
 def checked_dev(dev: Sequence[Problem], test: Sequence[Problem]) -> list[Problem]:
@@ -280,8 +288,14 @@ def run_and_report(ev: Evaluation, names: Sequence[str], out: str | Path, meta: 
 
 
 def check_options(args: argparse.Namespace, names: Sequence[str]) -> None:
-    """Refuse options that would be ignored: a synthetic set reads no file, and only the protocols
-    fitted on dev problems read ``--dev-path``."""
+    """Refuse options that would be ignored: a synthetic set reads no file, only a synthetic set has
+    a ``--difficulty``, and only the protocols fitted on dev problems read ``--dev-path``."""
+    difficulty = getattr(args, "difficulty", None)
+    if difficulty is not None and not args.dataset.startswith("synthetic:"):
+        raise ValueError(
+            f"--difficulty {difficulty}: only generated sets (synthetic:KIND) have a difficulty, "
+            f"{args.dataset} does not; drop --difficulty"
+        )
     if args.dataset.startswith("synthetic:"):
         for flag, value in (("--path", args.path), ("--dev-path", args.dev_path)):
             if value is not None:
@@ -307,10 +321,13 @@ def main(args: argparse.Namespace) -> int:
     gather(problems, check_options, args, names)
     gather(problems, check_output_dir, args.out)
     council = gather(problems, load_council, args.agents)
-    test = gather(problems, problems_for, args.dataset, args.split, args.limit, args.seed, args.path)
+    difficulty = getattr(args, "difficulty", None)
+    test = gather(
+        problems, problems_for, args.dataset, args.split, args.limit, args.seed, args.path, difficulty
+    )
     if problems:
         raise ValueError("\n".join(problems))
-    dev = dev_for(args.dataset, council, args.seed, args.dev_path)
+    dev = dev_for(args.dataset, council, args.seed, args.dev_path, difficulty)
     if any(name in protocols.DEV_FITTED for name in names):
         dev = checked_dev(dev(), test)
     settings = {
@@ -323,6 +340,8 @@ def main(args: argparse.Namespace) -> int:
         "limit": args.limit,
         "seed": args.seed,
     }
+    if difficulty is not None:  # absent otherwise, so runs from before the flag still match
+        settings["difficulty"] = difficulty
     check_rerun(args.out, settings, args.overwrite)
     with agents_file(args.agents):  # the models are built here: a bad value names the file and line
         ev = Evaluation(council, test, dev, args.out, seed=args.seed)
@@ -332,5 +351,6 @@ def main(args: argparse.Namespace) -> int:
         meta = run_metadata(
             args.seed, agents=str(args.agents), dataset=args.dataset, split=args.split, n=len(test)
         )
-        run_and_report(ev, names, args.out, meta, f"{args.dataset}: {len(test)} problems")
+        level = "" if difficulty is None else f" at difficulty {difficulty:g}"
+        run_and_report(ev, names, args.out, meta, f"{args.dataset}{level}: {len(test)} problems")
     return 0

@@ -61,8 +61,10 @@ class ProtocolResult:
                 )
 
     def summary(self, seed: int = 0) -> dict[str, Any]:
-        """The row of the comparison table (rates in [0, 1]; costs per question)."""
+        """The row of the comparison table (rates in [0, 1]; costs per question); each ``*_ci`` is a
+        95% percentile bootstrap interval over the problems (rescue and harm resampled together)."""
         acc, lo, hi = mean_ci(self.correct.astype(float), seed=seed)
+        calls, calls_lo, calls_hi = mean_ci(self.calls, seed=seed)
         rh = rescue_harm(self.anchor_correct, self.collab_correct, self.collaborated, seed=seed)
         if abs(rh.accuracy - acc) > 1e-12:
             raise AssertionError(f"{self.protocol}: rescue-harm accuracy {rh.accuracy} != {acc}")
@@ -72,7 +74,8 @@ class ProtocolResult:
             "n": len(self.problem_ids),
             "accuracy": acc,
             "accuracy_ci": [lo, hi],
-            "calls": float(self.calls.mean()),
+            "calls": calls,
+            "calls_ci": [calls_lo, calls_hi],
             "tokens": float(self.tokens.mean()),
             "anchor_accuracy": rh.anchor_accuracy,
             "rescue": rh.rescue,

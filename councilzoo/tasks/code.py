@@ -175,9 +175,13 @@ def answers_for_batch(
     return answers
 
 
-def answers_for(problem: Problem, texts: Sequence[str | None], **kwargs) -> list[str | None]:
-    """The answer of each completion of ``problem`` (for code: its output signature)."""
-    return answers_for_batch([(problem, texts)], **kwargs)[0]
+def answers_for(
+    problem: Problem, texts: Sequence[str | None], truncated: Sequence[bool] | None = None, **kwargs
+) -> list[str | None]:
+    """The answer of each completion of ``problem`` (for code: its output signature); ``truncated``
+    (one flag per text) marks texts cut at the token limit."""
+    cut = None if truncated is None else [list(truncated)]
+    return answers_for_batch([(problem, texts)], truncated=cut, **kwargs)[0]
 
 
 def stated_answer(problem: Problem, answer: str | None) -> str | None:

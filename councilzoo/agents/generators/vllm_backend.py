@@ -30,10 +30,14 @@ __all__ = ["CPU_ENV", "VLLMGenerator"]
 # prefill is off on CPU because a seeded request whose prompt is split across steps has its
 # generator rewound (``Generator.set_offset``), which CPU generators cannot do; without chunking
 # vLLM raises the step budget to at least ``max_model_len``, so every prompt fits one step.
+# ``max_model_len=-1`` is vLLM's auto-fit: the model's context, or the longest that the KV cache
+# holds where that is less (SmolLM2's 8,192 tokens need 0.35 GiB in fp32; vLLM refuses to start
+# when the cache cannot hold one sequence of ``max_model_len``).
 CPU_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_HOST_IP": "127.0.0.1"}
 CPU_ENGINE_DEFAULTS = {
     "enforce_eager": True,
     "kv_cache_memory_bytes": 64 << 20,
+    "max_model_len": -1,
     "enable_chunked_prefill": False,
 }
 # Debate turns re-send the transcript so far: the prefix cache lets them skip its prefill.
@@ -59,7 +63,8 @@ class VLLMGenerator:
     ``logprobs_mode="processed_logprobs"`` (log-probabilities of the sampled tokens after
     temperature and top-p, the same quantity ``TransformersGenerator`` reports),
     ``enable_prefix_caching=True``, and on a machine without CUDA the CPU settings
-    ``enforce_eager=True, kv_cache_memory_bytes=64 MiB, enable_chunked_prefill=False`` (seeded
+    ``enforce_eager=True, kv_cache_memory_bytes=64 MiB, max_model_len=-1`` (the model's context,
+    cut to what that cache holds), ``enable_chunked_prefill=False`` (seeded
     sampling crashes vLLM's CPU build when a prefill is chunked) plus the environment defaults in
     ``CPU_ENV`` (set only where unset). Completions follow vLLM's
     conventions, which the transformers backend copies: ``token_ids`` include the final eos or

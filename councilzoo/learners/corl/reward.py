@@ -108,7 +108,9 @@ class CohortReward:
         labels = self._peer_labels(round_index, own)
         rewards, scored_against = {}, {}
         for key, texts in groups.items():
-            rewards[key], scored_against[key] = self._play(self.problems[ids[key]], texts, labels[key])
+            rewards[key], scored_against[key] = self._play(
+                self.problems[ids[key]], texts, labels[key], truncated[key]
+            )
         self.last_round = {
             "round": round_index,
             "answers": answers,
@@ -122,14 +124,15 @@ class CohortReward:
         return [rewards[key][pos] for key, pos in mine]
 
     def _play(
-        self, problem: Problem, texts: list[str], labels: list[str | None]
+        self, problem: Problem, texts: list[str], labels: list[str | None], truncated: list[bool]
     ) -> tuple[list[float], str | None]:
-        """One cohort-v0 game: this member with its samples, each peer by its own label."""
+        """One cohort-v0 game: this member with its samples (``truncated``: each cut at the token
+        limit or not), each peer by its own label."""
         self.game.reset(options={"problem": problem})
         actions = {}
         for j, agent in enumerate(self.game.possible_agents):
             if j == self.me:
-                actions[agent] = Action(Mode.ANSWER, samples=tuple(texts))
+                actions[agent] = Action(Mode.ANSWER, samples=tuple(texts), samples_truncated=tuple(truncated))
             else:
                 actions[agent] = Action(Mode.ANSWER, answer=labels[j])
         _, _, _, _, infos = self.game.step(actions)
