@@ -26,7 +26,7 @@ from councilzoo.learners.cohort.member import member_model_path, run_member
 from councilzoo.learners.corl import CoRLConfig
 from councilzoo.tasks import Problem, load_problems
 from councilzoo.tasks.images import ImageError
-from councilzoo.tiny_models import build_tiny_models
+from councilzoo.tiny_members import build_tiny_models
 
 pytestmark = pytest.mark.slow
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

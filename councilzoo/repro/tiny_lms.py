@@ -481,7 +481,7 @@ def _start(folder: Path, spec: TinyLMSpec, parent: Path | None):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from councilzoo.testing import build_tiny_model
+    from councilzoo.tiny_models import build_tiny_model
 
     if parent is not None:
         tokenizer = AutoTokenizer.from_pretrained(parent)

@@ -23,7 +23,7 @@ from councilzoo.learners.recipe_checks import check_sleep_mode, check_training_d
 from councilzoo.real_models import is_real_model_name
 from councilzoo.tasks import Problem, load_problems
 from councilzoo.tasks.rephrase import read_paraphrases, with_paraphrases
-from councilzoo.tiny_models import member_spec, spec_dir
+from councilzoo.tiny_members import member_spec, spec_dir
 
 __all__ = ["MemberConfig", "DataConfig", "EvalConfig", "CohortConfig", "load_items"]
 
