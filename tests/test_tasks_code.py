@@ -13,6 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from councilzoo.envs.rewards import compute_rewards
+from councilzoo.sandbox import Limits, Sandbox, default_sandbox
+from councilzoo.sandbox.values import digits_unlimited
 from councilzoo.tasks import (
     DatasetUnavailableError,
     Problem,
@@ -33,8 +35,6 @@ from councilzoo.tasks.code import (
     stated_answer,
     with_reference_answers,
 )
-from councilzoo.tasks.sandbox import Limits, Sandbox, default_sandbox
-from councilzoo.tasks.sandbox_worker import digits_unlimited
 
 HUMANEVAL = [
     {

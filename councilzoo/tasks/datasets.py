@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 
+from councilzoo.sandbox.values import canonical, canonical_stdout, digits_unlimited
 from councilzoo.tasks.code import CODE_REPLY, with_reference_answers
 from councilzoo.tasks.grading import LETTERS
 from councilzoo.tasks.images import HASH_PREFIX, ImageError, load_image
 from councilzoo.tasks.problem import Problem, answer_text
-from councilzoo.tasks.sandbox_worker import canonical, canonical_stdout, digits_unlimited
 from councilzoo.tasks.visual_datasets import (
     mathverse_problem,
     mathvision_problem,
