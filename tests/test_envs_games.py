@@ -14,7 +14,6 @@ from councilzoo.envs import (
     escalation_v0,
     review_v0,
 )
-from councilzoo.envs.core import Action, Mode
 from councilzoo.envs.escalation_v0 import (
     ANCHOR_CONSISTENCY,
     HAS_ROUTER_MARGIN,
@@ -30,6 +29,7 @@ from councilzoo.envs.review_v0 import (
     VOTE_SCORE,
 )
 from councilzoo.envs.scripted import ScriptedPlayer
+from councilzoo.envs.types import Action, Mode
 from councilzoo.tasks import Problem, synthetic_problems
 
 PROBLEM = Problem("q1", "What is 6 * 7?", "42", kind="numeric", metadata={"router_margin": 0.3})

@@ -18,7 +18,7 @@ from councilzoo.agents.llm import LLMAgent
 from councilzoo.agents.prompts import member_prompt, render_messages, unseen_images_note
 from councilzoo.cli import main
 from councilzoo.config import dump_config, load_config
-from councilzoo.envs.core import Mode, TurnContext
+from councilzoo.envs.types import Mode, TurnContext
 from councilzoo.learners.baselines import GRPO, TTRL, BaselineConfig
 from councilzoo.learners.cohort.config import load_items
 from councilzoo.learners.cohort.engine import problem_rows

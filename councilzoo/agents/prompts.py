@@ -20,8 +20,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from councilzoo.agents.controllers import is_silent
-from councilzoo.envs.core import Mode, Turn, TurnContext
+from councilzoo.agents.controllers.contract import is_silent
+from councilzoo.envs.types import Mode, Turn, TurnContext
 from councilzoo.tasks import Problem, paraphrase
 
 __all__ = [

@@ -30,7 +30,7 @@ the most common wrong answer shown by ``k`` peers with probability ``1 - (1 - sw
 answer with ``swayed_prob``. A verifier picks the right one of two differing candidates with
 ``adjudicate_prob``.
 
-Determinism. Every draw is a pure function (``uniforms``: counter-based, blake2b) of (seed,
+Determinism. Every draw is a pure function (``draws.uniforms``: counter-based, blake2b) of (seed,
 agent name, seat, problem id, episode index, round, turn index, purpose), so outcomes do not depend on
 batch composition, on the number of envs run in lockstep, or on the order of calls, and replaying
 a branch reproduces its draws. Problem-level latents (``z_d``, ``z_q``) use only the problem id,
@@ -41,40 +41,24 @@ from __future__ import annotations
 
 import hashlib
 import math
-import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 from statistics import NormalDist
 
-from councilzoo.agents.controllers import Controller, default_mode, is_silent
+from councilzoo.agents.controllers.contract import Controller, default_mode, is_silent
+from councilzoo.agents.draws import uniforms
 from councilzoo.agents.prompts import last_turn, latest_turns
-from councilzoo.envs.core import Action, Mode, Turn, TurnContext
+from councilzoo.envs.types import Action, Mode, Turn, TurnContext
 from councilzoo.tasks import answers_equivalent, format_answer, plurality
 from councilzoo.tasks.grading import LETTERS
 
-__all__ = ["uniforms", "TokenModel", "SimulatedAgent", "code_for"]
+__all__ = ["TokenModel", "SimulatedAgent", "code_for"]
 
 DIFFICULTY_MEAN, DIFFICULTY_SD = 0.5, 0.15  # synthetic_problems' default level and per-item spread
 NUM_PERTURBATIONS = 24  # size of the non-shared wrong-answer pool when distractors run out
 _PHI = NormalDist()
-_2_53 = 2.0**-53
-
-
-def uniforms(key: tuple, n: int) -> list[float]:
-    """``n`` uniforms in (0, 1) that are a pure function of ``key`` (ints and strings).
-
-    A counter-based generator (the idea of Philox) built on blake2b: building a numpy Generator
-    per draw costs ~100x more, and simulated agents draw a few numbers per turn.
-    """
-    out: list[float] = []
-    block = 0
-    while len(out) < n:
-        digest = hashlib.blake2b(repr((key, block)).encode(), digest_size=64).digest()
-        out.extend(((k >> 11) + 0.5) * _2_53 for k in struct.unpack("<8Q", digest))
-        block += 1
-    return out[:n]
 
 
 def normals(key: tuple, n: int) -> list[float]:

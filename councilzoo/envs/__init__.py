@@ -15,9 +15,9 @@ from typing import Any
 import pettingzoo
 
 from councilzoo.envs import cohort_v0, debate_v0, escalation_v0, review_v0
-from councilzoo.envs.base import IllegalModeError
-from councilzoo.envs.core import NUM_MODES, Action, Cost, EpisodeRecord, Mode, Turn, TurnContext
+from councilzoo.envs.council_env import IllegalModeError
 from councilzoo.envs.rewards import RULES, RewardResult, compute_rewards
+from councilzoo.envs.types import NUM_MODES, Action, Cost, EpisodeRecord, Mode, Turn, TurnContext
 from councilzoo.envs.wrappers import IllegalModePenalty
 
 GAMES = {

@@ -80,8 +80,8 @@ from typing import Any
 
 import numpy as np
 
-from councilzoo.envs.base import RENDER_MODES, CouncilEnv, grade
-from councilzoo.envs.core import Mode, Turn
+from councilzoo.envs.council_env import RENDER_MODES, CouncilEnv, grade
+from councilzoo.envs.types import Mode, Turn
 from councilzoo.envs.wrappers import OrderEnforcing
 from councilzoo.tasks import Problem, plurality
 

@@ -31,7 +31,7 @@ from councilzoo.config import (
     run_lock,
     run_metadata,
 )
-from councilzoo.envs.core import EpisodeRecord
+from councilzoo.envs.types import EpisodeRecord
 from councilzoo.evaluation import protocols, report
 from councilzoo.evaluation.context import Run
 from councilzoo.evaluation.council import CouncilConfig, agents_file, load_council

@@ -18,7 +18,7 @@ counted by the same code:
 | best_single_hindsight | (oracle)      | the pool model with the best *test* accuracy              |
 | oracle_gate           | (oracle)      | COMED's anchor; escalate to dense debate iff that rescues |
 
-The router, COMED's thresholds and the learned gates (``councilzoo.agents.learned_gate``) are
+The router, COMED's thresholds and the learned gates (``councilzoo.agents.controllers.learned_gates``) are
 fitted on the dev problems only (``Evaluation`` asserts that dev and test ids are disjoint). The
 dev margins they see are out-of-fold (2-fold cross-fitting), so they are as noisy as the test
 margins.
@@ -32,7 +32,8 @@ from dataclasses import replace
 import numpy as np
 
 from councilzoo.agents.base import Agent
-from councilzoo.agents.comed import (
+from councilzoo.agents.controllers import Controller, FixedController
+from councilzoo.agents.controllers.comed_gate import (
     ACCEPT,
     DIRECT_ESCALATE,
     PROBE_ACCEPT,
@@ -43,8 +44,7 @@ from councilzoo.agents.comed import (
     GateOutcomes,
     fit_thresholds,
 )
-from councilzoo.agents.controllers import Controller, FixedController
-from councilzoo.agents.learned_gate import (
+from councilzoo.agents.controllers.learned_gates import (
     LearnedGateController,
     LogisticGate,
     RegretGate,
@@ -52,7 +52,7 @@ from councilzoo.agents.learned_gate import (
     dev_scores,
     gate_features,
 )
-from councilzoo.envs.core import Action, EpisodeRecord, Mode, TurnContext
+from councilzoo.envs.types import Action, EpisodeRecord, Mode, TurnContext
 from councilzoo.evaluation import metrics
 from councilzoo.evaluation.context import EvaluationContext, Run
 from councilzoo.evaluation.metrics import ProtocolResult

@@ -46,7 +46,7 @@ from pettingzoo.test import (
 )
 
 from councilzoo.envs import PARALLEL_GAMES, cohort_v0, make_parallel
-from councilzoo.envs.base import (
+from councilzoo.envs.council_env import (
     CouncilEnv,
     as_action,
     grade,
@@ -55,8 +55,8 @@ from councilzoo.envs.base import (
     team_reward,
     to_printable,
 )
-from councilzoo.envs.core import SILENT_MODES, Action, Cost, Mode, TurnContext
 from councilzoo.envs.rewards import compute_rewards
+from councilzoo.envs.types import SILENT_MODES, Action, Cost, Mode, TurnContext
 from councilzoo.testing.falsify import ContractViolation, falsify
 from councilzoo.testing.gates import check_gate
 from councilzoo.testing.learners import check_learner

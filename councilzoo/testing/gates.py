@@ -28,10 +28,10 @@ from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from councilzoo.agents.comed import GateOutcomes
-from councilzoo.agents.learned_gate import FEATURES, LearnedGateController
-from councilzoo.envs.core import Action, Mode, TurnContext
+from councilzoo.agents.controllers.comed_gate import GateOutcomes
+from councilzoo.agents.controllers.learned_gates import FEATURES, LearnedGateController
 from councilzoo.envs.escalation_v0 import raw_env
+from councilzoo.envs.types import Action, Mode, TurnContext
 from councilzoo.tasks import Problem
 from councilzoo.testing.falsify import falsify
 

@@ -28,7 +28,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from councilzoo.envs.base import grade
+from councilzoo.envs.council_env import grade
 from councilzoo.learners.logging import read_metrics
 from councilzoo.tasks.grading import ERROR_PREFIX, SIGNATURE_PREFIX, extract_program
 from councilzoo.tasks.problem import Problem

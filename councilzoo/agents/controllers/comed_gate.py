@@ -38,7 +38,7 @@ from typing import Literal
 
 import numpy as np
 
-from councilzoo.envs.core import Action, Mode, TurnContext
+from councilzoo.envs.types import Action, Mode, TurnContext
 
 __all__ = [
     "PATH_NAMES", "ComedThresholds", "gate_paths", "route", "ComedController", "GateOutcomes",

@@ -32,7 +32,7 @@ from typing import Protocol
 
 import numpy as np
 
-from councilzoo.agents.comed import (
+from councilzoo.agents.controllers.comed_gate import (
     ACCEPT,
     DIRECT_ESCALATE,
     PROBE_ACCEPT,
@@ -41,8 +41,8 @@ from councilzoo.agents.comed import (
     GateOutcomes,
     route,
 )
-from councilzoo.envs.core import Action, Mode, Turn, TurnContext
 from councilzoo.envs.escalation_v0 import PROBE_AGREES, PROBE_DONE, router_margin
+from councilzoo.envs.types import Action, Mode, Turn, TurnContext
 from councilzoo.tasks import Problem, answers_for
 from councilzoo.tasks.grading import answer_groups
 from councilzoo.theory.regret_matching import RegretMatcher

@@ -8,7 +8,7 @@ episode record and the ansi render) lives here once. The parallel cohort game re
 module-level pieces (:class:`ProblemDeck`, :func:`build_spaces`, :func:`as_action`,
 :func:`make_turn`).
 
-Actions. ``step`` accepts an :class:`~councilzoo.envs.core.Action`, a plain ``int`` /
+Actions. ``step`` accepts an :class:`~councilzoo.envs.types.Action`, a plain ``int`` /
 ``np.integer`` (the mode alone, empty utterance: what PettingZoo's test suites sample from the
 ``Discrete(NUM_MODES)`` action space) or a dict with Action's field names.
 
@@ -36,7 +36,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
-from councilzoo.envs.core import (
+from councilzoo.envs.types import (
     NUM_MODES,
     SILENT_MODES,
     Action,
