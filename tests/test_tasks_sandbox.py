@@ -17,8 +17,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from councilzoo.sandbox import Job, Limits, Sandbox, remove_abandoned_roots
+from councilzoo.sandbox import Job, Limits, Sandbox
 from councilzoo.sandbox.isolation import remove_tree
+from councilzoo.sandbox.pool import remove_abandoned_roots
 from councilzoo.sandbox.values import canonical, digits_unlimited, from_plain, to_plain
 
 LIMITS = Limits(timeout_s=1.0, memory_mb=512, max_output_bytes=65_536)

@@ -61,7 +61,7 @@ NUM_PERTURBATIONS = 24  # size of the non-shared wrong-answer pool when distract
 _PHI = NormalDist()
 
 
-def normals(key: tuple, n: int) -> list[float]:
+def _normals(key: tuple, n: int) -> list[float]:
     """``n`` standard normals that are a pure function of ``key``."""
     return [_PHI.inv_cdf(u) for u in uniforms(key, n)]
 
@@ -180,7 +180,7 @@ class SimulatedAgent:
     @staticmethod
     def _problem_latents(problem) -> tuple[float, float]:
         """(z_d, z_q): the problem's difficulty latent and shared trap latent."""
-        z_d, z_q = normals(("problem", problem.id), 2)
+        z_d, z_q = _normals(("problem", problem.id), 2)
         difficulty = problem.metadata.get("difficulty")
         if difficulty is not None:
             z_d = (float(difficulty) - DIFFICULTY_MEAN) / DIFFICULTY_SD
@@ -195,14 +195,14 @@ class SimulatedAgent:
                 "it is None (unlabeled)"
             )
         z_d, z_q = self._problem_latents(problem)
-        (a,) = normals((self.seed, self.name, problem.id, ctx.extras.get("episode", 0), "agent"), 1)
+        (a,) = _normals((self.seed, self.name, problem.id, ctx.extras.get("episode", 0), "agent"), 1)
         w, c, s = self.difficulty_weight, self.correlation, self.resample_noise
         shared_part = math.sqrt(w) * z_d + math.sqrt(1 - w) * math.sqrt(c) * z_q
         own_scale = math.sqrt(1 - w) * math.sqrt(1 - c)
         key = self._key(ctx, "attempt")
         wrong = self._wrong_answers(key, problem, n)
         out = []
-        for e, wrong_answer in zip(normals(key, n), wrong, strict=True):
+        for e, wrong_answer in zip(_normals(key, n), wrong, strict=True):
             z = shared_part + own_scale * (math.sqrt(1 - s) * a + math.sqrt(s) * e)
             out.append(problem.answer if z < self._threshold else wrong_answer)
         return out

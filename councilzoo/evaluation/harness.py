@@ -78,7 +78,7 @@ class Evaluation:
     @cached_property
     def dev(self) -> list[Problem]:
         """Dev problems, loaded on first use and checked disjoint from the test problems."""
-        return checked_dev(self._dev() if callable(self._dev) else self._dev, self.test)
+        return _checked_dev(self._dev() if callable(self._dev) else self._dev, self.test)
 
     def play(
         self, name: str, run: Run, problems: Sequence[Problem], label: str
@@ -198,7 +198,7 @@ def problems_for(
     return load_problems(dataset, split, seed=seed, path=path, limit=limit, require_answers=True)
 
 
-def dev_for(
+def _dev_for(
     dataset: str, council: CouncilConfig, seed: int, path: str | None = None
 ) -> Callable[[], list[Problem]]:
     """A loader of the dev problems for ``dataset`` (another seed or split, never the test; from
@@ -208,7 +208,7 @@ def dev_for(
     return lambda: load_problems(dataset, split, seed=seed, limit=size, path=path, require_answers=True)
 
 
-def checked_dev(dev: Sequence[Problem], test: Sequence[Problem]) -> list[Problem]:
+def _checked_dev(dev: Sequence[Problem], test: Sequence[Problem]) -> list[Problem]:
     """``dev`` when it is disjoint from ``test`` and large enough to fit the router and COMED."""
     dev = list(dev)
     overlap = {p.id for p in dev} & {p.id for p in test}
@@ -235,7 +235,7 @@ def evaluate(
     return Evaluation(council, problems, dev, out, **kwargs).result(protocol)
 
 
-def parse_protocols(spec: str) -> list[str]:
+def _parse_protocols(spec: str) -> list[str]:
     """The protocols of ``--protocol``: one name, a comma list or 'all'; an unknown name (with a
     did-you-mean) or one named twice is refused, every such mistake on its own line."""
     names = list(PROTOCOL_ORDER) if spec == "all" else [s.strip() for s in spec.split(",") if s.strip()]
@@ -279,7 +279,7 @@ def run_and_report(ev: Evaluation, names: Sequence[str], out: str | Path, meta: 
     return rows
 
 
-def check_options(args: argparse.Namespace, names: Sequence[str]) -> None:
+def _check_options(args: argparse.Namespace, names: Sequence[str]) -> None:
     """Refuse options that would be ignored: a synthetic set reads no file, and only the protocols
     fitted on dev problems read ``--dev-path``."""
     if args.dataset.startswith("synthetic:"):
@@ -303,16 +303,16 @@ def main(args: argparse.Namespace) -> int:
     every problem, the dev split of protocols fitted on it, a rerun's settings), then the models
     are built and the episodes played."""
     problems: list[str] = []  # every independent input is checked; their mistakes reported together
-    names = gather(problems, parse_protocols, args.protocol) or []
-    gather(problems, check_options, args, names)
+    names = gather(problems, _parse_protocols, args.protocol) or []
+    gather(problems, _check_options, args, names)
     gather(problems, check_output_dir, args.out)
     council = gather(problems, load_council, args.agents)
     test = gather(problems, problems_for, args.dataset, args.split, args.limit, args.seed, args.path)
     if problems:
         raise ValueError("\n".join(problems))
-    dev = dev_for(args.dataset, council, args.seed, args.dev_path)
+    dev = _dev_for(args.dataset, council, args.seed, args.dev_path)
     if any(name in protocols.DEV_FITTED for name in names):
-        dev = checked_dev(dev(), test)
+        dev = _checked_dev(dev(), test)
     settings = {
         "command": "eval",
         "agents": config_to_dict(council),

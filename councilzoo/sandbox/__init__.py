@@ -7,18 +7,10 @@ through ``protocol``; ``values`` turns outputs into canonical text and carries b
 between processes.
 """
 
-from councilzoo.sandbox.pool import (
-    MODES,
-    Job,
-    Limits,
-    RunResult,
-    Sandbox,
-    default_sandbox,
-    remove_abandoned_roots,
-)
+from councilzoo.sandbox.pool import MODES, Job, Limits, RunResult, Sandbox, default_sandbox
 from councilzoo.sandbox.values import canonical, canonical_stdout, digits_unlimited
 
 __all__ = [
-    "MODES", "Job", "Limits", "RunResult", "Sandbox", "default_sandbox", "remove_abandoned_roots",
-    "canonical", "canonical_stdout", "digits_unlimited",
+    "MODES", "Job", "Limits", "RunResult", "Sandbox", "default_sandbox", "canonical", "canonical_stdout",
+    "digits_unlimited",
 ]

@@ -24,8 +24,7 @@ if __package__:  # imported as councilzoo.sandbox.programs
 else:  # loaded by the worker, run by path: its folder heads sys.path and nothing of councilzoo loads
     import values
 
-__all__ = ["PROGRAM_NAME", "MAX_ERROR_CHARS", "short_error", "serve_functions", "ProgramError", "run_tests",
-           "run_main"]
+__all__ = ["MAX_ERROR_CHARS", "short_error", "serve_functions", "run_tests", "run_main"]
 
 PROGRAM_NAME = "solution"  # ``__name__`` of a program whose functions are tested: its main guard stays off
 MAX_ERROR_CHARS = 300

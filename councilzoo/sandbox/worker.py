@@ -49,7 +49,7 @@ EXIT_GRACE_S = 0.2  # how long a child whose channel closed gets to exit before 
 DISK_POLL_S = 0.05  # without a tmpfs, how often the worker measures a running program's folder
 
 
-class Lines:
+class _Lines:
     """JSON lines from a child's pipe, read against a deadline and a byte budget, while watching
     the caller's pipe (it only becomes readable mid-run when the caller is gone) and, where no
     tmpfs holds the quota, the program's folder every ``DISK_POLL_S``."""
@@ -248,8 +248,8 @@ class _Run:
         self.fds += ends
         return ends
 
-    def lines(self, fd: int) -> Lines:
-        return Lines(fd, self.budget, self.worker.caller_fd, self.over_quota)
+    def lines(self, fd: int) -> _Lines:
+        return _Lines(fd, self.budget, self.worker.caller_fd, self.over_quota)
 
     def spawn(self, fds: list[int], body) -> int:
         """Fork a confined child whose fds 0.. are exactly ``fds``, and run ``body(job)`` in it."""
@@ -296,7 +296,7 @@ class _Run:
         self.close(to_worker)
         return self._finish(program, self.lines(verdict))
 
-    def _calls(self, program: int, to_program: int, lines: Lines) -> tuple[str, list[str], str]:
+    def _calls(self, program: int, to_program: int, lines: _Lines) -> tuple[str, list[str], str]:
         os.set_blocking(to_program, False)
         outputs: list[str] = []
         message = lines.next(self.deadline)
@@ -325,7 +325,7 @@ class _Run:
                 return "error", outputs, f"the program returned other than plain data: {error}"
         return "ok", outputs, ""
 
-    def _finish(self, child: int, lines: Lines) -> tuple[str, list[str], str]:
+    def _finish(self, child: int, lines: _Lines) -> tuple[str, list[str], str]:
         message = lines.next(self.deadline)
         if isinstance(message, dict) and message.get("done") is True:
             return "ok", [], ""
