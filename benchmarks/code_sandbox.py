@@ -1,6 +1,6 @@
 """Sandbox throughput: programs/s of the worker pool vs a plain one-subprocess-per-program loop.
 
-Subject: ``councilzoo.tasks.sandbox.Sandbox`` (one worker per core, each forking one isolated
+Subject: ``councilzoo.sandbox.Sandbox`` (one worker per core, each forking one isolated
 child per program: rlimits, Landlock, seccomp, its own temporary folder) grading N programs x M
 inputs each: the synthetic:code solutions and distractors, called on their generated inputs.
 Baseline, measured in the same run on the same programs: a loop that starts one plain
@@ -39,8 +39,8 @@ from pathlib import Path
 
 import psutil
 
-from councilzoo.tasks import sandbox_worker, synthetic_problems
-from councilzoo.tasks.sandbox import Job, Limits, Sandbox
+from councilzoo.sandbox import Job, Limits, Sandbox, values
+from councilzoo.tasks import synthetic_problems
 
 TARGET_RATIO = 4.0
 CONTAINMENT_LIMIT_S = 1.0
@@ -88,7 +88,7 @@ def plain_loop(jobs: list[Job], limits: Limits) -> tuple[float, list[tuple[str, 
     """One fresh interpreter per program, one program at a time."""
     outputs = []
     with tempfile.TemporaryDirectory() as tmp:
-        shutil.copy(sandbox_worker.__file__, Path(tmp) / "councilzoo_canonical.py")
+        shutil.copy(values.__file__, Path(tmp) / "councilzoo_canonical.py")
         env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": tmp}
         start = time.perf_counter()
         for job in jobs:

@@ -42,7 +42,7 @@ from gymnasium import spaces
 from pettingzoo import AECEnv, ParallelEnv
 
 from councilzoo.envs import cohort_v0, debate_v0, escalation_v0, review_v0
-from councilzoo.envs.core import Action, Mode
+from councilzoo.envs.types import Action, Mode
 from councilzoo.tasks import synthetic_problems
 
 TARGET_US = 50.0

@@ -265,7 +265,7 @@ def build_model(folder: Path, size: str) -> Path:
 
     from councilzoo.tasks import synthetic_problems
     from councilzoo.testing import build_tiny_model
-    from councilzoo.tiny_models import warm_up
+    from councilzoo.tiny_members import warm_up
 
     if size == "smollm2":
         from councilzoo.agents.generators import resolve_model_path

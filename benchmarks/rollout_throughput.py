@@ -226,7 +226,7 @@ def main() -> int:
 
 
 def _warm_context(problem):
-    from councilzoo.envs.core import Mode, TurnContext
+    from councilzoo.envs.types import Mode, TurnContext
 
     return TurnContext(0, "peer_0", "peer", 1, problem, (), (Mode.SPEAK,), None, {})
 

@@ -28,7 +28,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def at_least(minimum: int):
+def _at_least(minimum: int):
     """An argparse type: an integer >= ``minimum`` (argparse names the flag in the error)."""
 
     def parse(text: str) -> int:
@@ -152,10 +152,10 @@ def _add_demo(sub) -> None:
     demo.add_argument("--model", default=None, help="a local model directory or hub name (uses real models)")
     demo.add_argument("--endpoint", default=None, help="an OpenAI-compatible base URL (uses real models)")
     demo.add_argument(
-        "--limit", type=at_least(1), default=None,
+        "--limit", type=_at_least(1), default=None,
         help="number of test problems (default: 300 simulated, 20 with a real model)",
     )
-    demo.add_argument("--seed", type=at_least(0), default=0, help="seed of the problems and the agents")
+    demo.add_argument("--seed", type=_at_least(0), default=0, help="seed of the problems and the agents")
 
 
 def _add_eval(sub) -> None:
@@ -189,7 +189,7 @@ def _add_eval(sub) -> None:
     ev.add_argument("--dev-path", default=None,
                     help="local file of the dev problems (routing and COMED fit on them), same schema")
     ev.add_argument(
-        "--limit", type=at_least(1), default=None,
+        "--limit", type=_at_least(1), default=None,
         help=f"number of test problems, a seeded sample (default: all; synthetic sets: 200, at most "
         f"{MAX_SYNTHETIC_PROBLEMS:,})",
     )
@@ -199,7 +199,7 @@ def _add_eval(sub) -> None:
     )
     ev.add_argument("--out", default="runs/eval", help=OUT_HELP)
     ev.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
-    ev.add_argument("--seed", type=at_least(0), default=0, help="seed of the problems, sample and agents")
+    ev.add_argument("--seed", type=_at_least(0), default=0, help="seed of the problems, sample and agents")
 
 
 def _add_train(sub) -> None:
@@ -221,7 +221,8 @@ def _add_train(sub) -> None:
                     help="override a config value (repeatable), e.g. --set trainer.learning_rate=1e-6")
     tr.add_argument("--out", default=None, help="output folder (default: the config's output_dir)")
     tr.add_argument(
-        "--max-steps", type=at_least(1), default=None, help="training steps (default: the config's max_steps)"
+        "--max-steps", type=_at_least(1), default=None,
+        help="training steps (default: the config's max_steps)",
     )
     tr.add_argument(
         "--dry-run", action="store_true",
@@ -258,10 +259,10 @@ def _add_repro(sub) -> None:
     )
     rp.add_argument("--out", default="runs/repro", help="output folder (one subfolder per claim)")
     rp.add_argument(
-        "--seeds", type=at_least(1), default=None, help="seeds per claim (default: each claim's own)"
+        "--seeds", type=_at_least(1), default=None, help="seeds per claim (default: each claim's own)"
     )
     rp.add_argument("--quick", action="store_true", help="a smaller, faster run (fewer steps and problems)")
-    rp.add_argument("--jobs", type=at_least(1), default=None,
+    rp.add_argument("--jobs", type=_at_least(1), default=None,
                     help="with 'all': claims run in this many processes (default: one per CPU core)")
 
 
@@ -276,7 +277,7 @@ def _add_paraphrase(sub) -> None:
     pp.add_argument("dataset", help="a named dataset (e.g. gsm8k), jsonl/json with --path, or synthetic:KIND")
     pp.add_argument("--split", default="train", help="split to rephrase")
     pp.add_argument("--path", default=None, help="local JSON/JSONL/Parquet/CSV file of the dataset's rows")
-    pp.add_argument("--limit", type=at_least(1), default=None, help="at most this many items (default: all)")
+    pp.add_argument("--limit", type=_at_least(1), default=None, help="at most this many items (default: all)")
     pp.add_argument("--out", required=True, help="the JSONL file to write")
 
 
@@ -290,7 +291,7 @@ def _add_view(sub) -> None:
     )
     vw.set_defaults(on_interrupt="stopped")
     vw.add_argument("out", help="the --out folder of eval, demo, train or repro")
-    vw.add_argument("--port", type=at_least(0), default=8765, help="local port (0: any free one)")
+    vw.add_argument("--port", type=_at_least(0), default=8765, help="local port (0: any free one)")
     vw.add_argument("--open", action="store_true", help="also open the page in the default browser")
 
 

@@ -298,13 +298,13 @@ def in_file(path: str | Path, overrides: Mapping[str, str] = {}) -> Iterator[Non
             if dotted in overrides:
                 placed.append((0, f"{overrides[dotted]}: {message}"))
                 continue
-            line = key_line(Path(path), key_path.group(0)) if key_path else None
+            line = _key_line(Path(path), key_path.group(0)) if key_path else None
             placed.append((line or math.inf, f"{path}{f', line {line}' if line else ''}: {message}"))
         lines = [message for _, message in sorted(placed, key=lambda lm: lm[0])]
         raise ConfigError("\n".join(lines)) from err
 
 
-def key_line(path: Path, key_path: str) -> int | None:
+def _key_line(path: Path, key_path: str) -> int | None:
     """The 1-based line of ``key_path`` ("models.medium.kwargs.skil", "peers[1]") in the file."""
     try:
         node = yaml.compose(path.read_text(), Loader=yaml.SafeLoader)

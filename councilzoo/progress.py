@@ -14,7 +14,7 @@ from collections.abc import Mapping
 __all__ = ["phase", "Progress"]
 
 
-def on_terminal() -> bool:
+def _on_terminal() -> bool:
     """Whether stdout is an interactive terminal (bars), not a log file or a pipe (plain lines)."""
     return sys.stdout.isatty()
 
@@ -31,7 +31,7 @@ class Progress:
     def __init__(self, name: str, total: int, *, initial: int = 0, position: int = 0) -> None:
         self.name, self.total, self.n = name, total, initial
         self.bar = None
-        if on_terminal():
+        if _on_terminal():
             from tqdm.auto import tqdm
 
             self.bar = tqdm(

@@ -13,7 +13,7 @@ import councilzoo  # noqa: F401  (registers councilzoo/debate-v0, review-v0, esc
 from councilzoo.agents import SimulatedAgent
 from councilzoo.agents.controllers import default_mode, is_silent
 from councilzoo.envs import make
-from councilzoo.envs.core import Action
+from councilzoo.envs.types import Action
 from councilzoo.tasks import synthetic_problems
 
 

@@ -12,8 +12,8 @@ returns quietly or raises ``AssertionError`` with the smallest counterexample hy
 
 import numpy as np
 
-from councilzoo.envs.core import Mode
 from councilzoo.envs.escalation_v0 import FEATURE_NAMES
+from councilzoo.envs.types import Mode
 from councilzoo.testing import load_profile
 from councilzoo.testing.gates import check_gate
 from councilzoo.testing.regret import check_no_regret

@@ -205,7 +205,7 @@ from pathlib import Path
 
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from councilzoo.tiny_models import warm_up
+from councilzoo.tiny_members import warm_up
 from councilzoo.tasks import synthetic_problems
 from councilzoo.testing import build_tiny_model
 

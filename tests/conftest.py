@@ -56,11 +56,11 @@ def tiny_vlm_family_dir(request, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_member_dir(tmp_path_factory) -> Path:
     """The tiny Qwen3 cohort member warmed up to answer synthetic:multiple_choice items as
-    \\boxed{X} (``councilzoo.tiny_models``, 30 SFT steps), so that rewards vary from the first step."""
+    \\boxed{X} (``councilzoo.tiny_members``, 30 SFT steps), so that rewards vary from the first step."""
     from councilzoo.learners.baselines import BaselineConfig
     from councilzoo.learners.corl.config import MemberConfig
     from councilzoo.learners.data import DataConfig, load_items
-    from councilzoo.tiny_models import build_tiny_models
+    from councilzoo.tiny_members import build_tiny_models
 
     cfg = BaselineConfig(
         members=[MemberConfig(name="m", tiny_family="qwen3", tiny_warmup_steps=30)],

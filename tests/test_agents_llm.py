@@ -9,8 +9,8 @@ from councilzoo.agents import LLMAgent, Sampling, render_messages
 from councilzoo.agents.base import Completion
 from councilzoo.agents.controllers import FixedController
 from councilzoo.agents.generators import GeneratorContractError
-from councilzoo.envs.core import SILENT_MODES, Mode, Turn, TurnContext
 from councilzoo.envs.escalation_v0 import PHASE
+from councilzoo.envs.types import SILENT_MODES, Mode, Turn, TurnContext
 from councilzoo.rollout import RolloutEngine
 from councilzoo.tasks import Problem, synthetic_problems
 from councilzoo.testing import checks

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from councilzoo.agents.parsing import parse_action, parse_mode
-from councilzoo.envs.core import Mode
+from councilzoo.envs.types import Mode
 
 GATE = (Mode.ACCEPT, Mode.VERIFY, Mode.ESCALATE)
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import settings
 
 from councilzoo.agents import FixedController, SimulatedAgent
-from councilzoo.envs.core import Mode, TurnContext
+from councilzoo.envs.types import Mode, TurnContext
 from councilzoo.rollout import RolloutEngine
 from councilzoo.tasks import answers_equivalent, extract_answer, plurality, synthetic_problems
 from councilzoo.testing import checks

@@ -22,7 +22,7 @@ from councilzoo.learners.checkpoint import DamagedCheckpointWarning, latest_chec
 from councilzoo.learners.corl.member import run_member
 from councilzoo.learners.data import load_items
 from councilzoo.learners.tracer.learner import TracerLearner
-from councilzoo.tiny_models import build_tiny_models
+from councilzoo.tiny_members import build_tiny_models
 
 pytestmark = pytest.mark.slow
 STEPS = 3  # save_steps=1 and TRL's save_total_limit=2 leave checkpoint-2 and checkpoint-3

@@ -205,7 +205,7 @@ def models(tmp_path_factory) -> Path:
     from councilzoo.config import load_config
     from councilzoo.learners.corl import CoRLConfig
     from councilzoo.learners.data import load_items
-    from councilzoo.tiny_models import build_tiny_models
+    from councilzoo.tiny_members import build_tiny_models
 
     tmp = tmp_path_factory.mktemp("cluster")
     cpu_config(tmp, tmp / "models")

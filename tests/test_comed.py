@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from councilzoo.agents.comed import (
+from councilzoo.agents.controllers.comed_gate import (
     ACCEPT,
     DIRECT_ESCALATE,
     PROBE_ACCEPT,
@@ -112,8 +112,8 @@ def test_fit_respects_a_target_escalation_rate():
 
 
 def test_controller_refuses_an_illegal_mode_with_a_clear_error():
-    from councilzoo.envs.core import Mode, TurnContext
     from councilzoo.envs.escalation_v0 import FEATURE_NAMES
+    from councilzoo.envs.types import Mode, TurnContext
 
     ctx = TurnContext(
         0, "controller", "controller", 0, None, (), (Mode.ACCEPT,), np.zeros(len(FEATURE_NAMES), np.float32)

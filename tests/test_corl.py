@@ -17,7 +17,7 @@ from councilzoo.learners.corl.rounds import problem_rows
 from councilzoo.learners.data import load_items
 from councilzoo.learners.train import apply_overrides
 from councilzoo.tasks import Problem, extract_answer
-from councilzoo.tiny_models import build_tiny_models
+from councilzoo.tiny_members import build_tiny_models
 
 pytestmark = pytest.mark.slow
 MEMBERS = [

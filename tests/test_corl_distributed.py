@@ -70,7 +70,7 @@ def models(tmp_path_factory) -> Path:
     from councilzoo.config import load_config
     from councilzoo.learners.corl import CoRLConfig
     from councilzoo.learners.data import load_items
-    from councilzoo.tiny_models import build_tiny_models
+    from councilzoo.tiny_members import build_tiny_models
 
     tmp = tmp_path_factory.mktemp("dist")
     cfg = load_config(yaml.safe_load(_config(tmp, tmp / "models", 1).read_text()), CoRLConfig)

@@ -14,7 +14,6 @@ from councilzoo.envs import (
     escalation_v0,
     review_v0,
 )
-from councilzoo.envs.core import Action, Mode
 from councilzoo.envs.escalation_v0 import (
     ANCHOR_CONSISTENCY,
     HAS_ROUTER_MARGIN,
@@ -30,6 +29,7 @@ from councilzoo.envs.review_v0 import (
     VOTE_SCORE,
 )
 from councilzoo.envs.scripted import ScriptedPlayer
+from councilzoo.envs.types import Action, Mode
 from councilzoo.tasks import Problem, synthetic_problems
 
 PROBLEM = Problem("q1", "What is 6 * 7?", "42", kind="numeric", metadata={"router_margin": 0.3})
@@ -255,7 +255,7 @@ def test_escalation_anchor_samples_cut_at_the_token_limit_state_no_answer():
 
 
 def test_a_turns_cut_flags_survive_the_episode_log():
-    from councilzoo.envs.core import EpisodeRecord
+    from councilzoo.envs.types import EpisodeRecord
 
     env = escalation_v0.raw_env(num_peers=2, problems=[PROBLEM])
     env.reset(seed=0)

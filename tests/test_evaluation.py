@@ -184,12 +184,12 @@ def test_eval_writes_reports_and_resumes_after_an_interruption(tmp_path):
 def test_difficulty_sets_the_level_of_synthetic_test_and_dev_problems():
     """``eval --difficulty`` reaches both problem sets (COMED and the router are fitted at the
     level they are tested at); without it a synthetic set stays at 0.5."""
-    from councilzoo.evaluation.harness import dev_for, problems_for
+    from councilzoo.evaluation.harness import _dev_for, problems_for
 
     council = load_config(copy.deepcopy(DEMO_COUNCIL), CouncilConfig)
     mean = lambda problems: np.mean([p.metadata["difficulty"] for p in problems])  # noqa: E731
     easy = problems_for("synthetic:word_problems", "test", 40, 0, difficulty=0.05)
-    easy_dev = dev_for("synthetic:word_problems", council, 0, difficulty=0.05)()
+    easy_dev = _dev_for("synthetic:word_problems", council, 0, difficulty=0.05)()
     default = problems_for("synthetic:word_problems", "test", 40, 0)
     assert mean(easy) < 0.15 and mean(easy_dev) < 0.15
     assert abs(mean(default) - 0.5) < 0.1

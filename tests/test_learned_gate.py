@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from councilzoo.agents.comed import (
+from councilzoo.agents.controllers.comed_gate import (
     ACCEPT,
     DIRECT_ESCALATE,
     PROBE_ACCEPT,
@@ -15,7 +15,7 @@ from councilzoo.agents.comed import (
     PROBE_VERIFY,
     GateOutcomes,
 )
-from councilzoo.agents.learned_gate import FEATURES, LogisticGate, RegretGate, learned_paths
+from councilzoo.agents.controllers.learned_gates import FEATURES, LogisticGate, RegretGate, learned_paths
 from councilzoo.config import load_config
 from councilzoo.evaluation.council import CouncilConfig
 from councilzoo.evaluation.demo import DEMO_COUNCIL, DEMO_SIZE

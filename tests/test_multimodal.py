@@ -15,7 +15,7 @@ from councilzoo.agents.generators.common import check_request, render_prompt
 from councilzoo.agents.generators.images import message_images
 from councilzoo.agents.prompts import render_messages, unseen_images_note
 from councilzoo.envs import make
-from councilzoo.envs.core import Mode, TurnContext
+from councilzoo.envs.types import Mode, TurnContext
 from councilzoo.learners.corl.rounds import problem_rows, split_images
 from councilzoo.rollout import EpisodeLog, RolloutEngine
 from councilzoo.tasks import Problem

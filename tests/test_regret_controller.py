@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from councilzoo.agents.regret_controller import (
+from councilzoo.agents.controllers.regret_matching import (
     RegretMatchingController,
     UntrainedStateError,
     VoteTimeState,
 )
-from councilzoo.envs.core import Mode, TurnContext
 from councilzoo.envs.review_v0 import FEATURE_NAMES
+from councilzoo.envs.types import Mode, TurnContext
 from councilzoo.tasks import Problem
 from councilzoo.testing.regret import as_matcher, check_no_regret
 

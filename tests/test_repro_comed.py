@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from councilzoo.agents.llm import LLMAgent
-from councilzoo.envs.core import Mode, Turn, TurnContext
+from councilzoo.envs.types import Mode, Turn, TurnContext
 from councilzoo.repro import comed
 from councilzoo.repro.tiny_lms import addition_problems, solver_messages, verifier_messages
 from councilzoo.repro.verdicts import HELD, NOT_HELD, conjunction, part_status

@@ -8,7 +8,7 @@ import pytest
 
 from councilzoo.agents.prompts import render_messages
 from councilzoo.envs import review_v0
-from councilzoo.envs.core import Action, Mode
+from councilzoo.envs.types import Action, Mode
 from councilzoo.repro.tiny_lms import addition_problems, solver_messages, tiny_lm
 from councilzoo.repro.tracer import LM_REVIEWER, LM_ROUNDS, lm_agents, resolved_verdict, sft_messages
 from councilzoo.repro.verdicts import HELD, conjunction, part_status

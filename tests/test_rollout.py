@@ -9,7 +9,7 @@ import pytest
 from councilzoo.agents import LLMAgent, Sampling, SimulatedAgent, bind_agents
 from councilzoo.agents.controllers import FixedController, default_mode
 from councilzoo.envs import make
-from councilzoo.envs.core import Action, Mode, TurnContext
+from councilzoo.envs.types import Action, Mode, TurnContext
 from councilzoo.rollout import RolloutEngine
 from councilzoo.tasks import synthetic_problems
 

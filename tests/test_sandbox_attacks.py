@@ -18,9 +18,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from councilzoo.sandbox import Job, Limits, Sandbox
 from councilzoo.tasks import Problem
 from councilzoo.tasks.code import passes
-from councilzoo.tasks.sandbox import Job, Limits, Sandbox
 
 LIMITS = Limits(timeout_s=1.0, memory_mb=512, max_output_bytes=65_536, disk_mb=8, max_files=2_000)
 TESTS = """

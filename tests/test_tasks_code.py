@@ -13,6 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from councilzoo.envs.rewards import compute_rewards
+from councilzoo.sandbox import Limits, Sandbox, default_sandbox
+from councilzoo.sandbox.values import digits_unlimited
 from councilzoo.tasks import (
     DatasetUnavailableError,
     Problem,
@@ -33,8 +35,6 @@ from councilzoo.tasks.code import (
     stated_answer,
     with_reference_answers,
 )
-from councilzoo.tasks.sandbox import Limits, Sandbox, default_sandbox
-from councilzoo.tasks.sandbox_worker import digits_unlimited
 
 HUMANEVAL = [
     {
@@ -365,7 +365,7 @@ def test_synthetic_code_problems_are_seeded_labelled_and_self_consistent(sandbox
 
 def test_cohort_env_peer_rewards_on_code_come_from_output_votes():
     from councilzoo.envs import cohort_v0
-    from councilzoo.envs.core import Action, Mode
+    from councilzoo.envs.types import Action, Mode
 
     problem = synthetic_problems("code", 1, seed=1)[0]
     right = format_answer(problem.metadata["solution"], "code")
@@ -393,7 +393,7 @@ def test_turn_based_games_grade_programs_by_their_outputs(env_id):
     """An agent stating the solution (in other words) is graded right, a wrong program wrong;
     answers in the transcript are output signatures, so votes and verdicts compare outputs."""
     from councilzoo.envs import make
-    from councilzoo.envs.core import Action, Mode
+    from councilzoo.envs.types import Action, Mode
 
     problem = synthetic_problems("code", 1, seed=3)[0]
     right = format_answer(problem.metadata["solution"], "code")
@@ -528,7 +528,7 @@ def test_a_program_that_starts_like_a_signature_is_run():
 
 def test_agents_stating_the_label_as_text_are_graded_wrong():
     from councilzoo.envs import make
-    from councilzoo.envs.core import Action, Mode
+    from councilzoo.envs.types import Action, Mode
 
     problem = _problem_whose_label_parses_as_python()
     env = make("councilzoo/debate-v0", problems=[problem])

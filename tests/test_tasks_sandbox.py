@@ -17,8 +17,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from councilzoo.tasks.sandbox import Job, Limits, Sandbox, remove_abandoned_roots
-from councilzoo.tasks.sandbox_worker import canonical, digits_unlimited, from_plain, remove_tree, to_plain
+from councilzoo.sandbox import Job, Limits, Sandbox
+from councilzoo.sandbox.isolation import remove_tree
+from councilzoo.sandbox.pool import remove_abandoned_roots
+from councilzoo.sandbox.values import canonical, digits_unlimited, from_plain, to_plain
 
 LIMITS = Limits(timeout_s=1.0, memory_mb=512, max_output_bytes=65_536)
 
@@ -214,7 +216,7 @@ def test_cleanup_never_raises_on_what_a_program_leaves(tmp_path):
 
 
 GRADER = """
-from councilzoo.tasks.sandbox import Job, Limits, Sandbox
+from councilzoo.sandbox import Job, Limits, Sandbox
 box = Sandbox(workers=1, limits=Limits(timeout_s=60))
 box.run([Job("pass", "script")])
 print(box._root, *box.worker_pids(), flush=True)

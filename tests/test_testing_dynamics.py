@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
-from councilzoo.agents.comed import ComedController, ComedThresholds
-from councilzoo.agents.regret_controller import RegretMatchingController
-from councilzoo.envs.core import Mode
+from councilzoo.agents.controllers.comed_gate import ComedController, ComedThresholds
+from councilzoo.agents.controllers.regret_matching import RegretMatchingController
+from councilzoo.envs.types import Mode
 from councilzoo.learners.baselines import RENT, IntrinsicReward
 from councilzoo.testing.gates import check_gate
 from councilzoo.testing.learners import check_learner

@@ -11,8 +11,8 @@ from councilzoo.agents import SimulatedAgent, default_mode
 from councilzoo.agents.factory import build_models, check_keywords
 from councilzoo.config import load_config
 from councilzoo.envs import GAMES, debate_v0, make
-from councilzoo.envs.core import Action, Mode
 from councilzoo.envs.scripted import ScriptedPlayer
+from councilzoo.envs.types import Action, Mode
 from councilzoo.envs.wrappers import OrderEnforcing
 from councilzoo.evaluation.council import CouncilConfig
 from councilzoo.tasks import KINDS

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from councilzoo.config import ConfigError, load_config
-from councilzoo.envs.core import Mode, Turn
+from councilzoo.envs.types import Mode, Turn
 from councilzoo.learners.tracer.config import TracerConfig
 from councilzoo.learners.tracer.controller_layer import action_values, branch, play_episodes, snapshot
 from councilzoo.learners.tracer.learner import FRESH_EPISODES, Tracer, consensus_labels

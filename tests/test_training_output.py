@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-import councilzoo.tiny_models as tiny_models
-from councilzoo.config import load_config
+import councilzoo.tiny_members as tiny_members
+from councilzoo.config import cached_build, load_config
 from councilzoo.learners.corl import CoRLConfig
 from councilzoo.learners.data import load_items
 from councilzoo.learners.train import print_summary
@@ -34,15 +34,15 @@ def test_a_second_run_reuses_the_cached_warm_models_and_a_changed_setting_rebuil
 ):
     monkeypatch.setenv("COUNCILZOO_CACHE", str(tmp_path / "cache"))
     steps_run = []
-    teach = tiny_models.teach_answer_format
+    teach = tiny_members.teach_answer_format
 
     def counting_teach(*args, **kwargs):  # the real warm-up, counted
         steps_run.append(args[4])
         return teach(*args, **kwargs)
 
-    monkeypatch.setattr(tiny_models, "teach_answer_format", counting_teach)
+    monkeypatch.setattr(tiny_members, "teach_answer_format", counting_teach)
     first = _config(tmp_path / "out1")
-    tiny_models.build_tiny_models(first, load_items(first.data, first.seed))
+    tiny_members.build_tiny_models(first, load_items(first.data, first.seed))
     assert steps_run == [2, 2]
     dirs = [first.tiny_model_dir(i) for i in range(2)]
     assert all(d.parent == tmp_path / "cache" / "cohort_members" for d in dirs)
@@ -50,14 +50,14 @@ def test_a_second_run_reuses_the_cached_warm_models_and_a_changed_setting_rebuil
     assert "warming up tiny model qwen" in capsys.readouterr().out
 
     second = _config(tmp_path / "out2")
-    tiny_models.build_tiny_models(second, load_items(second.data, second.seed))
+    tiny_members.build_tiny_models(second, load_items(second.data, second.seed))
     assert steps_run == [2, 2]  # no SFT step ran
     assert [second.tiny_model_dir(i) for i in range(2)] == dirs
     assert [(d / "model.safetensors").read_bytes() for d in dirs] == weights
     assert "cached at" in capsys.readouterr().out
 
     changed = _config(tmp_path / "out3", warmup_steps=3)
-    tiny_models.build_tiny_models(changed, load_items(changed.data, changed.seed))
+    tiny_members.build_tiny_models(changed, load_items(changed.data, changed.seed))
     assert steps_run == [2, 2, 3, 3]
     assert all(changed.tiny_model_dir(i) not in dirs for i in range(2))
     leftovers = [p.name for p in (tmp_path / "cache" / "cohort_members").iterdir() if ".tmp-" in p.name]
@@ -116,7 +116,7 @@ def test_two_builders_of_one_model_build_it_once(tmp_path):
 
     target = tmp_path / "qwen3-0123"
     threads = [
-        threading.Thread(target=tiny_models.cached_build, args=(target, {"family": "qwen3"}, build))
+        threading.Thread(target=cached_build, args=(target, {"family": "qwen3"}, build))
         for _ in range(2)
     ]
     for thread in threads:

@@ -127,7 +127,7 @@ def run_cohort(root: Path) -> dict:
     from councilzoo.learners.corl.member import run_member
     from councilzoo.learners.data import load_items
     from councilzoo.learners.logging import read_metrics
-    from councilzoo.tiny_models import build_tiny_models
+    from councilzoo.tiny_members import build_tiny_models
 
     cfg = cohort_config(root)
     build_tiny_models(cfg, load_items(cfg.data, cfg.seed))
@@ -150,7 +150,7 @@ def run_tracer(root: Path) -> dict:
     """TRACER 2 steps with LoRA, its episodes and candidates on TRL's colocated engine."""
     from councilzoo.learners.data import load_items
     from councilzoo.learners.tracer.learner import Tracer
-    from councilzoo.tiny_models import build_tiny_models
+    from councilzoo.tiny_members import build_tiny_models
 
     models = cohort_config(root)
     build_tiny_models(models, load_items(models.data, models.seed))

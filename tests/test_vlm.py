@@ -18,7 +18,7 @@ from councilzoo.agents.llm import LLMAgent
 from councilzoo.agents.prompts import member_prompt, render_messages, unseen_images_note
 from councilzoo.cli import main
 from councilzoo.config import dump_config, load_config
-from councilzoo.envs.core import Mode, TurnContext
+from councilzoo.envs.types import Mode, TurnContext
 from councilzoo.learners.baselines import GRPO, TTRL, BaselineConfig
 from councilzoo.learners.corl import CoRLConfig
 from councilzoo.learners.corl.member import member_model_path, run_member
@@ -26,7 +26,7 @@ from councilzoo.learners.corl.rounds import problem_rows
 from councilzoo.learners.data import load_items
 from councilzoo.tasks import Problem, load_problems
 from councilzoo.tasks.images import ImageError
-from councilzoo.tiny_models import build_tiny_models
+from councilzoo.tiny_members import build_tiny_models
 
 pytestmark = pytest.mark.slow
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

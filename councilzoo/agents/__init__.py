@@ -1,8 +1,8 @@
 """Agents: the batched ``Agent`` protocol, LLM and simulated agents, controllers, generators.
 
-Generator backends (``TransformersGenerator``, ``VLLMGenerator``, ``OpenAIGenerator``) and
-``ComedController`` are imported lazily, so ``import councilzoo.agents`` never imports torch,
-vllm or httpx.
+Generator backends (``TransformersGenerator``, ``VLLMGenerator``, ``OpenAIGenerator``) are
+imported lazily, so ``import councilzoo.agents`` never imports torch, vllm or httpx. Controllers
+live in ``councilzoo.agents.controllers``, one module per kind of decision.
 """
 
 from __future__ import annotations
@@ -12,11 +12,17 @@ from typing import Any
 
 from councilzoo.agents.base import Agent, Completion, Generator, Sampling
 from councilzoo.agents.binding import AgentBinding, bind_agents
-from councilzoo.agents.controllers import Controller, FixedController, RandomController, default_mode
+from councilzoo.agents.controllers import (
+    ComedController,
+    Controller,
+    FixedController,
+    RandomController,
+    RegretMatchingController,
+    default_mode,
+)
 from councilzoo.agents.llm import LLMAgent
 from councilzoo.agents.parsing import parse_action, parse_mode
 from councilzoo.agents.prompts import INSTRUCTIONS, ROLE_PROMPTS, render_messages
-from councilzoo.agents.regret_controller import RegretMatchingController
 from councilzoo.agents.simulated import SimulatedAgent, TokenModel
 
 _LAZY = {
@@ -28,7 +34,6 @@ _LAZY = {
     "ModelNotCachedError": "councilzoo.agents.generators",
     "GeneratorContractError": "councilzoo.agents.generators",
     "MissingExtraError": "councilzoo.agents.generators",
-    "ComedController": "councilzoo.agents.comed",
 }
 
 
@@ -41,8 +46,9 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "INSTRUCTIONS", "ROLE_PROMPTS", "Agent", "AgentBinding", "Completion", "Controller", "FixedController",
-    "Generator", "LLMAgent", "RandomController", "RegretMatchingController", "Sampling", "SimulatedAgent",
-    "TokenModel", "bind_agents",
-    "default_mode", "parse_action", "parse_mode", "render_messages", *_LAZY,
+    "INSTRUCTIONS", "ROLE_PROMPTS", "Agent", "AgentBinding", "ComedController", "Completion", "Controller",
+    "FixedController", "Generator", "LLMAgent", "RandomController", "RegretMatchingController", "Sampling",
+    "SimulatedAgent", "TokenModel", "bind_agents", "default_mode", "parse_action", "parse_mode",
+    "render_messages",
+    *_LAZY,
 ]

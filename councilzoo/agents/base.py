@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from councilzoo.envs.core import Action, Mode, TurnContext
+from councilzoo.envs.types import Action, Mode, TurnContext
 
 __all__ = ["Agent", "Sampling", "Completion", "Generator", "accepts_images", "Request", "BatchedAgent"]
 

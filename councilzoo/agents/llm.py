@@ -19,11 +19,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from councilzoo.agents.base import Completion, Generator, Request, Sampling, accepts_images
-from councilzoo.agents.controllers import Controller, default_mode, is_silent
+from councilzoo.agents.controllers.contract import Controller, default_mode, is_silent
 from councilzoo.agents.generators.common import checked_generate
 from councilzoo.agents.parsing import parse_action
 from councilzoo.agents.prompts import MAX_CHARS, check_prompt_style, render_messages
-from councilzoo.envs.core import Action, Mode, TurnContext
+from councilzoo.envs.types import Action, Mode, TurnContext
 from councilzoo.tasks import plurality
 
 __all__ = ["call_sampling", "generate_requests", "LLMAgent"]

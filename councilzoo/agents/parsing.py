@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from councilzoo.agents.controllers import is_silent
-from councilzoo.envs.core import Action, Mode
+from councilzoo.agents.controllers.contract import is_silent
+from councilzoo.envs.types import Action, Mode
 from councilzoo.tasks import extract_answer, extract_verdict
 
 __all__ = ["VERDICT_ROLES", "parse_mode", "parse_action"]

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from councilzoo.agents.controllers import is_silent
-from councilzoo.envs.core import Mode, Turn, TurnContext
+from councilzoo.agents.controllers.contract import is_silent
+from councilzoo.envs.types import Mode, Turn, TurnContext
 from councilzoo.tasks import Problem, paraphrase
 
 __all__ = [
@@ -159,7 +159,7 @@ def unseen_images_note(count: int) -> str:
     return f"(The question refers to {figures} that you cannot see; answer from the text.)"
 
 
-def user_content(text: str, images: tuple, with_images: bool = True) -> str | list[dict]:
+def _user_content(text: str, images: tuple, with_images: bool = True) -> str | list[dict]:
     """A user message's content: ``text`` alone, or the image parts followed by ``text``."""
     if not images:
         return text
@@ -195,7 +195,7 @@ def render_messages(
     user = "\n\n".join(p for p in parts if p)
     return [
         {"role": "system", "content": prompts.get(ctx.role, prompts["peer"])},
-        {"role": "user", "content": user_content(user, ctx.problem.images, with_images)},
+        {"role": "user", "content": _user_content(user, ctx.problem.images, with_images)},
     ]
 
 

@@ -30,7 +30,7 @@ the most common wrong answer shown by ``k`` peers with probability ``1 - (1 - sw
 answer with ``swayed_prob``. A verifier picks the right one of two differing candidates with
 ``adjudicate_prob``.
 
-Determinism. Every draw is a pure function (``uniforms``: counter-based, blake2b) of (seed,
+Determinism. Every draw is a pure function (``draws.uniforms``: counter-based, blake2b) of (seed,
 agent name, seat, problem id, episode index, round, turn index, purpose), so outcomes do not depend on
 batch composition, on the number of envs run in lockstep, or on the order of calls, and replaying
 a branch reproduces its draws. Problem-level latents (``z_d``, ``z_q``) use only the problem id,
@@ -41,43 +41,27 @@ from __future__ import annotations
 
 import hashlib
 import math
-import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 from statistics import NormalDist
 
-from councilzoo.agents.controllers import Controller, default_mode, is_silent
+from councilzoo.agents.controllers.contract import Controller, default_mode, is_silent
+from councilzoo.agents.draws import uniforms
 from councilzoo.agents.prompts import last_turn, latest_turns
-from councilzoo.envs.core import Action, Mode, Turn, TurnContext
+from councilzoo.envs.types import Action, Mode, Turn, TurnContext
 from councilzoo.tasks import answers_equivalent, format_answer, plurality
 from councilzoo.tasks.grading import LETTERS
 
-__all__ = ["uniforms", "TokenModel", "SimulatedAgent", "code_for"]
+__all__ = ["TokenModel", "SimulatedAgent", "code_for"]
 
 DIFFICULTY_MEAN, DIFFICULTY_SD = 0.5, 0.15  # synthetic_problems' default level and per-item spread
 NUM_PERTURBATIONS = 24  # size of the non-shared wrong-answer pool when distractors run out
 _PHI = NormalDist()
-_2_53 = 2.0**-53
 
 
-def uniforms(key: tuple, n: int) -> list[float]:
-    """``n`` uniforms in (0, 1) that are a pure function of ``key`` (ints and strings).
-
-    A counter-based generator (the idea of Philox) built on blake2b: building a numpy Generator
-    per draw costs ~100x more, and simulated agents draw a few numbers per turn.
-    """
-    out: list[float] = []
-    block = 0
-    while len(out) < n:
-        digest = hashlib.blake2b(repr((key, block)).encode(), digest_size=64).digest()
-        out.extend(((k >> 11) + 0.5) * _2_53 for k in struct.unpack("<8Q", digest))
-        block += 1
-    return out[:n]
-
-
-def normals(key: tuple, n: int) -> list[float]:
+def _normals(key: tuple, n: int) -> list[float]:
     """``n`` standard normals that are a pure function of ``key``."""
     return [_PHI.inv_cdf(u) for u in uniforms(key, n)]
 
@@ -196,7 +180,7 @@ class SimulatedAgent:
     @staticmethod
     def _problem_latents(problem) -> tuple[float, float]:
         """(z_d, z_q): the problem's difficulty latent and shared trap latent."""
-        z_d, z_q = normals(("problem", problem.id), 2)
+        z_d, z_q = _normals(("problem", problem.id), 2)
         difficulty = problem.metadata.get("difficulty")
         if difficulty is not None:
             z_d = (float(difficulty) - DIFFICULTY_MEAN) / DIFFICULTY_SD
@@ -211,14 +195,14 @@ class SimulatedAgent:
                 "it is None (unlabeled)"
             )
         z_d, z_q = self._problem_latents(problem)
-        (a,) = normals((self.seed, self.name, problem.id, ctx.extras.get("episode", 0), "agent"), 1)
+        (a,) = _normals((self.seed, self.name, problem.id, ctx.extras.get("episode", 0), "agent"), 1)
         w, c, s = self.difficulty_weight, self.correlation, self.resample_noise
         shared_part = math.sqrt(w) * z_d + math.sqrt(1 - w) * math.sqrt(c) * z_q
         own_scale = math.sqrt(1 - w) * math.sqrt(1 - c)
         key = self._key(ctx, "attempt")
         wrong = self._wrong_answers(key, problem, n)
         out = []
-        for e, wrong_answer in zip(normals(key, n), wrong, strict=True):
+        for e, wrong_answer in zip(_normals(key, n), wrong, strict=True):
             z = shared_part + own_scale * (math.sqrt(1 - s) * a + math.sqrt(s) * e)
             out.append(problem.answer if z < self._threshold else wrong_answer)
         return out

@@ -15,9 +15,9 @@ from typing import Any
 import pettingzoo
 
 from councilzoo.envs import cohort_v0, debate_v0, escalation_v0, review_v0
-from councilzoo.envs.base import IllegalModeError
-from councilzoo.envs.core import NUM_MODES, Action, Cost, EpisodeRecord, Mode, Turn, TurnContext
+from councilzoo.envs.council_env import IllegalModeError
 from councilzoo.envs.rewards import RULES, RewardResult, compute_rewards
+from councilzoo.envs.types import NUM_MODES, Action, Cost, EpisodeRecord, Mode, Turn, TurnContext
 from councilzoo.envs.wrappers import IllegalModePenalty
 
 GAMES = {
@@ -35,19 +35,19 @@ _RAW = {  # the game classes, whose signatures list the accepted keywords
 }
 
 
-def accepted_kwargs(env_id: str) -> list[str]:
+def _accepted_kwargs(env_id: str) -> list[str]:
     """The keyword arguments the game ``env_id`` accepts."""
-    check_env_id(env_id)
+    _check_env_id(env_id)
     return [p for p in inspect.signature(_RAW[env_id]).parameters if p != "self"]
 
 
-def check_env_id(env_id: str) -> None:
+def _check_env_id(env_id: str) -> None:
     if env_id not in GAMES:
         raise ValueError(f"unknown env id {env_id!r}; known ids: {sorted(GAMES)}")
 
 
 def _check_kwargs(env_id: str, kwargs: dict[str, Any]) -> None:
-    accepted = accepted_kwargs(env_id)
+    accepted = _accepted_kwargs(env_id)
     unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
         raise TypeError(f"{env_id} got unknown keyword argument(s) {unknown}; accepted: {accepted}")
@@ -97,7 +97,6 @@ __all__ = [
     "RewardResult",
     "Turn",
     "TurnContext",
-    "accepted_kwargs",
     "cohort_v0",
     "compute_rewards",
     "debate_v0",

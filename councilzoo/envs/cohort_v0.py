@@ -73,7 +73,7 @@ from typing import Any
 import numpy as np
 from pettingzoo import ParallelEnv
 
-from councilzoo.envs.base import (
+from councilzoo.envs.council_env import (
     MAX_TRANSCRIPT_CHARS,
     MAX_UTTERANCE_CHARS,
     RENDER_MODES,
@@ -87,8 +87,8 @@ from councilzoo.envs.base import (
     show,
     to_printable,
 )
-from councilzoo.envs.core import NUM_MODES, Cost, EpisodeRecord, Mode, Turn, TurnContext
 from councilzoo.envs.rewards import PEER_RULES, RULES, compute_rewards
+from councilzoo.envs.types import NUM_MODES, Cost, EpisodeRecord, Mode, Turn, TurnContext
 from councilzoo.envs.wrappers import OrderEnforcing, ParallelToAEC
 from councilzoo.tasks import Problem, answers_for, paraphrase, plurality
 

@@ -31,7 +31,7 @@ peer; peers without an answer count in the share but never win. No answer at all
 
 `transcript`: the problem and the visible turns, printable ASCII (non-ASCII written as `\\uXXXX`),
 at most 32,000 characters (the oldest turns are cut first). `action_mask`: int8 over
-`councilzoo.envs.core.Mode`, zero for agents not on turn. `features` (`FEATURE_NAMES`):
+`councilzoo.envs.types.Mode`, zero for agents not on turn. `features` (`FEATURE_NAMES`):
 
 | index | name            | meaning                                                       |
 |-------|-----------------|---------------------------------------------------------------|
@@ -71,8 +71,8 @@ from typing import Any
 
 import numpy as np
 
-from councilzoo.envs.base import RENDER_MODES, CouncilEnv
-from councilzoo.envs.core import Mode, Turn
+from councilzoo.envs.council_env import RENDER_MODES, CouncilEnv
+from councilzoo.envs.types import Mode, Turn
 from councilzoo.envs.wrappers import OrderEnforcing
 from councilzoo.tasks import Problem, answers_equivalent, plurality
 

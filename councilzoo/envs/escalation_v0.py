@@ -79,9 +79,9 @@ from typing import Any
 
 import numpy as np
 
-from councilzoo.envs.base import RENDER_MODES, CouncilEnv, grade
-from councilzoo.envs.core import Action, Mode, Turn
+from councilzoo.envs.council_env import RENDER_MODES, CouncilEnv, grade
 from councilzoo.envs.debate_v0 import TOP_SHARE, DebateRounds
+from councilzoo.envs.types import Action, Mode, Turn
 from councilzoo.envs.wrappers import OrderEnforcing
 from councilzoo.tasks import Problem, answers_equivalent, answers_for, plurality
 

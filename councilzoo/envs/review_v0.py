@@ -80,8 +80,8 @@ from typing import Any
 
 import numpy as np
 
-from councilzoo.envs.base import RENDER_MODES, CouncilEnv, grade
-from councilzoo.envs.core import Mode, Turn
+from councilzoo.envs.council_env import RENDER_MODES, CouncilEnv, grade
+from councilzoo.envs.types import Mode, Turn
 from councilzoo.envs.wrappers import OrderEnforcing
 from councilzoo.tasks import Problem, plurality
 
@@ -100,7 +100,7 @@ ROUND, IS_PROPOSER, HAS_PENDING, VOTE_SCORE, NUM_VOTES, NUM_INVALID_VOTES, IS_LA
 FINAL_RULES = ("last_pending", "majority")
 
 
-def split_roles(num_agents: int) -> tuple[int, int]:
+def _split_roles(num_agents: int) -> tuple[int, int]:
     """(proposers, reviewers) for ``num_agents``: both roles are always used."""
     return num_agents // 2, num_agents - num_agents // 2
 
@@ -131,7 +131,7 @@ class raw_env(CouncilEnv):
             raise ValueError(f"review-v0: rounds must be an integer >= 1, got {rounds!r}")
         if final_rule not in FINAL_RULES:
             raise ValueError(f"review-v0: final_rule must be one of {FINAL_RULES}, got {final_rule!r}")
-        n_prop, n_rev = split_roles(int(num_agents))
+        n_prop, n_rev = _split_roles(int(num_agents))
         self.proposers = [f"proposer_{i}" for i in range(n_prop)]
         self.reviewers = [f"reviewer_{i}" for i in range(n_rev)]
         roles = {**dict.fromkeys(self.proposers, "proposer"), **dict.fromkeys(self.reviewers, "reviewer")}

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from councilzoo.tasks import answers_equivalent, plurality
 
 __all__ = [
-    "RULES", "PEER_RULES", "RewardResult", "own_label", "peer_majority_label", "peer_share_rewards",
+    "RULES", "PEER_RULES", "RewardResult", "own_label", "peer_majority_label",
     "compute_rewards",
 ]
 
@@ -71,7 +71,7 @@ def peer_majority_label(labels: Sequence[str | None], kind: str) -> str | None:
     return None if round(runner_up * len(rest)) == round(share * len(votes)) else top
 
 
-def peer_share_rewards(
+def _peer_share_rewards(
     answers: Sequence[str | None], peer_labels: Sequence[str | None], kind: str
 ) -> tuple[str | None, list[float]]:
     """``peer_share``'s label and per-sample rewards for one member, from its peers' own labels in
@@ -103,7 +103,7 @@ def compute_rewards(
         raise ValueError(f"reward rule {rule!r} needs at least 2 members, got {n}")
     if rule == "peer_share":
         own = [own_label(answers, kind, tau) for answers in answers_by_member]
-        shared = [peer_share_rewards(answers, [own[(i + k) % n] for k in range(1, n)], kind)
+        shared = [_peer_share_rewards(answers, [own[(i + k) % n] for k in range(1, n)], kind)
                   for i, answers in enumerate(answers_by_member)]
         labels = [label for label, _ in shared]
         return RewardResult(labels, [rewards for _, rewards in shared], [label is None for label in labels])

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from councilzoo.envs.core import SILENT_MODES, Action, Mode, TurnContext
+from councilzoo.envs.types import SILENT_MODES, Action, Mode, TurnContext
 from councilzoo.tasks import answers_equivalent, format_answer
 
 __all__ = ["ScriptedPlayer", "play_episode"]

@@ -12,10 +12,11 @@ which cost ~55 us per agent-step on a slow shared CPU core (``benchmarks/env_thr
 ``episode_record()`` to the parallel game, so every ``env()`` (and every PettingZoo wrapper
 around one, which forwards unknown attributes) answers ``turn_context``.
 
-By default every turn-based councilzoo game raises :class:`~councilzoo.envs.base.IllegalModeError` naming
-the agent, the mode and the legal modes. Wrapped in ``IllegalModePenalty(env, illegal_reward)``
-an illegal mode instead ends the episode: the offender receives ``illegal_reward``, the others 0,
-and every agent's info holds ``{"forfeit": agent}``. (PettingZoo's TerminateIllegalWrapper
+By default every turn-based councilzoo game raises
+:class:`~councilzoo.envs.council_env.IllegalModeError` naming the agent, the mode and the legal
+modes. Wrapped in ``IllegalModePenalty(env, illegal_reward)`` an illegal mode instead ends the
+episode: the offender receives ``illegal_reward``, the others 0, and every agent's info holds
+``{"forfeit": agent}``. (PettingZoo's TerminateIllegalWrapper
 indexes the mask with the action, so it cannot take councilzoo's Action objects.)
 """
 
@@ -27,8 +28,8 @@ from pettingzoo import AECEnv
 from pettingzoo.utils.conversions import parallel_to_aec_wrapper
 from pettingzoo.utils.wrappers import BaseWrapper, OrderEnforcingWrapper
 
-from councilzoo.envs.base import IllegalModeError
-from councilzoo.envs.core import EpisodeRecord, TurnContext
+from councilzoo.envs.council_env import IllegalModeError
+from councilzoo.envs.types import EpisodeRecord, TurnContext
 
 __all__ = ["OrderEnforcing", "ParallelToAEC", "IllegalModePenalty"]
 

@@ -14,8 +14,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from councilzoo.agents.base import Agent
-from councilzoo.agents.comed import ComedThresholds, GateOutcomes
-from councilzoo.envs.core import EpisodeRecord
+from councilzoo.agents.controllers.comed_gate import ComedThresholds, GateOutcomes
+from councilzoo.envs.types import EpisodeRecord
 from councilzoo.evaluation.council import CouncilConfig
 from councilzoo.evaluation.metrics import ProtocolResult
 from councilzoo.evaluation.router import LogisticRouter

@@ -31,7 +31,7 @@ from councilzoo.config import (
     run_lock,
     run_metadata,
 )
-from councilzoo.envs.core import EpisodeRecord
+from councilzoo.envs.types import EpisodeRecord
 from councilzoo.evaluation import protocols, report
 from councilzoo.evaluation.context import Run
 from councilzoo.evaluation.council import CouncilConfig, agents_file, load_council
@@ -78,7 +78,7 @@ class Evaluation:
     @cached_property
     def dev(self) -> list[Problem]:
         """Dev problems, loaded on first use and checked disjoint from the test problems."""
-        return checked_dev(self._dev() if callable(self._dev) else self._dev, self.test)
+        return _checked_dev(self._dev() if callable(self._dev) else self._dev, self.test)
 
     def play(
         self, name: str, run: Run, problems: Sequence[Problem], label: str
@@ -204,7 +204,7 @@ def problems_for(
                          require_answers=True)
 
 
-def dev_for(
+def _dev_for(
     dataset: str, council: CouncilConfig, seed: int, path: str | None = None, difficulty: float | None = None
 ) -> Callable[[], list[Problem]]:
     """A loader of the dev problems for ``dataset`` (another seed or split, never the test, at the
@@ -216,7 +216,7 @@ def dev_for(
                                  require_answers=True)
 
 
-def checked_dev(dev: Sequence[Problem], test: Sequence[Problem]) -> list[Problem]:
+def _checked_dev(dev: Sequence[Problem], test: Sequence[Problem]) -> list[Problem]:
     """``dev`` when it is disjoint from ``test`` and large enough to fit the router and COMED."""
     dev = list(dev)
     overlap = {p.id for p in dev} & {p.id for p in test}
@@ -243,7 +243,7 @@ def evaluate(
     return Evaluation(council, problems, dev, out, **kwargs).result(protocol)
 
 
-def parse_protocols(spec: str) -> list[str]:
+def _parse_protocols(spec: str) -> list[str]:
     """The protocols of ``--protocol``: one name, a comma list or 'all'; an unknown name (with a
     did-you-mean) or one named twice is refused, every such mistake on its own line."""
     names = list(PROTOCOL_ORDER) if spec == "all" else [s.strip() for s in spec.split(",") if s.strip()]
@@ -287,7 +287,7 @@ def run_and_report(ev: Evaluation, names: Sequence[str], out: str | Path, meta: 
     return rows
 
 
-def check_options(args: argparse.Namespace, names: Sequence[str]) -> None:
+def _check_options(args: argparse.Namespace, names: Sequence[str]) -> None:
     """Refuse options that would be ignored: a synthetic set reads no file, only a synthetic set has
     a ``--difficulty``, and only the protocols fitted on dev problems read ``--dev-path``."""
     difficulty = getattr(args, "difficulty", None)
@@ -317,8 +317,8 @@ def main(args: argparse.Namespace) -> int:
     every problem, the dev split of protocols fitted on it, a rerun's settings), then the models
     are built and the episodes played."""
     problems: list[str] = []  # every independent input is checked; their mistakes reported together
-    names = gather(problems, parse_protocols, args.protocol) or []
-    gather(problems, check_options, args, names)
+    names = gather(problems, _parse_protocols, args.protocol) or []
+    gather(problems, _check_options, args, names)
     gather(problems, check_output_dir, args.out)
     council = gather(problems, load_council, args.agents)
     difficulty = getattr(args, "difficulty", None)
@@ -327,9 +327,9 @@ def main(args: argparse.Namespace) -> int:
     )
     if problems:
         raise ValueError("\n".join(problems))
-    dev = dev_for(args.dataset, council, args.seed, args.dev_path, difficulty)
+    dev = _dev_for(args.dataset, council, args.seed, args.dev_path, difficulty)
     if any(name in protocols.DEV_FITTED for name in names):
-        dev = checked_dev(dev(), test)
+        dev = _checked_dev(dev(), test)
     settings = {
         "command": "eval",
         "agents": config_to_dict(council),

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from councilzoo.envs.core import EpisodeRecord
+from councilzoo.envs.types import EpisodeRecord
 from councilzoo.theory.rescue_harm import rescue_harm
 from councilzoo.theory.stats import mean_ci
 

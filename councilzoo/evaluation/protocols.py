@@ -18,7 +18,7 @@ counted by the same code:
 | best_single_hindsight | (oracle)      | the pool model with the best *test* accuracy              |
 | oracle_gate           | (oracle)      | COMED's anchor; escalate to dense debate iff that rescues |
 
-The router, COMED's thresholds and the learned gates (``councilzoo.agents.learned_gate``) are
+The router, COMED's thresholds and the learned gates (``councilzoo.agents.controllers.learned_gates``) are
 fitted on the dev problems only (``Evaluation`` asserts that dev and test ids are disjoint). The
 dev margins they see are out-of-fold (2-fold cross-fitting), so they are as noisy as the test
 margins.
@@ -32,7 +32,8 @@ from dataclasses import replace
 import numpy as np
 
 from councilzoo.agents.base import Agent
-from councilzoo.agents.comed import (
+from councilzoo.agents.controllers import Controller, FixedController
+from councilzoo.agents.controllers.comed_gate import (
     ACCEPT,
     DIRECT_ESCALATE,
     PROBE_ACCEPT,
@@ -43,8 +44,7 @@ from councilzoo.agents.comed import (
     GateOutcomes,
     fit_thresholds,
 )
-from councilzoo.agents.controllers import Controller, FixedController
-from councilzoo.agents.learned_gate import (
+from councilzoo.agents.controllers.learned_gates import (
     LearnedGateController,
     LogisticGate,
     RegretGate,
@@ -52,7 +52,7 @@ from councilzoo.agents.learned_gate import (
     dev_scores,
     gate_features,
 )
-from councilzoo.envs.core import Action, EpisodeRecord, Mode, TurnContext
+from councilzoo.envs.types import Action, EpisodeRecord, Mode, TurnContext
 from councilzoo.evaluation import metrics
 from councilzoo.evaluation.context import EvaluationContext, Run
 from councilzoo.evaluation.metrics import ProtocolResult
@@ -74,7 +74,7 @@ DEV_GATES = {
 }
 
 
-class ControllerSeat:
+class _ControllerSeat:
     """A mode-only controller seated as an Agent (its actions are silent)."""
 
     def __init__(self, controller: Controller):
@@ -84,7 +84,7 @@ class ControllerSeat:
         return [Action(mode) for mode in self.controller.choose(contexts)]
 
 
-class RoutedAgent:
+class _RoutedAgent:
     """Plays each turn with the model named by ``problem.metadata["route"]`` (one batch per model)."""
 
     def __init__(self, models: dict[str, Agent]):
@@ -102,7 +102,7 @@ class RoutedAgent:
         return out
 
 
-def escalation_run(ev: EvaluationContext, anchor: Agent, gate: Agent, samples: int) -> Run:
+def _escalation_run(ev: EvaluationContext, anchor: Agent, gate: Agent, samples: int) -> Run:
     council, models = ev.council, ev.models
     agents = {"anchor": anchor, "controller": gate, "verifier": models[council.verifier]}
     agents |= {f"peer_{i}": models[name] for i, name in enumerate(council.peers)}
@@ -110,7 +110,7 @@ def escalation_run(ev: EvaluationContext, anchor: Agent, gate: Agent, samples: i
     return Run(ESCALATION, kwargs, agents)
 
 
-def with_routes(
+def _with_routes(
     problems: list[Problem], probs: np.ndarray, pool: list[str], anchor: str | None
 ) -> list[Problem]:
     """Copies of ``problems`` carrying the router's choice (``route``) and ``router_margin``."""
@@ -146,8 +146,8 @@ def _accepted(
     ev: EvaluationContext, run_name: str, anchor: Agent, samples: int, problems: list[Problem], label: str
 ) -> list[EpisodeRecord]:
     """Episodes where the gate always ACCEPTs: the anchor alone, with ``samples`` samples."""
-    gate = ControllerSeat(FixedController(Mode.ACCEPT))
-    return ev.play(run_name, escalation_run(ev, anchor, gate, samples), problems, label)
+    gate = _ControllerSeat(FixedController(Mode.ACCEPT))
+    return ev.play(run_name, _escalation_run(ev, anchor, gate, samples), problems, label)
 
 
 def single(ev: EvaluationContext) -> ProtocolResult:
@@ -171,15 +171,15 @@ def self_consistency(ev: EvaluationContext) -> ProtocolResult:
 
 def routing(ev: EvaluationContext) -> ProtocolResult:
     pool = ev.council.router_pool
-    problems = with_routes(ev.test, ev.router.predict(ev.test), pool, None)
-    anchor = RoutedAgent({name: ev.models[name] for name in pool})
+    problems = _with_routes(ev.test, ev.router.predict(ev.test), pool, None)
+    anchor = _RoutedAgent({name: ev.models[name] for name in pool})
     records = _accepted(ev, "routing", anchor, 1, problems, "routing · test")
     return metrics.from_escalation("routing", records, note=f"logistic router over {pool}")
 
 
 def always_verify(ev: EvaluationContext) -> ProtocolResult:
-    gate = ControllerSeat(FixedController(Mode.VERIFY))
-    run = escalation_run(ev, ev.models[ev.council.anchor], gate, 1)
+    gate = _ControllerSeat(FixedController(Mode.VERIFY))
+    run = _escalation_run(ev, ev.models[ev.council.anchor], gate, 1)
     records = ev.play("always_verify", run, ev.test, "always_verify · test")
     return metrics.from_escalation("always_verify", records, note="peer probe + verifier on every question")
 
@@ -202,14 +202,14 @@ def _comed_problems(ev: EvaluationContext, split: str) -> list[Problem]:
     if len(council.router_pool) < 2:
         return problems
     probs = ev.router_oof if split == "dev" else ev.router.predict(problems)
-    return with_routes(
+    return _with_routes(
         problems, probs, council.router_pool, None if council.comed.routed_anchor else council.anchor
     )
 
 
 def _comed_anchor(ev: EvaluationContext) -> Agent:
     if ev.council.comed.routed_anchor:
-        return RoutedAgent({name: ev.models[name] for name in ev.council.router_pool})
+        return _RoutedAgent({name: ev.models[name] for name in ev.council.router_pool})
     return ev.models[ev.council.anchor]
 
 
@@ -225,7 +225,7 @@ def gate_outcomes(ev: EvaluationContext, problems: list[Problem], unit: str = "c
     runs = {
         name: ev.play(
             f"dev_comed_{name}",
-            escalation_run(ev, _comed_anchor(ev), ComedController(gate), samples),
+            _escalation_run(ev, _comed_anchor(ev), ComedController(gate), samples),
             problems,
             f"dev fit · comed {name}",
         )
@@ -280,7 +280,7 @@ def comed_thresholds(ev: EvaluationContext) -> tuple[ComedThresholds, dict[str, 
 
 def _gated(ev: EvaluationContext, name: str, controller: Agent, note: str, extra: dict) -> ProtocolResult:
     """A dev-fitted gate on the test problems, with COMED's anchor and the share of each path."""
-    run = escalation_run(ev, _comed_anchor(ev), controller, ev.council.samples)
+    run = _escalation_run(ev, _comed_anchor(ev), controller, ev.council.samples)
     records = ev.play(name, run, _comed_problems(ev, "test"), f"{name} · test")
     paths = [r.info["path"] for r in records]
     extra = {**extra, "paths": {p: paths.count(p) / len(paths) for p in sorted(set(paths))}}

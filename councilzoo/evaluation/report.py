@@ -113,7 +113,7 @@ def frontier_figure(rows: Sequence[dict[str, Any]]) -> Any:
     fig.suptitle("Accuracy-cost frontier (hollow: oracles)")
     fig.tight_layout()
     for ax, cost in zip(axes, COST_KEYS, strict=True):
-        place_labels(ax, [(_label(r), (r[cost], r["accuracy"])) for r in rows])
+        _place_labels(ax, [(_label(r), (r[cost], r["accuracy"])) for r in rows])
     return fig
 
 
@@ -123,7 +123,7 @@ _NEAR = 5
 _STEPS = (0, -16, 10, -26, 20, -36, 30, -46, 40, -56, 50)
 
 
-def place_labels(ax: Any, labels: Sequence[tuple[str, tuple[float, float]]], fontsize: int = 8) -> list:
+def _place_labels(ax: Any, labels: Sequence[tuple[str, tuple[float, float]]], fontsize: int = 8) -> list:
     """Annotate each ``(text, (x, y))`` point of ``ax`` with its text where it overlaps no other
     label, inside the axes where it can (greedy, highest point first); a label moved off its
     corner gets a thin leader line."""

@@ -41,7 +41,7 @@ class Router(Protocol):
     def predict(self, problems: Sequence[Problem]) -> np.ndarray: ...
 
 
-def text_features(problems: Sequence[Problem]) -> np.ndarray:
+def _text_features(problems: Sequence[Problem]) -> np.ndarray:
     """Cheap features of each question: shape ``(len(problems), 5 + HASH_BUCKETS)``, float64."""
     rows = []
     for problem in problems:
@@ -83,13 +83,13 @@ def _fit_logistic(x: np.ndarray, y: np.ndarray, l2: float, iters: int = 25) -> n
 
 
 class LogisticRouter:
-    """One logistic regression per model on ``featurize(problems)`` (default ``text_features``)."""
+    """One logistic regression per model on ``featurize(problems)`` (default ``_text_features``)."""
 
     def __init__(
         self,
         models: Sequence[str],
         l2: float = 1.0,
-        featurize: Callable[[Sequence[Problem]], np.ndarray] = text_features,
+        featurize: Callable[[Sequence[Problem]], np.ndarray] = _text_features,
     ):
         if len(models) < 1 or len(set(models)) != len(models):
             raise ValueError(f"LogisticRouter needs distinct model names, got {list(models)}")

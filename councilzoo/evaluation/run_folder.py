@@ -49,7 +49,7 @@ IN_WORDS = {
 }
 
 
-def has_episodes(out: Path) -> bool:
+def _has_episodes(out: Path) -> bool:
     """Whether ``out`` holds a finished episode (a run may stop before its first)."""
     return any(path.stat().st_size for path in (out / EPISODES).glob("*.jsonl"))
 
@@ -58,7 +58,7 @@ def check_rerun(out: str | Path, settings: dict[str, Any], overwrite: bool) -> N
     """Refuse to run into ``out`` when its episodes were played with other settings (see the module
     docstring); reads only, so it runs before any model is built."""
     out = Path(out)
-    if overwrite or not has_episodes(out):
+    if overwrite or not _has_episodes(out):
         return  # nothing finished yet, so nothing to resume or to mix with
     record = out / SETTINGS_FILE
     if not record.is_file():
@@ -83,7 +83,7 @@ def start_run(out: str | Path, settings: dict[str, Any], overwrite: bool) -> Non
     """Just before the first episode: with ``overwrite`` or no finished episode, delete the old
     episodes and the problems they were played on; record ``settings``."""
     out = Path(out)
-    if overwrite or not has_episodes(out):
+    if overwrite or not _has_episodes(out):
         shutil.rmtree(out / EPISODES, ignore_errors=True)
         (out / PROBLEMS).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)

@@ -64,7 +64,7 @@ from councilzoo.agents.base import Sampling  # noqa: E402
 from councilzoo.agents.generators.transformers_backend import TransformersGenerator  # noqa: E402
 from councilzoo.agents.llm import LLMAgent  # noqa: E402
 from councilzoo.config import load_config  # noqa: E402
-from councilzoo.envs.core import TurnContext  # noqa: E402
+from councilzoo.envs.types import TurnContext  # noqa: E402
 from councilzoo.evaluation.council import CouncilConfig  # noqa: E402
 from councilzoo.evaluation.demo import DEMO_COUNCIL  # noqa: E402
 from councilzoo.evaluation.harness import Evaluation  # noqa: E402

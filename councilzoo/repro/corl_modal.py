@@ -169,9 +169,8 @@ def build_member(part: str, index: int, problems: list[Problem], warmup_steps: i
     deterministically (``tiny_lms.deterministic``): on one machine they reproduce their bytes."""
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
 
-    from councilzoo.agents.generators.common import tiny_builder
-    from councilzoo.testing import VLM_FAMILIES
-    from councilzoo.tiny_models import teach_answer_format
+    from councilzoo.tiny_members import teach_answer_format
+    from councilzoo.tiny_models import VLM_FAMILIES, tiny_builder
 
     cohort = COHORTS[part]
     family, seed = cohort.families[index], index + 1

@@ -36,8 +36,8 @@ from itertools import product
 import numpy as np
 
 from councilzoo.agents.controllers import default_mode
-from councilzoo.agents.regret_controller import ROLE_MODES, is_decision
-from councilzoo.envs.core import Mode, TurnContext
+from councilzoo.agents.controllers.regret_matching import ROLE_MODES, is_decision
+from councilzoo.envs.types import Mode, TurnContext
 from councilzoo.learners.tracer.controller_layer import Player, play_episodes
 
 __all__ = [

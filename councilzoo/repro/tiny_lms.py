@@ -148,7 +148,7 @@ def addition_problems(split: str, n: int | None = None, *, seed: int = 0) -> lis
 def solver_messages(problem: Problem, role: str = "member") -> list[dict[str, str]]:
     """The chat prompt a council or learner gives a solver of ``role`` on its first turn."""
     from councilzoo.agents.prompts import render_messages
-    from councilzoo.envs.core import Mode, TurnContext
+    from councilzoo.envs.types import Mode, TurnContext
 
     ctx = TurnContext(0, role, role, 0, problem, (), (Mode.ANSWER,), np.zeros(3, dtype=np.float32))
     return render_messages(ctx)
@@ -157,7 +157,7 @@ def solver_messages(problem: Problem, role: str = "member") -> list[dict[str, st
 def reviewer_messages(problem: Problem, proposed: str) -> list[dict[str, str]]:
     """The reviewer's prompt on a proposer turn whose text states ``proposed`` as its answer."""
     from councilzoo.agents.prompts import render_messages
-    from councilzoo.envs.core import Mode, Turn, TurnContext
+    from councilzoo.envs.types import Mode, Turn, TurnContext
 
     text = ANSWER_TEMPLATE.format(answer=proposed)
     proposal = Turn("proposer", "proposer", 0, Mode.ANSWER, text=text, answer=proposed)
@@ -170,7 +170,7 @@ def verifier_messages(problem: Problem, first: str | None, second: str | None) -
     """The verifier's prompt in COMED's VERIFY: the question and two candidates (the anchor's and
     the probe's answers, in the project's verifier format), each written as a solver writes it."""
     from councilzoo.agents.prompts import render_messages
-    from councilzoo.envs.core import Mode, Turn, TurnContext
+    from councilzoo.envs.types import Mode, Turn, TurnContext
 
     turns = tuple(
         Turn(agent, role, 0, Mode.ANSWER, text=ANSWER_TEMPLATE.format(answer=answer), answer=answer)
@@ -481,7 +481,7 @@ def _start(folder: Path, spec: TinyLMSpec, parent: Path | None):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from councilzoo.testing import build_tiny_model
+    from councilzoo.tiny_models import build_tiny_model
 
     if parent is not None:
         tokenizer = AutoTokenizer.from_pretrained(parent)

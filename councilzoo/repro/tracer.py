@@ -58,7 +58,7 @@ from councilzoo.agents.base import Sampling  # noqa: E402
 from councilzoo.agents.generators.transformers_backend import TransformersGenerator  # noqa: E402
 from councilzoo.agents.llm import LLMAgent  # noqa: E402
 from councilzoo.config import load_config  # noqa: E402
-from councilzoo.envs.core import Mode, TurnContext  # noqa: E402
+from councilzoo.envs.types import Mode, TurnContext  # noqa: E402
 from councilzoo.learners.tracer.config import TracerConfig  # noqa: E402
 from councilzoo.learners.tracer.learner import Tracer, baseline_controllers  # noqa: E402
 from councilzoo.repro import map_in_processes, team_optimal  # noqa: E402

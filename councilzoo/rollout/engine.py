@@ -43,7 +43,7 @@ from councilzoo.agents.base import Agent, BatchedAgent, Completion
 from councilzoo.agents.binding import AgentBinding, bind_agents
 from councilzoo.agents.controllers import Controller, is_silent
 from councilzoo.agents.llm import call_sampling, generate_requests
-from councilzoo.envs.core import Action, EpisodeRecord, Mode, Turn, TurnContext
+from councilzoo.envs.types import Action, EpisodeRecord, Mode, Turn, TurnContext
 from councilzoo.rollout.log import EpisodeLog, Key
 from councilzoo.tasks import Problem
 

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from councilzoo.envs.core import EpisodeRecord
+from councilzoo.envs.types import EpisodeRecord
 
 __all__ = ["Key", "EpisodeLog"]
 

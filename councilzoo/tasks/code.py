@@ -30,6 +30,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from councilzoo.sandbox import Job, Limits, RunResult, Sandbox, canonical, canonical_stdout, default_sandbox
 from councilzoo.tasks.grading import (
     DIGEST_CHARS,
     ERROR_PREFIX,
@@ -39,8 +40,6 @@ from councilzoo.tasks.grading import (
     is_signature,
 )
 from councilzoo.tasks.problem import Problem
-from councilzoo.tasks.sandbox import Job, Limits, RunResult, Sandbox, default_sandbox
-from councilzoo.tasks.sandbox_worker import canonical, canonical_stdout
 
 CODE_REPLY = "Reply with the complete Python solution in one ```python code block."
 CACHE_SIZE = 65_536

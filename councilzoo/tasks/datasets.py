@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 
+from councilzoo.sandbox.values import canonical, canonical_stdout, digits_unlimited
 from councilzoo.tasks.code import CODE_REPLY, with_reference_answers
 from councilzoo.tasks.grading import LETTERS
 from councilzoo.tasks.images import HASH_PREFIX, ImageError, load_image
 from councilzoo.tasks.problem import Problem, answer_text
-from councilzoo.tasks.sandbox_worker import canonical, canonical_stdout, digits_unlimited
 from councilzoo.tasks.visual_datasets import (
     mathverse_problem,
     mathvision_problem,
@@ -56,7 +56,7 @@ class DatasetUnavailableError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class DatasetSpec:
+class _DatasetSpec:
     """Where a benchmark lives and how one of its rows becomes a Problem."""
 
     hub_id: str
@@ -252,7 +252,7 @@ def _defined_names(code: str) -> list[str]:
 def _mbpp(row: Row, i: int, split: str, seed: int) -> Problem | None:
     test_list = row.get("test_list")
     if not isinstance(test_list, list) or not test_list or not all(isinstance(t, str) for t in test_list):
-        raise RowError(f"field 'test_list' must be a non-empty list of assert lines, got {test_list!r:.60}")
+        raise _RowError(f"field 'test_list' must be a non-empty list of assert lines, got {test_list!r:.60}")
     tests = "\n".join(test_list)
     code = _text(row, "code")
     _python(code, "code")
@@ -336,20 +336,20 @@ LCB_RELEASES = {
 }  # cumulative, as the hub's loading script defines them; "v{n}" alone is one file
 LCB_RELEASES.update({"v1": ["test.jsonl"], **{f"v{k}": [f"test{k}.jsonl"] for k in range(2, 7)}})
 
-DATASETS: dict[str, DatasetSpec] = {
-    "gsm8k": DatasetSpec("openai/gsm8k", "main", _gsm8k, kind="numeric"),
-    "math500": DatasetSpec("HuggingFaceH4/MATH-500", None, _math500),
-    "gpqa_diamond": DatasetSpec(
+DATASETS: dict[str, _DatasetSpec] = {
+    "gsm8k": _DatasetSpec("openai/gsm8k", "main", _gsm8k, kind="numeric"),
+    "math500": _DatasetSpec("HuggingFaceH4/MATH-500", None, _math500),
+    "gpqa_diamond": _DatasetSpec(
         "Idavidrein/gpqa", "gpqa_diamond", _gpqa, {"test": "train"}, kind="multiple_choice"
     ),
-    "medqa": DatasetSpec("GBaker/MedQA-USMLE-4-options", None, _medqa, kind="multiple_choice"),
-    "amc23": DatasetSpec("math-ai/amc23", None, _amc23),
-    "aime24": DatasetSpec("HuggingFaceH4/aime_2024", None, _aime24, {"test": "train"}),
-    "mmlu_pro": DatasetSpec("TIGER-Lab/MMLU-Pro", None, _mmlu_pro, kind="multiple_choice"),
-    "hle": DatasetSpec("cais/hle", None, _hle),
-    "humaneval": DatasetSpec("openai/openai_humaneval", None, _humaneval, kind="code"),
-    "mbpp": DatasetSpec("google-research-datasets/mbpp", "sanitized", _mbpp, kind="code"),
-    "livecodebench": DatasetSpec(
+    "medqa": _DatasetSpec("GBaker/MedQA-USMLE-4-options", None, _medqa, kind="multiple_choice"),
+    "amc23": _DatasetSpec("math-ai/amc23", None, _amc23),
+    "aime24": _DatasetSpec("HuggingFaceH4/aime_2024", None, _aime24, {"test": "train"}),
+    "mmlu_pro": _DatasetSpec("TIGER-Lab/MMLU-Pro", None, _mmlu_pro, kind="multiple_choice"),
+    "hle": _DatasetSpec("cais/hle", None, _hle),
+    "humaneval": _DatasetSpec("openai/openai_humaneval", None, _humaneval, kind="code"),
+    "mbpp": _DatasetSpec("google-research-datasets/mbpp", "sanitized", _mbpp, kind="code"),
+    "livecodebench": _DatasetSpec(
         "livecodebench/code_generation_lite",
         None,
         _livecodebench,
@@ -358,14 +358,14 @@ DATASETS: dict[str, DatasetSpec] = {
         default_release="release_v6",
         date_field="contest_date",
     ),
-    "mathvista": DatasetSpec("AI4Math/MathVista", None, mathvista_problem, {"test": "testmini"}),
-    "mathverse": DatasetSpec("AI4Math/MathVerse", "testmini", mathverse_problem, {"test": "testmini"}),
-    "mathvision": DatasetSpec("MathLLMs/MathVision", None, mathvision_problem),  # splits test, testmini
-    "wemath": DatasetSpec(
+    "mathvista": _DatasetSpec("AI4Math/MathVista", None, mathvista_problem, {"test": "testmini"}),
+    "mathverse": _DatasetSpec("AI4Math/MathVerse", "testmini", mathverse_problem, {"test": "testmini"}),
+    "mathvision": _DatasetSpec("MathLLMs/MathVision", None, mathvision_problem),  # splits test, testmini
+    "wemath": _DatasetSpec(
         "We-Math/We-Math", None, wemath_problem, {"test": "testmini"}, kind="multiple_choice"
     ),
     # Co-RL's multimodal training set (the release's VLM example); train split only
-    "multimodal_open_r1": DatasetSpec("lmms-lab/multimodal-open-r1-8k-verified", None, open_r1_problem),
+    "multimodal_open_r1": _DatasetSpec("lmms-lab/multimodal-open-r1-8k-verified", None, open_r1_problem),
 }
 LOCAL_FORMATS = ("jsonl", "json")
 _BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv"}
@@ -391,7 +391,7 @@ def _hub_unreachable(timeout: float = 3.0) -> str | None:
     return None
 
 
-def _read_hub(name: str, spec: DatasetSpec, split: str, release: str | None) -> list[Row]:
+def _read_hub(name: str, spec: _DatasetSpec, split: str, release: str | None) -> list[Row]:
     import datasets
 
     hub_split = spec.splits.get(split, split)
@@ -413,25 +413,25 @@ def _read_hub(name: str, spec: DatasetSpec, split: str, release: str | None) -> 
         ) from err
 
 
-class RowError(ValueError):
+class _RowError(ValueError):
     """One row of a dataset that cannot become a Problem; the message names the field."""
 
 
 def _text(row: Row, name: str) -> str:
     """Field ``name`` of ``row``, which must be a string."""
     if name not in row:
-        raise RowError(f"missing field {name!r}")
+        raise _RowError(f"missing field {name!r}")
     if not isinstance(row[name], str):
-        raise RowError(f"field {name!r} must be a string, got {type(row[name]).__name__}")
+        raise _RowError(f"field {name!r} must be a string, got {type(row[name]).__name__}")
     return row[name]
 
 
 def _python(code: str, name: str) -> ast.Module:
-    """``code`` (field ``name``) parsed as Python, or a ``RowError`` saying where it does not parse."""
+    """``code`` (field ``name``) parsed as Python, or a ``_RowError`` saying where it does not parse."""
     try:
         return ast.parse(code)
     except SyntaxError as err:
-        raise RowError(f"field {name!r} is not valid Python (its line {err.lineno}: {err.msg})") from None
+        raise _RowError(f"field {name!r} is not valid Python (its line {err.lineno}: {err.msg})") from None
 
 
 def _file_rows(path: Path) -> list[tuple[str, Any]]:
@@ -469,14 +469,14 @@ def _checked_rows(rows: list[tuple[str, Any]]) -> list[tuple[str, Row]]:
     return rows
 
 
-def _convert_rows(name: str, spec: DatasetSpec, rows: list[tuple[str, Row]], split: str, seed: int):
+def _convert_rows(name: str, spec: _DatasetSpec, rows: list[tuple[str, Row]], split: str, seed: int):
     """``(where, problem)`` for every row through ``spec.convert``; a row it cannot read is an error
     naming row and field."""
     problems = []
     for i, (where, row) in enumerate(_checked_rows(rows)):
         try:
             problem = spec.convert(row, i, split, seed)
-        except RowError as err:
+        except _RowError as err:
             raise ValueError(f"{where}: {err} (a {name} row)") from None
         except KeyError as err:
             raise ValueError(f"{where}: missing field {err} (a {name} row)") from None
@@ -515,7 +515,7 @@ def _read_local_problems(path: Path) -> list[tuple[str, Problem]]:
             if key in row:
                 try:
                     _text(row, key)
-                except RowError as err:
+                except _RowError as err:
                     raise ValueError(f"{where}: {err}") from None
         try:
             problems.append((where, Problem.from_dict({"answer": None, **row})))
@@ -600,14 +600,14 @@ def load_dataset(
     if spec is not None and spec.kind == "code":
         problems = with_reference_answers(problems)
     if require_answers:
-        check_answers(problems, wheres)
+        _check_answers(problems, wheres)
     return problems
 
 
 MAX_LISTED = 10  # rows named one per line; beyond them, a count
 
 
-def check_answers(problems: list[Problem], wheres: list[str]) -> None:
+def _check_answers(problems: list[Problem], wheres: list[str]) -> None:
     """A ``ValueError`` naming every problem without an answer (file and line), one per line."""
     missing = [
         f"{where}: problem {p.id!r} has no answer, and evaluation scores every problem against its "

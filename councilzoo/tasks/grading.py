@@ -277,7 +277,7 @@ def extract_answer(
     return _extract_answer(text, kind, bool(fallback_last_number), bool(truncated))
 
 
-def finished_part(text: str) -> str:
+def _finished_part(text: str) -> str:
     """``text`` up to its last sentence end or line break (what a reply cut mid-sentence finished)."""
     ends = [m.end() for m in _SENTENCE_END_RE.finditer(text)]
     return text[: ends[-1]] if ends else ""
@@ -307,7 +307,7 @@ def _extract_answer(text: str, kind: str, fallback_last_number: bool, truncated:
         return _extract_program(text, None)
     boxed = [(raw, True) for raw in reversed(_boxed_contents(text))]  # a complete box is committed
     if truncated:
-        finished = finished_part(text)
+        finished = _finished_part(text)
         answer = _extract_answer(finished, kind, fallback_last_number)
         if answer is not None and not _still_reasoning(text, finished, answer):
             return answer

@@ -2,7 +2,7 @@
 
 A problem's image is a PIL image held in memory or a path to an image file. Logs never pickle
 pixels: a path is written as the path, an in-memory image as the path of a PNG copy saved under
-its content hash (``save_image``), or as ``sha256:<hex>`` where no folder was given. Every
+its content hash (``_save_image``), or as ``sha256:<hex>`` where no folder was given. Every
 failure to open an image is an ``ImageError`` that names the image and what to do.
 """
 
@@ -81,7 +81,7 @@ def image_digest(ref: ImageInput) -> str:
     return h.hexdigest()
 
 
-def save_image(image: Image.Image, folder: str | os.PathLike) -> str:
+def _save_image(image: Image.Image, folder: str | os.PathLike) -> str:
     """Write ``image`` as ``folder/<digest>.png`` (once: equal images share a file); its path."""
     digest = image_digest(image)
     path = Path(folder) / f"{digest[:32]}.png"
@@ -100,4 +100,4 @@ def image_ref(ref: ImageInput, folder: str | os.PathLike | None = None) -> str:
         return os.fspath(ref)
     if folder is None:
         return HASH_PREFIX + image_digest(ref)
-    return save_image(ref, folder)
+    return _save_image(ref, folder)

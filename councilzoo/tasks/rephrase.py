@@ -46,7 +46,7 @@ def numbers(text: str) -> Counter:
     return Counter(n.replace(",", "") for n in _NUMBER.findall(text))
 
 
-def question_first(text: str) -> str | None:
+def _question_first(text: str) -> str | None:
     """The final question sentence moved before the facts, or None (one sentence, or no final question)."""
     sentences: list[str] = []
     for piece in _SENTENCE.split(text.strip()):
@@ -59,7 +59,7 @@ def question_first(text: str) -> str | None:
     return f"{sentences[-1]} Facts: {' '.join(sentences[:-1])}"
 
 
-def reword(text: str) -> str:
+def _reword(text: str) -> str:
     """``text`` with every ``SUBSTITUTIONS`` pair applied as whole words."""
     for old, new in SUBSTITUTIONS:
         text = re.sub(rf"\b{re.escape(old)}\b", new, text)
@@ -68,8 +68,8 @@ def reword(text: str) -> str:
 
 def paraphrases(question: str) -> list[str]:
     """The checked rewrites of ``question`` (see the module docstring), at most two, in view order."""
-    first = question_first(question)
-    candidates = [first, reword(first if first else question)]
+    first = _question_first(question)
+    candidates = [first, _reword(first if first else question)]
     kept: list[str] = []
     for form in candidates:
         if form and form not in (question, *kept) and numbers(form) == numbers(question):

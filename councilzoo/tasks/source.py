@@ -76,11 +76,11 @@ def load_problems(
         )
     if not problems:
         raise ValueError(f"dataset {name!r} (split {split!r}) gave no problems")
-    check_images(problems)
+    _check_images(problems)
     return problems
 
 
-def check_images(problems: list[Problem]) -> None:
+def _check_images(problems: list[Problem]) -> None:
     """Open every problem image once, so a bad one stops the run before work, naming the problem
     (a long run would otherwise fail at the batch that meets it)."""
     for problem in problems:

@@ -37,7 +37,7 @@ TEMPLATES = ("count_shapes", "larger_number", "tallest_bar")
 
 
 @dataclass(frozen=True)
-class VisualItem:
+class _VisualItem:
     """One drawn item. ``answer`` and ``wrong`` (most plausible first) are numbers for a
     ``numeric`` item, option texts for a ``multiple_choice`` one."""
 
@@ -49,7 +49,7 @@ class VisualItem:
     image: Image.Image
 
 
-def visual_item(rng: np.random.Generator, d: float) -> VisualItem:
+def visual_item(rng: np.random.Generator, d: float) -> _VisualItem:
     """One item of a template drawn by ``rng``, at difficulty ``d`` in [0, 1]."""
     template = TEMPLATES[int(rng.integers(len(TEMPLATES)))]
     return {"count_shapes": _count_shapes, "larger_number": _larger_number, "tallest_bar": _tallest_bar}[
@@ -73,7 +73,7 @@ def _draw_shape(draw: ImageDraw.ImageDraw, shape: str, box: tuple[int, int, int,
         draw.polygon([((x0 + x1) // 2, y0), (x1, y1), (x0, y1)], fill=fill)
 
 
-def _count_shapes(rng: np.random.Generator, d: float) -> VisualItem:
+def _count_shapes(rng: np.random.Generator, d: float) -> _VisualItem:
     n = 3 + int(round(d * 10))
     names = list(COLOURS)
     colour, shape = names[int(rng.integers(len(names)))], SHAPES[int(rng.integers(len(SHAPES)))]
@@ -100,10 +100,10 @@ def _count_shapes(rng: np.random.Generator, d: float) -> VisualItem:
     same_colour = sum(c == colour for c, _ in drawn)
     same_shape = sum(s == shape for _, s in drawn)
     wrong = [same_colour, same_shape, count + 1, count - 1, n]
-    return VisualItem("count_shapes", "numeric", forms, count, wrong, _noisy(image, rng, d))
+    return _VisualItem("count_shapes", "numeric", forms, count, wrong, _noisy(image, rng, d))
 
 
-def _larger_number(rng: np.random.Generator, d: float) -> VisualItem:
+def _larger_number(rng: np.random.Generator, d: float) -> _VisualItem:
     digits = 2 + int(round(d * 2))
     low, high = 10 ** (digits - 1), 10**digits - 1
     gap = int(rng.integers(1, max(1, int((high - low) * (1 - d) / 2)) + 1))
@@ -123,10 +123,10 @@ def _larger_number(rng: np.random.Generator, d: float) -> VisualItem:
         "Read both numbers in the image and report the bigger one.",
     ]
     wrong = [small, large + 1, large - 1, large + 10]
-    return VisualItem("larger_number", "numeric", forms, large, wrong, _noisy(image, rng, d))
+    return _VisualItem("larger_number", "numeric", forms, large, wrong, _noisy(image, rng, d))
 
 
-def _tallest_bar(rng: np.random.Generator, d: float) -> VisualItem:
+def _tallest_bar(rng: np.random.Generator, d: float) -> _VisualItem:
     names = list(COLOURS)
     by_rank = [names[int(k)] for k in rng.permutation(len(names))]  # tallest first
     top = float(rng.uniform(70, 100))
@@ -146,4 +146,5 @@ def _tallest_bar(rng: np.random.Generator, d: float) -> VisualItem:
         "Look at the bar chart in the image. Which colour is the highest bar?",
         "In the chart shown, which coloured bar reaches the greatest height?",
     ]
-    return VisualItem("tallest_bar", "multiple_choice", forms, by_rank[0], by_rank[1:], _noisy(image, rng, d))
+    noisy = _noisy(image, rng, d)
+    return _VisualItem("tallest_bar", "multiple_choice", forms, by_rank[0], by_rank[1:], noisy)

@@ -26,7 +26,7 @@ __all__ = [
 Row = dict[str, Any]
 
 
-def row_image(value: Any) -> ImageInput:
+def _row_image(value: Any) -> ImageInput:
     """A value of a datasets ``Image`` column as a Problem image: the decoded PIL image, the
     ``{"bytes", "path"}`` dict of an undecoded one (parquet read without its features), or a path."""
     if isinstance(value, Image.Image):
@@ -79,7 +79,7 @@ def mathvista_problem(row: Row, i: int, split: str, seed: int) -> Problem | None
             "task": meta.get("task"),
             "skills": list(meta.get("skills") or []),
         },
-        images=(row_image(image if image is not None else row["image"]),),
+        images=(_row_image(image if image is not None else row["image"]),),
     )
 
 
@@ -126,7 +126,7 @@ def mathverse_problem(row: Row, i: int, split: str, seed: int) -> Problem | None
             "subject": meta.get("subject"),
             "subfield": meta.get("subfield"),
         },
-        images=(row_image(row["image"]),),
+        images=(_row_image(row["image"]),),
     )
 
 
@@ -146,7 +146,7 @@ def mathvision_problem(row: Row, i: int, split: str, seed: int) -> Problem | Non
         choices=choices,
         source="mathvision",
         metadata={"level": row.get("level"), "subject": row.get("subject"), "solution": row.get("solution")},
-        images=(row_image(image if image is not None else row["image"]),),
+        images=(_row_image(image if image is not None else row["image"]),),
     )
 
 
@@ -184,7 +184,7 @@ def wemath_problem(row: Row, i: int, split: str, seed: int) -> Problem | None:
             "knowledge_concept": row.get("knowledge concept"),
             "question_number": row.get("question number"),
         },
-        images=(row_image(row["image_path"]),),
+        images=(_row_image(row["image_path"]),),
     )
 
 
@@ -203,5 +203,5 @@ def open_r1_problem(row: Row, i: int, split: str, seed: int) -> Problem | None:
         answer=found.group(1).strip(),
         kind="math",
         source="multimodal_open_r1",
-        images=(row_image(row["image"]),),
+        images=(_row_image(row["image"]),),
     )

@@ -10,15 +10,15 @@
 - ``councilzoo.testing.profiles``: the ``councilzoo-ci`` and ``councilzoo-deep`` hypothesis
   profiles, registered when it (or ``checks`` or ``strategies``) is imported;
   ``load_profile("ci")`` loads one;
-- ``councilzoo.testing.models``: tiny random Qwen3/Llama and VLMs built offline in a second
-  (re-exported here, so ``from councilzoo.testing import build_tiny_model`` works).
+- the tiny random Qwen3/Llama and VLMs built offline in a second, re-exported here from their
+  home, ``councilzoo.tiny_models`` (``from councilzoo.testing import build_tiny_model`` works).
 
 ``checks``, ``strategies`` and ``profiles`` import hypothesis and ``pettingzoo.test``, so they are
 imported when named (``from councilzoo.testing import checks``), not with the package: processes
 that only build tiny models skip that second of imports.
 """
 
-from councilzoo.testing.models import (
+from councilzoo.tiny_models import (
     CHAT_TEMPLATE,
     EOS,
     FAMILIES,

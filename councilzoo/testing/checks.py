@@ -46,7 +46,7 @@ from pettingzoo.test import (
 )
 
 from councilzoo.envs import PARALLEL_GAMES, cohort_v0, make_parallel
-from councilzoo.envs.base import (
+from councilzoo.envs.council_env import (
     CouncilEnv,
     as_action,
     grade,
@@ -55,8 +55,8 @@ from councilzoo.envs.base import (
     team_reward,
     to_printable,
 )
-from councilzoo.envs.core import SILENT_MODES, Action, Cost, Mode, TurnContext
 from councilzoo.envs.rewards import compute_rewards
+from councilzoo.envs.types import SILENT_MODES, Action, Cost, Mode, TurnContext
 from councilzoo.testing.falsify import ContractViolation, falsify
 from councilzoo.testing.gates import check_gate
 from councilzoo.testing.learners import check_learner
@@ -84,12 +84,10 @@ __all__ = [
     "check_gate",
     "check_learner",
     "check_no_regret",
-    "declared_returns",
-    "describe_context",
     "falsify",
 ]
 
-Rule = Callable[[Episode], dict[str, float]]
+_Rule = Callable[[Episode], dict[str, float]]
 RENDERED = (CouncilEnv, cohort_v0.parallel_env)  # games whose transcript text councilzoo renders
 
 
@@ -109,7 +107,7 @@ def _fail(name: str, contract: str, detail: str, example: Any) -> None:
 def check_env(
     env: str | Callable[[], Any],
     *,
-    reward: Rule | None = None,
+    reward: _Rule | None = None,
     max_steps: int = MAX_STEPS,
     pettingzoo_tests: bool = True,
     cycles: int = 100,
@@ -164,7 +162,7 @@ def _random_mode(rng: np.random.Generator, env: Any, context: TurnContext, obs: 
     return Action(modes[rng.integers(len(modes))])
 
 
-def _check_episodes(factory, name: str, reward: Rule | None, max_steps: int, settings: Settings) -> None:
+def _check_episodes(factory, name: str, reward: _Rule | None, max_steps: int, settings: Settings) -> None:
     @settings
     @given(st.integers(0, 2**16), st.data())
     def contracts(seed: int, data: st.DataObject) -> None:
@@ -304,7 +302,7 @@ def _check_costs(name: str, episode: Episode) -> None:
                 )
 
 
-def declared_returns(episode: Episode) -> dict[str, float] | None:
+def _declared_returns(episode: Episode) -> dict[str, float] | None:
     """Each agent's return under the rule a councilzoo game declares, or None for other games:
     turn-based games pay every agent ``correct - lam * cost``; the cohort pays each member the
     mean of its samples' rewards under ``reward_rule`` (checked against ``compute_rewards``)."""
@@ -332,7 +330,7 @@ def declared_returns(episode: Episode) -> dict[str, float] | None:
     return None
 
 
-def check_episode(episode: Episode, *, reward: Rule | None = None) -> None:
+def check_episode(episode: Episode, *, reward: _Rule | None = None) -> None:
     """The contracts one played episode must meet on its own (for your own ``@given`` tests over
     ``strategies.episodes``): costs add up per agent and match the actions, and rewards follow
     ``reward`` or the game's declared rule."""
@@ -341,8 +339,8 @@ def check_episode(episode: Episode, *, reward: Rule | None = None) -> None:
     _check_rewards(name, episode, reward)
 
 
-def _check_rewards(name: str, episode: Episode, reward: Rule | None) -> None:
-    expected = reward(episode) if reward is not None else declared_returns(episode)
+def _check_rewards(name: str, episode: Episode, reward: _Rule | None) -> None:
+    expected = reward(episode) if reward is not None else _declared_returns(episode)
     if expected is None:
         return
     got = {a: episode.returns.get(a) for a in expected}
@@ -462,7 +460,7 @@ def _pettingzoo_tests(env, factory, name: str, cycles: int, kwargs: dict | None 
 
 
 # ---- check_agent -------------------------------------------------------------------------------
-def describe_context(context: TurnContext) -> str:
+def _describe_context(context: TurnContext) -> str:
     """One line per context: who is on turn, what is legal, which problem (a readable example)."""
     p = context.problem
     return (
@@ -477,7 +475,7 @@ class _Batch(list):
 
     def __repr__(self) -> str:
         return "batch of {} contexts:\n{}".format(
-            len(self), "\n".join(f"  {i}. {describe_context(c)}" for i, c in enumerate(self))
+            len(self), "\n".join(f"  {i}. {_describe_context(c)}" for i, c in enumerate(self))
         )
 
 
@@ -495,7 +493,7 @@ def _with_problem(context: TurnContext, problem) -> TurnContext:
     )
 
 
-def contexts_with_odd_problems(env=None, roles=None) -> st.SearchStrategy[TurnContext]:
+def _contexts_with_odd_problems(env=None, roles=None) -> st.SearchStrategy[TurnContext]:
     """Turn contexts of played episodes, and the same with their problem swapped for an odd one."""
     played = turn_contexts(env, roles)
     return st.one_of(
@@ -519,7 +517,7 @@ def check_agent(
     if not callable(getattr(agent, "act", None)):
         raise TypeError(f"check_agent: {type(agent).__name__} has no act(contexts) (the Agent protocol)")
     name = f"check_agent({getattr(agent, 'name', type(agent).__name__)})"
-    contexts = contexts_with_odd_problems() if contexts is None else contexts
+    contexts = _contexts_with_odd_problems() if contexts is None else contexts
     batches = st.lists(contexts, min_size=1, max_size=max_batch).map(_Batch)
 
     @_settings(settings)

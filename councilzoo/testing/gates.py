@@ -28,10 +28,10 @@ from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from councilzoo.agents.comed import GateOutcomes
-from councilzoo.agents.learned_gate import FEATURES, LearnedGateController
-from councilzoo.envs.core import Action, Mode, TurnContext
+from councilzoo.agents.controllers.comed_gate import GateOutcomes
+from councilzoo.agents.controllers.learned_gates import FEATURES, LearnedGateController
 from councilzoo.envs.escalation_v0 import raw_env
+from councilzoo.envs.types import Action, Mode, TurnContext
 from councilzoo.tasks import Problem
 from councilzoo.testing.falsify import falsify
 
@@ -130,7 +130,7 @@ def _decide(controller: Any, context: TurnContext, step: str) -> Mode:
     return mode
 
 
-def play_gate(controller: Any, signals: GateSignals, force_probe: bool = False) -> tuple[Mode, Mode | None]:
+def _play_gate(controller: Any, signals: GateSignals, force_probe: bool = False) -> tuple[Mode, Mode | None]:
     """The gate's decision after the anchor and, if the probe ran, after it (else None); the
     probe runs when the gate chose VERIFY, or always with ``force_probe``."""
     env = raw_env(problems=[_problem(signals)], anchor_samples=signals.samples)
@@ -208,9 +208,9 @@ def check_gate(
     def prop(case: GateCase) -> None:
         base, ups = case.signals, case.raised
         controller = _controller(gate, case.outcomes)
-        low = play_gate(controller, base, force)
+        low = _play_gate(controller, base, force)
         for signal, up in ups.items():
-            high = play_gate(controller, up, force)
+            high = _play_gate(controller, up, force)
             for step, a, b in (("after the anchor", low[0], high[0]), ("after the probe", low[1], high[1])):
                 if a is not None and b is not None and PRICE[b] > PRICE[a]:
                     raise AssertionError(f"not monotone in {signal} {step}: {a.name} at {base}, but "

@@ -14,7 +14,7 @@ when it says so. ``check_learner`` runs a cohort learner's member (``CoRL`` subc
 
 They run in the order 1, 3, 2, so a learner that reads labels fails before the kill. Every run is
 seeded, so any difference is the learner's doing. A check is 4 or 5 tiny-member runs
-(a config's ``tiny_family``, built once and cached by ``councilzoo.tiny_models``); measured with
+(a config's ``tiny_family``, built once and cached by ``councilzoo.tiny_members``); measured with
 RENT on 2 shared CPU cores at load average ~33: 164 s (docs/testing.md, "Learners").
 """
 
@@ -145,7 +145,7 @@ def check_learner(
     from councilzoo.learners.base import get_learner
     from councilzoo.learners.corl.member import member_model_path, run_member
     from councilzoo.learners.data import load_items
-    from councilzoo.tiny_models import build_tiny_models
+    from councilzoo.tiny_members import build_tiny_models
 
     cls = get_learner(learner) if isinstance(learner, str) else learner
     workdir = Path(workdir)

@@ -42,4 +42,4 @@ def load_profile(name: str) -> None:
     settings.load_profile(f"councilzoo-{short}")
 
 
-__all__ = ["PROFILES", "load_profile"]
+__all__ = ["load_profile"]

@@ -42,7 +42,7 @@ _UNIT = st.one_of(st.sampled_from([0.0, 1.0]), st.floats(0.0, 1.0))
 _PAYOFF = st.one_of(st.sampled_from([0.0, 1.0, -1.0]), st.floats(-1.0, 1.0))
 
 
-class Matcher(Protocol):
+class _Matcher(Protocol):
     """What ``check_no_regret`` drives: play ``strategy``, then learn from ``update``."""
 
     def strategy(self, states: np.ndarray) -> np.ndarray: ...
@@ -51,7 +51,7 @@ class Matcher(Protocol):
 
 
 @dataclass
-class ControllerMatcher:
+class _ControllerMatcher:
     """One role of a ``RegretMatchingController`` seen as a matcher: its training policy
     (``controller.policy``, the current strategy) and ``controller.update``."""
 
@@ -65,10 +65,10 @@ class ControllerMatcher:
         self.controller.update(self.role, states, action_values)
 
 
-def as_matcher(controller: Any, role: str = "reviewer") -> ControllerMatcher:
+def as_matcher(controller: Any, role: str = "reviewer") -> _ControllerMatcher:
     """``controller``'s ``role`` as a matcher for ``check_no_regret`` (put in training mode)."""
     controller.train()
-    return ControllerMatcher(controller, role)
+    return _ControllerMatcher(controller, role)
 
 
 # ---- strategies ------------------------------------------------------------------------------
@@ -160,7 +160,7 @@ def played_regret(policies: np.ndarray, values: np.ndarray) -> np.ndarray:
     return (values.sum(axis=0) - played.sum(axis=0)[:, None]).max(axis=1)
 
 
-def run_sequence(matcher: Matcher, sequence: UtilitySequence) -> tuple[np.ndarray, np.ndarray]:
+def run_sequence(matcher: _Matcher, sequence: UtilitySequence) -> tuple[np.ndarray, np.ndarray]:
     """Feed ``sequence`` to ``matcher``, all states each round; return the played policies and
     the values, both ``(T, S, A)``."""
     T, S, _ = sequence.shape
@@ -196,7 +196,7 @@ def _policy(returned: Any, shape: tuple[int, int], when: str) -> np.ndarray:
     return sigma
 
 
-def self_play_joint(make: Callable[[int, int], Matcher], game: MatrixGame, rounds: int) -> np.ndarray:
+def _self_play_joint(make: Callable[[int, int], _Matcher], game: MatrixGame, rounds: int) -> np.ndarray:
     """Two fresh matchers (state 0 of each) in simultaneous self-play on ``game``, each fed the
     expected value of its actions against the other's current policy; returns the empirical
     joint play ``mean_t x_t ⊗ y_t``."""
@@ -215,7 +215,7 @@ def self_play_joint(make: Callable[[int, int], Matcher], game: MatrixGame, round
 
 
 def check_no_regret(
-    make: Callable[[int, int], Matcher],
+    make: Callable[[int, int], _Matcher],
     *,
     num_states: int | None = None,
     num_actions: int | None = None,
@@ -251,7 +251,7 @@ def check_no_regret(
 
     def cce_rate(case: tuple[MatrixGame, int]) -> None:
         game, T = case
-        gap = cce_gap(game, self_play_joint(make, game, T))
+        gap = cce_gap(game, _self_play_joint(make, game, T))
         bounds = [regret_bound(d, a, T) / T for d, a in zip(game.payoff_range, game.num_actions, strict=True)]
         if gap > max(bounds) * (1 + RTOL) + 1e-12:
             raise AssertionError(f"self-play CCE gap {gap:.6g} after T={T} rounds > max_i Delta_i "

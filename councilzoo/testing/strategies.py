@@ -32,8 +32,8 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from councilzoo.envs import GAMES, make
-from councilzoo.envs.base import MAX_UTTERANCE_CHARS
-from councilzoo.envs.core import Action, EpisodeRecord, Mode, TurnContext
+from councilzoo.envs.council_env import MAX_UTTERANCE_CHARS
+from councilzoo.envs.types import Action, EpisodeRecord, Mode, TurnContext
 from councilzoo.tasks import Problem, format_answer, synthetic_problems
 from councilzoo.tasks.synthetic import TASKS
 from councilzoo.testing import profiles  # noqa: F401 - registers councilzoo-ci and councilzoo-deep

@@ -28,7 +28,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from councilzoo.envs.base import grade
+from councilzoo.envs.council_env import grade
 from councilzoo.learners.logging import read_metrics
 from councilzoo.tasks.grading import ERROR_PREFIX, SIGNATURE_PREFIX, extract_program
 from councilzoo.tasks.problem import Problem
@@ -47,7 +47,7 @@ HEAVY_TURN_FIELDS = ("prompt_token_ids", "token_ids", "logprobs")  # token lists
 
 
 @dataclass
-class EvalSection:
+class _EvalSection:
     """A folder written by ``eval`` or ``demo``: its report and its episode logs."""
 
     path: Path
@@ -63,7 +63,7 @@ class EvalSection:
 
 
 @dataclass
-class TrainingRun:
+class _TrainingRun:
     """A folder written by ``train``: ``kind`` is "tracer" or "cohort" (members, each a curve)."""
 
     path: Path
@@ -90,7 +90,7 @@ def _walk(root: Path) -> Iterator[Path]:
         level = following
 
 
-def eval_report(path: Path) -> dict[str, Any]:
+def _eval_report(path: Path) -> dict[str, Any]:
     """The ``report.json`` of eval or demo at ``path`` ({} when there is none yet: a run that has
     not finished); a ``ValueError`` in one line for one that is not such a report (cut short by a
     full disk, edited by hand), naming what is wrong."""
@@ -129,8 +129,8 @@ class OutputFolder:
         self.root = Path(root).resolve()
         if not self.root.is_dir():
             raise FileNotFoundError(f"{root}: no such folder (give the --out of eval, demo, train or repro)")
-        self.evals: list[EvalSection] = []
-        self.trainings: list[TrainingRun] = []
+        self.evals: list[_EvalSection] = []
+        self.trainings: list[_TrainingRun] = []
         self.reports: list[Path] = []
         for folder in _walk(self.root):
             self._add(folder)
@@ -145,12 +145,12 @@ class OutputFolder:
         if (folder / "report.md").is_file():
             self.reports.append(folder)
         if any((folder / "episodes").glob("*.jsonl")):
-            self.evals.append(EvalSection(folder, eval_report(folder / "report.json")))
+            self.evals.append(_EvalSection(folder, _eval_report(folder / "report.json")))
         members = sorted(p.parent.name for p in (folder / "members").glob("*/metrics.jsonl"))
         if members:
-            self.trainings.append(TrainingRun(folder, "cohort", members))
+            self.trainings.append(_TrainingRun(folder, "cohort", members))
         elif (folder / "metrics.jsonl").is_file() and _is_tracer(folder / "metrics.jsonl"):
-            self.trainings.append(TrainingRun(folder, "tracer", ["controllers"]))
+            self.trainings.append(_TrainingRun(folder, "tracer", ["controllers"]))
 
     def relative(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix() or "."
@@ -173,7 +173,7 @@ class OutputFolder:
         for s, section in enumerate(self.evals):
             self._index_section(s, section)
 
-    def _index_section(self, s: int, section: EvalSection) -> None:
+    def _index_section(self, s: int, section: _EvalSection) -> None:
         """The section's runs, the report's protocols first (in its order), then the others."""
         prefix = "" if section.path == self.root else self.relative(section.path) + "/"
         records = {f.stem: list(self._lines(f)) for f in sorted((section.path / "episodes").glob("*.jsonl"))}
@@ -229,7 +229,7 @@ class OutputFolder:
             turn["correct"] = grade(turn["answer"], problem) if graded else None
             if problem is not None and problem.kind == "code" and turn.get("text"):
                 turn["program"] = extract_program(turn["text"], problem.metadata.get("entry_point"))
-                turn["test"] = code_test_result(turn.get("answer"), problem)
+                turn["test"] = _code_test_result(turn.get("answer"), problem)
         record.update(
             index=index,
             run=self.run_names[run],
@@ -351,7 +351,7 @@ def outcome(record: dict[str, Any], anchor_correct: dict[str, bool]) -> int:
     return bits | (RESCUED if rescued else 0) | (HARMED if harmed else 0)
 
 
-def code_test_result(answer: str | None, problem: Problem) -> str:
+def _code_test_result(answer: str | None, problem: Problem) -> str:
     """How a stated program did on the problem's tests, read from its recorded output signature
     (``councilzoo.tasks.code``): the programs ran when the episode was played, not now."""
     if answer is None:

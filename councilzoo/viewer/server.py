@@ -46,7 +46,7 @@ def _finite(value):
     return value
 
 
-def to_json(data) -> bytes:
+def _to_json(data) -> bytes:
     return json.dumps(_finite(data)).encode()
 
 
@@ -102,7 +102,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(path.read_bytes(), mimetypes.guess_type(path.name)[0] or "application/octet-stream")
 
     def _json(self, data, status: HTTPStatus = HTTPStatus.OK) -> None:
-        self._send(to_json(data), "application/json", status)
+        self._send(_to_json(data), "application/json", status)
 
     def _send(self, body: bytes, content_type: str, status: HTTPStatus = HTTPStatus.OK) -> None:
         self.send_response(status)
@@ -128,7 +128,7 @@ class ViewerServer(ThreadingHTTPServer):
 
     @cached_property
     def index_json(self) -> bytes:
-        return to_json(self.folder.index())
+        return _to_json(self.folder.index())
 
     @property
     def url(self) -> str:

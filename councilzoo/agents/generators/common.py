@@ -16,11 +16,12 @@ import numpy as np
 
 from councilzoo.agents.base import Completion, Sampling
 from councilzoo.config import MissingExtraError
+from councilzoo.tiny_models import TINY_PREFIX, tiny_model_path
 
 __all__ = [
     "GenerationError", "ModelNotCachedError", "GeneratorContractError", "MissingExtraError",
     "check_request", "checked_generate", "render_prompt", "first_stop", "prompt_seeds",
-    "is_vision_language", "tiny_builder", "offline_loading_defaults", "resolve_model_path",
+    "is_vision_language", "offline_loading_defaults", "resolve_model_path",
 ]
 
 _SEED_BOUND = 2**31 - 1  # vLLM and OpenAI-compatible servers take 32-bit seeds
@@ -211,32 +212,6 @@ def prompt_seeds(seed: int, count: int) -> list[int]:
 def is_vision_language(config) -> bool:
     """Whether a transformers model config describes an image-text-to-text model."""
     return getattr(config, "vision_config", None) is not None
-
-
-TINY_PREFIX = "councilzoo-tiny:"
-
-
-def tiny_model_path(family: str) -> Path:
-    """The offline tiny random model of ``family`` (``councilzoo.testing``), built once under
-    ``$COUNCILZOO_CACHE/tiny_models`` (default ``~/.cache/councilzoo``): what demos and CI
-    configs name as ``councilzoo-tiny:<family>`` so that they run on a fresh clone."""
-    from councilzoo.config import cache_home
-
-    return tiny_builder(family)(cache_home() / "tiny_models" / family, family=family)
-
-
-def tiny_builder(family: str):
-    """``build_tiny_model`` for a text family, ``build_tiny_vlm`` for a vision-language one."""
-    from councilzoo import testing
-
-    if family in testing.FAMILIES:
-        return testing.build_tiny_model
-    from councilzoo.testing import VLM_FAMILIES, build_tiny_vlm
-
-    if family not in VLM_FAMILIES:
-        known = testing.FAMILIES + VLM_FAMILIES
-        raise ValueError(f"tiny model family must be one of {known}, got {family!r}")
-    return build_tiny_vlm
 
 
 def offline_loading_defaults() -> None:

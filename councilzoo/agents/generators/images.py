@@ -43,7 +43,7 @@ def has_image_parts(prompt: str | list[dict]) -> bool:
     )
 
 
-def text_content(content: str | list[dict]) -> str:
+def _text_content(content: str | list[dict]) -> str:
     """A message's content as one string: text parts joined, image parts left out."""
     if isinstance(content, str):
         return content
@@ -52,7 +52,7 @@ def text_content(content: str | list[dict]) -> str:
 
 def text_messages(prompt: list[dict]) -> list[dict]:
     """The messages with every content as one string (for text-only templates and TRL rows)."""
-    return [{**message, "content": text_content(message["content"])} for message in prompt]
+    return [{**message, "content": _text_content(message["content"])} for message in prompt]
 
 
 def png_data_url(image: ImageInput) -> str:

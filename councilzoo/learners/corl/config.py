@@ -22,7 +22,7 @@ from councilzoo.learners.data import DataConfig
 from councilzoo.learners.logging import check_report_to
 from councilzoo.learners.recipe_checks import check_sleep_mode
 from councilzoo.real_models import is_real_model_name
-from councilzoo.tiny_models import member_spec, spec_dir
+from councilzoo.tiny_members import member_spec, spec_dir
 
 __all__ = ["MemberConfig", "EvalConfig", "CoRLConfig", "VLLM_GROUP_PORT"]
 

@@ -43,7 +43,7 @@ from councilzoo.learners.corl.member import (
 from councilzoo.learners.data import load_items
 from councilzoo.learners.logging import read_metrics
 from councilzoo.progress import phase
-from councilzoo.tiny_models import build_tiny_models
+from councilzoo.tiny_members import build_tiny_models
 
 __all__ = ["member_command", "launch_cohort", "CohortFailed"]
 

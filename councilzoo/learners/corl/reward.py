@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from councilzoo.envs import cohort_v0
-from councilzoo.envs.core import Action, Mode
 from councilzoo.envs.rewards import PEER_RULES, own_label
+from councilzoo.envs.types import Action, Mode
 from councilzoo.learners import engine
 from councilzoo.learners.corl import metrics as M
 from councilzoo.learners.corl.config import CoRLConfig

@@ -35,9 +35,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from councilzoo.agents.controllers import Controller, is_silent
-from councilzoo.agents.regret_controller import ROLE_MODES, StateFn, is_decision
-from councilzoo.envs.base import team_reward
-from councilzoo.envs.core import EpisodeRecord, Mode, Turn, TurnContext
+from councilzoo.agents.controllers.regret_matching import ROLE_MODES, StateFn, is_decision
+from councilzoo.envs.council_env import team_reward
+from councilzoo.envs.types import EpisodeRecord, Mode, Turn, TurnContext
 from councilzoo.rollout import RolloutEngine, TurnHook
 from councilzoo.tasks import answers_equivalent
 

@@ -44,11 +44,11 @@ import numpy as np
 
 from councilzoo.agents.base import Agent
 from councilzoo.agents.controllers import Controller, FixedController, RandomController
+from councilzoo.agents.controllers.regret_matching import RegretMatchingController, VoteTimeState
 from councilzoo.agents.factory import ModelSpec, build_models
-from councilzoo.agents.regret_controller import RegretMatchingController, VoteTimeState
 from councilzoo.config import ConfigError, write_run_files
 from councilzoo.envs import review_v0
-from councilzoo.envs.core import Mode
+from councilzoo.envs.types import Mode
 from councilzoo.learners.base import Learner, register_learner
 from councilzoo.learners.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from councilzoo.learners.data import load_items

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from councilzoo.envs.core import EpisodeRecord
+from councilzoo.envs.types import EpisodeRecord
 
 __all__ = ["episode_metrics", "speak_rates", "regret_summary", "flatten"]
 

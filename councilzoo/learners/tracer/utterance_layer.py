@@ -49,7 +49,7 @@ from councilzoo.agents.factory import ModelSpec, build_model, import_object
 from councilzoo.agents.llm import LLMAgent
 from councilzoo.agents.parsing import parse_action
 from councilzoo.config import ConfigError
-from councilzoo.envs.core import Mode
+from councilzoo.envs.types import Mode
 from councilzoo.learners import engine
 from councilzoo.learners.live_policy import push_weights, trainer_vllm_generator, vllm_mode
 from councilzoo.learners.recipe_checks import check_tracer_world

@@ -29,8 +29,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from councilzoo.agents.simulated import uniforms
-from councilzoo.envs.core import Mode, TurnContext
+from councilzoo.agents.draws import uniforms
+from councilzoo.envs.types import Mode, TurnContext
 from councilzoo.theory import RegretMatcher, regret_bound
 
 __all__ = [

@@ -8,7 +8,7 @@ episode record and the ansi render) lives here once. The parallel cohort game re
 module-level pieces (:class:`ProblemDeck`, :func:`build_spaces`, :func:`as_action`,
 :func:`make_turn`).
 
-Actions. ``step`` accepts an :class:`~councilzoo.envs.core.Action`, a plain ``int`` /
+Actions. ``step`` accepts an :class:`~councilzoo.envs.types.Action`, a plain ``int`` /
 ``np.integer`` (the mode alone, empty utterance: what PettingZoo's test suites sample from the
 ``Discrete(NUM_MODES)`` action space) or a dict with Action's field names.
 
@@ -36,7 +36,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
-from councilzoo.envs.core import (
+from councilzoo.envs.types import (
     NUM_MODES,
     SILENT_MODES,
     Action,
@@ -65,7 +65,7 @@ _DROP_CONTROL = {c: None for c in range(32) if chr(c) not in _PRINTABLE} | {127:
 _DROP_CONTROL_BYTES = bytes(sorted(_DROP_CONTROL))
 
 
-def drop_control(text: str) -> str:
+def _drop_control(text: str) -> str:
     """``text`` without the control characters in ``_DROP_CONTROL``.
 
     ASCII text (the common case) goes through ``bytes.translate``, several times faster than
@@ -80,9 +80,9 @@ class IllegalModeError(ValueError):
     """An agent chose a mode its role and phase do not allow."""
 
 
-def sanitize(text: str, limit: int) -> tuple[str, bool]:
+def _sanitize(text: str, limit: int) -> tuple[str, bool]:
     """``text`` without control characters, cut to ``limit`` characters; and whether it was cut."""
-    clean = drop_control(text)
+    clean = _drop_control(text)
     if len(clean) > limit:
         return clean[:limit], True
     return clean, False
@@ -92,7 +92,7 @@ def to_printable(text: str) -> str:
     """ASCII rendering for the observation's ``Text`` space (non-ASCII becomes ``\\uXXXX``)."""
     if not text.isascii():
         text = text.encode("ascii", "backslashreplace").decode("ascii")
-    return drop_control(text)
+    return _drop_control(text)
 
 
 def as_action(action: Any, agent: str) -> Action:
@@ -139,7 +139,7 @@ def make_turn(
     programs output. An agent that reports no calls on a speaking turn is charged one call per
     text it produced.
     """
-    text, cut = sanitize(action.text or "", limit)
+    text, cut = _sanitize(action.text or "", limit)
     text_cut = cut = cut or bool(action.truncated)  # at the character or the token limit
     flags = action.samples_truncated or (False,) * len(action.samples)
     if len(flags) != len(action.samples):
@@ -148,7 +148,7 @@ def make_turn(
         )
     samples, samples_cut = [], []
     for sample, token_cut in zip(action.samples, flags, strict=True):
-        clean, sample_cut = sanitize(sample or "", limit)
+        clean, sample_cut = _sanitize(sample or "", limit)
         samples.append(clean)
         samples_cut.append(sample_cut or bool(token_cut))
     cut = cut or any(samples_cut)
@@ -197,7 +197,7 @@ def build_spaces(num_features: int, max_chars: int) -> tuple[spaces.Dict, spaces
 
 
 @functools.lru_cache(maxsize=1)
-def default_problems() -> tuple[Problem, ...]:
+def _default_problems() -> tuple[Problem, ...]:
     """The default deck, generated once per process (envs are built by the hundred in rollouts)."""
     from councilzoo.tasks import synthetic_problems
 
@@ -208,7 +208,7 @@ class ProblemDeck:
     """Deals one problem per episode, reproducibly (see the module docstring)."""
 
     def __init__(self, problems: Iterable[Problem] | None) -> None:
-        self.problems = list(default_problems() if problems is None else problems)
+        self.problems = list(_default_problems() if problems is None else problems)
         if not self.problems:
             raise ValueError("problems is empty; expected at least one Problem")
         for i, problem in enumerate(self.problems):
@@ -240,7 +240,7 @@ class ProblemDeck:
         return problem
 
 
-def check_cost_args(lam: float, cost_unit: str) -> None:
+def _check_cost_args(lam: float, cost_unit: str) -> None:
     if cost_unit not in COST_UNITS:
         raise ValueError(f"cost_unit must be one of {COST_UNITS}, got {cost_unit!r}")
     if not np.isfinite(lam) or lam < 0:
@@ -307,7 +307,7 @@ class CouncilEnv(AECEnv, ABC):
         render_mode: str | None = None,
     ) -> None:
         super().__init__()
-        check_cost_args(lam, cost_unit)
+        _check_cost_args(lam, cost_unit)
         check_render_mode(render_mode)
         if max_utterance_chars < 1:
             raise ValueError(f"max_utterance_chars must be >= 1, got {max_utterance_chars}")

@@ -1,11 +1,11 @@
-"""Run untrusted programs in a pool of reusable, isolated worker processes.
+"""The caller's side of the sandbox: a pool of reusable, isolated worker processes.
 
 ``Sandbox(workers=n).run(jobs)`` runs every ``Job`` (a program, how to call it, its inputs) in
 parallel over ``n`` worker processes and returns one ``RunResult`` per job, in order. A bad program
 is data: an infinite loop, a crash, a fork bomb or a memory hog comes back as a result whose
 ``status`` says what happened; ``run`` itself raises only on a caller's mistake (a bad ``Job``).
 
-Isolation (see ``sandbox_worker`` for the layers): each worker starts from a scrubbed environment
+Isolation (``worker`` and ``isolation`` for the layers): each worker starts from a scrubbed environment
 in its own session, enters user + network + IPC + mount + PID namespaces where the kernel allows
 them, and runs each job in a fresh process forked from a template that never saw a job (jobs
 share no memory); that process forks one child per program that takes rlimits, a Landlock
@@ -35,14 +35,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from councilzoo.processes import pid_alive
-from councilzoo.tasks import sandbox_worker as wire
+from councilzoo.sandbox import protocol
+from councilzoo.sandbox.isolation import remove_tree
 
 __all__ = ["MODES", "Limits", "Job", "RunResult", "Sandbox", "remove_abandoned_roots", "default_sandbox"]
 
 MODES = ("call", "stdin", "script")
 STATUSES = ("ok", "error", "timeout", "output_limit", "crashed")
 LAYERS = ("network_namespace", "ipc_namespace", "pid_namespace", "disk_quota", "seccomp", "landlock")
-WORKER_FILE = str(Path(wire.__file__).resolve())
+WORKER_FILE = str(Path(__file__).resolve().with_name("worker.py"))
 ROOT_PREFIX = "councilzoo-sandbox-"
 STARTUP_TIMEOUT_S = 30.0
 REPLY_SLACK_S = 30.0  # the worker enforces limits; this only catches a worker that hangs itself
@@ -153,9 +154,9 @@ class _Worker:
         """Send a job (and, apart, a script job's tests: the worker forks the program before it
         reads them, so they are never in the program's memory) and wait for its result."""
         try:
-            wire.write_message(self.process.stdin.fileno(), job)
+            protocol.write_message(self.process.stdin.fileno(), job)
             if test_script is not None:
-                wire.write_message(self.process.stdin.fileno(), {"test_script": test_script})
+                protocol.write_message(self.process.stdin.fileno(), {"test_script": test_script})
             reply = self._read(timeout_s)
         except OSError:
             reply = None
@@ -174,7 +175,7 @@ class _Worker:
     def _read(self, timeout_s: float) -> dict | None:
         fd = self.process.stdout.fileno()
         ready, _, _ = select.select([fd], [], [], timeout_s)
-        return wire.read_message(fd) if ready else None
+        return protocol.read_message(fd) if ready else None
 
     @property
     def alive(self) -> bool:
@@ -275,7 +276,7 @@ class Sandbox:
             for worker in self._pool:
                 worker.close()
             if self._root is not None:
-                wire.remove_tree(self._root)
+                remove_tree(self._root)
             self._pool, self._root, self._threads = [], None, None
             self._idle = queue.Queue()
 
@@ -285,7 +286,7 @@ def remove_abandoned_roots() -> None:
     for path in Path(tempfile.gettempdir()).glob(f"{ROOT_PREFIX}*-*"):
         owner = path.name[len(ROOT_PREFIX) :].split("-", 1)[0]
         if owner.isdigit() and not pid_alive(int(owner)):
-            wire.remove_tree(str(path))
+            remove_tree(str(path))
 
 
 

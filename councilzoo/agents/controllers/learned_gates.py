@@ -32,7 +32,7 @@ from typing import Protocol
 
 import numpy as np
 
-from councilzoo.agents.comed import (
+from councilzoo.agents.controllers.comed_gate import (
     ACCEPT,
     DIRECT_ESCALATE,
     PROBE_ACCEPT,
@@ -41,8 +41,8 @@ from councilzoo.agents.comed import (
     GateOutcomes,
     route,
 )
-from councilzoo.envs.core import Action, Mode, Turn, TurnContext
 from councilzoo.envs.escalation_v0 import PROBE_AGREES, PROBE_DONE, router_margin
+from councilzoo.envs.types import Action, Mode, Turn, TurnContext
 from councilzoo.tasks import Problem, answers_for
 from councilzoo.tasks.grading import answer_groups
 from councilzoo.theory.regret_matching import RegretMatcher
@@ -125,7 +125,7 @@ def dev_scores(gate: Gate, outcomes: GateOutcomes) -> dict[str, float]:
 
 
 # ---- logistic gate ---------------------------------------------------------------------------
-def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0, steps: int = 25) -> np.ndarray:
+def _fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0, steps: int = 25) -> np.ndarray:
     """Weights (bias last) of an L2-penalised logistic regression, by Newton's method.
 
     The penalty (not on the bias) keeps the fit finite when a class is absent or separable.
@@ -144,7 +144,7 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0, steps: int = 25)
     return w
 
 
-def predict_logistic(w: np.ndarray, x: np.ndarray) -> np.ndarray:
+def _predict_logistic(w: np.ndarray, x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-(x @ w[:-1] + w[-1])))
 
 
@@ -161,11 +161,11 @@ class LogisticGate:
 
         def model(path: int, rows: np.ndarray) -> tuple[np.ndarray, float]:
             rows = rows if rows.any() else np.ones_like(rows)  # no such dev problem: pool them all
-            w = fit_logistic(z[rows], outcomes.correct[rows, path].astype(float), self.l2)
+            w = _fit_logistic(z[rows], outcomes.correct[rows, path].astype(float), self.l2)
             return w, float(outcomes.cost[rows, path].mean())
 
         everyone = np.ones(len(x), dtype=bool)
-        self.agree = fit_logistic(z, agrees.astype(float), self.l2)
+        self.agree = _fit_logistic(z, agrees.astype(float), self.l2)
         self.gate_models = [model(ACCEPT, everyone), model(DIRECT_ESCALATE, everyone)]
         self.agreed_model = model(PROBE_ACCEPT, agrees)
         self.after_models = [model(path, ~agrees) for path in AFTER_PROBE_PATHS]
@@ -175,21 +175,21 @@ class LogisticGate:
         return (np.asarray(x, float) - self.mean) / self.scale
 
     def _values(self, models: list[tuple[np.ndarray, float]], z: np.ndarray) -> np.ndarray:
-        return np.stack([predict_logistic(w, z) - self.lam * cost for w, cost in models], axis=1)
+        return np.stack([_predict_logistic(w, z) - self.lam * cost for w, cost in models], axis=1)
 
     def after_probe_scores(self, x: np.ndarray) -> np.ndarray:
         return self._values(self.after_models, self._z(x))
 
     def gate_scores(self, x: np.ndarray) -> np.ndarray:
         z = self._z(x)
-        q = predict_logistic(self.agree, z)
+        q = _predict_logistic(self.agree, z)
         probe = q * self._values([self.agreed_model], z)[:, 0] + (1 - q) * self.after_probe_scores(x).max(1)
         accept, escalate = self._values(self.gate_models, z).T
         return np.stack([accept, probe, escalate], axis=1)
 
 
 # ---- regret-matching gate --------------------------------------------------------------------
-class Cells:
+class _Cells:
     """Discretised signals: per feature, bins at the dev quartiles (edges fitted on dev only)."""
 
     def __init__(self, x: np.ndarray, columns: tuple[int, ...]):
@@ -227,7 +227,7 @@ class RegretGate:
     def fit(self, outcomes: GateOutcomes) -> RegretGate:
         x, agrees = outcomes.features, outcomes.probe_agrees.astype(bool)
         u = utilities(outcomes, self.lam)
-        self.cells = Cells(x, REGRET_COLUMNS)
+        self.cells = _Cells(x, REGRET_COLUMNS)
         n_states = self.cells.size + 1  # + the pooled state
         cell = self.cells(x)
         self.seen_gate = np.r_[np.bincount(cell, minlength=self.cells.size) > 0, True]

@@ -1,4 +1,4 @@
-"""Shared vocabulary of every councilzoo game: modes, actions, turns, costs, episode records.
+"""The data types of every councilzoo game: modes, actions, turns, costs, episode records.
 
 Envs, agents and learners all speak these types, so they live in one small module that imports
 nothing heavier than numpy.

@@ -38,7 +38,7 @@ from typing import Literal
 
 import numpy as np
 
-from councilzoo.envs.core import Action, Mode, TurnContext
+from councilzoo.envs.types import Action, Mode, TurnContext
 
 __all__ = [
     "PATH_NAMES", "ComedThresholds", "gate_paths", "route", "ComedController", "GateOutcomes",
@@ -83,10 +83,10 @@ def gate_paths(
     present, agrees = np.asarray(margin_present, bool), np.asarray(probe_agrees, bool)
     accept = (c >= t.tau_accept) & (~present | (m >= t.delta))
     direct = ~accept & (c < t.tau_direct)
-    return route(accept, direct, agrees, after_disagreeing_probe(t, c, m, present))
+    return route(accept, direct, agrees, _after_disagreeing_probe(t, c, m, present))
 
 
-def after_disagreeing_probe(
+def _after_disagreeing_probe(
     thresholds: ComedThresholds, consistency: np.ndarray, margin: np.ndarray, margin_present: np.ndarray
 ) -> np.ndarray:
     """``PROBE_ESCALATE`` where the rule escalates after a disagreeing probe, else ``PROBE_VERIFY``."""
@@ -136,7 +136,7 @@ class ComedController:
             mode = {ACCEPT: Mode.ACCEPT, DIRECT_ESCALATE: Mode.ESCALATE}.get(path, Mode.VERIFY)
         else:  # after the probe the after-probe rule alone decides, whatever the gate would have done
             path = int(route(False, False, get["probe_agrees"] > 0.5,
-                             after_disagreeing_probe(self.thresholds, *signals)))
+                             _after_disagreeing_probe(self.thresholds, *signals)))
             mode = {PROBE_ACCEPT: Mode.ACCEPT, PROBE_ESCALATE: Mode.ESCALATE}.get(path, Mode.VERIFY)
         if mode not in context.legal_modes:
             raise ValueError(
