@@ -7,9 +7,6 @@ live in ``councilzoo.agents.controllers``, one module per kind of decision.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from councilzoo.agents.base import Agent, Completion, Generator, Sampling
 from councilzoo.agents.binding import AgentBinding, bind_agents
 from councilzoo.agents.controllers import (
@@ -24,6 +21,7 @@ from councilzoo.agents.llm import LLMAgent
 from councilzoo.agents.parsing import parse_action, parse_mode
 from councilzoo.agents.prompts import INSTRUCTIONS, ROLE_PROMPTS, render_messages
 from councilzoo.agents.simulated import SimulatedAgent, TokenModel
+from councilzoo.lazy import lazy_attributes
 
 _LAZY = {
     "TransformersGenerator": "councilzoo.agents.generators",
@@ -37,12 +35,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'councilzoo.agents' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 __all__ = [

@@ -4,9 +4,7 @@ lazily (they pull in torch and transformers). ``RolloutEngine`` is re-exported f
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from councilzoo.lazy import lazy_attributes
 from councilzoo.rollout import RolloutEngine, RolloutStats
 
 _MODULES = {
@@ -27,12 +25,7 @@ _MODULES = {
 _LAZY = {name: module for module, names in _MODULES.items() for name in names}
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'councilzoo.learners' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 __all__ = ["RolloutEngine", "RolloutStats", *_LAZY]

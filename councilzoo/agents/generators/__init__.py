@@ -11,7 +11,6 @@ nor httpx. ``make_generator({"backend": ..., ...})`` builds one from a config ma
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,6 +23,7 @@ from councilzoo.agents.generators.common import (
     checked_generate,
     resolve_model_path,
 )
+from councilzoo.lazy import lazy_attributes
 
 BACKENDS = {
     "transformers": ("councilzoo.agents.generators.transformers_backend", "TransformersGenerator"),
@@ -33,12 +33,7 @@ BACKENDS = {
 _CLASSES = {cls: module for module, cls in BACKENDS.values()}
 
 
-def __getattr__(name: str) -> Any:
-    if name in _CLASSES:
-        value = getattr(importlib.import_module(_CLASSES[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _CLASSES)
 
 
 def make_generator(spec: Mapping[str, Any]) -> Generator:
