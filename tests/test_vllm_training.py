@@ -90,9 +90,9 @@ def record_samples_and_eval_texts() -> tuple[list[dict], list[list[str]]]:
         samples.append({"completion_ids": out["completion_ids"], "logprobs": out["logprobs"]})
         return out
 
-    def recorded_hits(self, indices, generated):
-        texts.append(list(generated))
-        return hits(self, indices, generated)
+    def recorded_hits(self, indices, replies):
+        texts.append([r.text for r in replies])
+        return hits(self, indices, replies)
 
     SeededSampling.__call__, HeldOutAccuracy._hits = recorded_sample, recorded_hits
     return samples, texts
@@ -110,14 +110,15 @@ def check_evals_saw_each_steps_weights(run: dict, cfg, weights: list[Path], root
     problems = load_items(cfg.eval, cfg.seed)
     prompts = [member_prompt(p, 0, False) for p in problems]
     greedy = Sampling(max_new_tokens=cfg.max_completion_length, temperature=0.0)
-    expected = []
+    replies = []
     for folder in weights:
         generator = TransformersGenerator(str(folder), dtype="float32")
-        expected.append([g[0].text for g in generator.generate(prompts, sampling=greedy)])
+        replies.append([g[0] for g in generator.generate(prompts, sampling=greedy)])
+    expected = [[r.text for r in step] for step in replies]
     assert run["eval_texts"] == expected
     assert expected[0] != expected[-1]  # training moved the greedy answers: stale weights would show
     grade = HeldOutAccuracy(root / "unused.jsonl", problems, 1, cfg.max_completion_length)._hits
-    accuracy = [sum(grade(list(range(len(problems))), texts)) / len(problems) for texts in expected]
+    accuracy = [sum(grade(list(range(len(problems))), step)) / len(problems) for step in replies]
     assert accuracy == [e["accuracy"] for e in run["evals"]]
 
 
