@@ -62,3 +62,23 @@ def test_summarise_compares_the_arms_on_the_same_items():
     share = (up.mean() - start.mean()) / (1 - start.mean())
     assert stats["corl_share_of_grpo_gain"][0] == pytest.approx(share)
     assert decide(diff, stats["corl_minus_ttrl_over_seeds"])[0] == "HELD"
+
+
+def test_a_finished_run_is_read_back_and_a_changed_one_runs_again(tmp_path, monkeypatch):
+    """An interrupted experiment resumes: a (arm, seed) run whose result.json was written for the
+    same settings is read back; one written for other settings trains again."""
+    import json
+
+    from councilzoo.repro import real
+
+    settings = dict(real.QUICK)
+    saved = {"steps": [0, 2], "accuracy": [0.25, 0.5], "hits": [[0, 1]], "episodes_accuracy": 0.5}
+    folder = tmp_path / "grpo-seed0"
+    folder.mkdir()
+    (folder / "result.json").write_text(json.dumps({"settings": settings, "result": saved}))
+    ran = []
+    monkeypatch.setattr(real, "run_arm", lambda *job: ran.append(job) or {})
+    assert real._run_job(("grpo", 0, settings, tmp_path)) == saved and ran == []
+    with pytest.raises(FileNotFoundError):  # other settings: trained again (the stand-in writes no members)
+        real._run_job(("grpo", 0, {**settings, "steps": 3}, tmp_path))
+    assert len(ran) == 1
