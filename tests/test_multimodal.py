@@ -11,7 +11,8 @@ from PIL import Image
 
 from councilzoo.agents import SimulatedAgent
 from councilzoo.agents.base import accepts_images
-from councilzoo.agents.generators.common import check_request, render_prompt
+from councilzoo.agents.generators.chat_template import render_prompt
+from councilzoo.agents.generators.checks import check_request
 from councilzoo.agents.generators.images import message_images
 from councilzoo.agents.prompts import render_messages, unseen_images_note
 from councilzoo.envs import make

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, settings
 
 from councilzoo import real_models
 from councilzoo.agents.base import Sampling
-from councilzoo.agents.generators.common import resolve_model_path
+from councilzoo.agents.generators.model_lookup import resolve_model_path
 
 pytestmark = pytest.mark.real
 

@@ -138,7 +138,7 @@ def test_every_prompt_renders_the_fixed_date_not_today(tiny_model_dir):
     from transformers import AutoTokenizer
     from trl.data_utils import apply_chat_template as trl_apply_chat_template
 
-    from councilzoo.agents.generators.common import render_prompt
+    from councilzoo.agents.generators.chat_template import render_prompt
     from councilzoo.learners.engine import Round, RunSettings
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)

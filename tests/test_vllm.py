@@ -86,7 +86,7 @@ def run_engine_checks(model_dir: str) -> dict:
 def _big_seeded_checks(gen) -> dict:
     """256 seeded sequences in one call, twice (the second reads the prefix cache)."""
     from councilzoo.agents.base import Sampling
-    from councilzoo.agents.generators.common import render_prompt
+    from councilzoo.agents.generators.chat_template import render_prompt
 
     sampling = Sampling(max_new_tokens=8, temperature=1.0, seed=11)
     runs = [

@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from councilzoo.agents.base import Completion, Generator, Request, Sampling, accepts_images
 from councilzoo.agents.controllers.contract import Controller, default_mode, is_silent
-from councilzoo.agents.generators.common import checked_generate
+from councilzoo.agents.generators.checks import checked_generate
 from councilzoo.agents.parsing import parse_action
 from councilzoo.agents.prompts import MAX_CHARS, check_prompt_style, render_messages
 from councilzoo.envs.types import Action, Mode, TurnContext

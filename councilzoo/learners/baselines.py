@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from councilzoo.agents.generators.common import apply_chat_template
+from councilzoo.agents.generators.chat_template import apply_chat_template
 from councilzoo.config import ConfigError
 from councilzoo.learners.base import register_learner
 from councilzoo.learners.corl.config import CoRLConfig

@@ -33,7 +33,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from councilzoo.agents.generators.common import chat_template_kwargs, check_template_date
+from councilzoo.agents.generators.chat_template import chat_template_kwargs, check_template_date
 from councilzoo.config import ConfigError, check_fields
 from councilzoo.learners.checkpoint import verified, write_manifest
 from councilzoo.learners.logging import read_metrics
@@ -363,7 +363,7 @@ def processing_class(path: str) -> Any:
     (Qwen2-VL's M-RoPE positions break on a right-padded copy)."""
     from transformers import AutoConfig, AutoProcessor, AutoTokenizer
 
-    from councilzoo.agents.generators.common import is_vision_language
+    from councilzoo.agents.generators.model_lookup import is_vision_language
 
     if is_vision_language(AutoConfig.from_pretrained(path)):
         processing = AutoProcessor.from_pretrained(path, padding_side="left", truncation_side="left")

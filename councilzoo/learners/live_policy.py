@@ -23,7 +23,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from councilzoo.agents.base import Completion, Generator, Sampling
-from councilzoo.agents.generators.common import check_request, first_stop, prompt_seeds, render_prompt
+from councilzoo.agents.generators.chat_template import render_prompt
+from councilzoo.agents.generators.checks import check_request
+from councilzoo.agents.generators.sampling import first_stop, prompt_seeds
 
 __all__ = [
     "vllm_mode", "policy_generator", "trainer_vllm_generator", "push_weights", "weights_pushed",

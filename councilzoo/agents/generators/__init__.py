@@ -15,14 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from councilzoo.agents.base import Generator
-from councilzoo.agents.generators.common import (
-    GenerationError,
-    GeneratorContractError,
-    MissingExtraError,
-    ModelNotCachedError,
-    checked_generate,
-    resolve_model_path,
-)
+from councilzoo.agents.generators.checks import GenerationError, GeneratorContractError, checked_generate
+from councilzoo.agents.generators.model_lookup import ModelNotCachedError, resolve_model_path
+from councilzoo.config import MissingExtraError
 from councilzoo.lazy import lazy_attributes
 
 BACKENDS = {

@@ -17,13 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from councilzoo.agents.base import Completion, Sampling
-from councilzoo.agents.generators.common import (
-    GenerationError,
-    MissingExtraError,
-    check_request,
-    prompt_seeds,
-)
+from councilzoo.agents.generators.checks import GenerationError, check_request
 from councilzoo.agents.generators.images import openai_messages
+from councilzoo.agents.generators.sampling import prompt_seeds
+from councilzoo.config import MissingExtraError
 
 __all__ = ["OpenAIGenerator"]
 

@@ -32,15 +32,11 @@ from transformers import (
 )
 
 from councilzoo.agents.base import Completion, Sampling
-from councilzoo.agents.generators.common import (
-    apply_chat_template,
-    check_request,
-    first_stop,
-    is_vision_language,
-    render_prompt,
-    resolve_model_path,
-)
+from councilzoo.agents.generators.chat_template import apply_chat_template, render_prompt
+from councilzoo.agents.generators.checks import check_request
 from councilzoo.agents.generators.images import message_images
+from councilzoo.agents.generators.model_lookup import is_vision_language, resolve_model_path
+from councilzoo.agents.generators.sampling import first_stop
 
 __all__ = ["TransformersGenerator"]
 

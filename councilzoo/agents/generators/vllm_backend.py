@@ -14,15 +14,12 @@ import os
 from collections.abc import Mapping, Sequence
 
 from councilzoo.agents.base import Completion, Sampling
-from councilzoo.agents.generators.common import (
-    MissingExtraError,
-    check_request,
-    is_vision_language,
-    prompt_seeds,
-    render_prompt,
-    resolve_model_path,
-)
+from councilzoo.agents.generators.chat_template import render_prompt
+from councilzoo.agents.generators.checks import check_request
 from councilzoo.agents.generators.images import message_images
+from councilzoo.agents.generators.model_lookup import is_vision_language, resolve_model_path
+from councilzoo.agents.generators.sampling import prompt_seeds
+from councilzoo.config import MissingExtraError
 
 __all__ = ["CPU_ENV", "VLLMGenerator"]
 

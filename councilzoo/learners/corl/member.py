@@ -124,7 +124,7 @@ class HeldOutAccuracy(engine.MetricsFile):
 
 def member_model_path(cfg: CoRLConfig, index: int) -> str:
     """The member's model folder: a resolved local/hub model, or its built tiny model."""
-    from councilzoo.agents.generators.common import resolve_model_path
+    from councilzoo.agents.generators.model_lookup import resolve_model_path
 
     member = cfg.members[index]
     if member.tiny_family:
@@ -136,7 +136,7 @@ def member_sees_images(model_path: str) -> bool:
     """Whether the member's model is a vision-language model (it then trains on the images)."""
     from transformers import AutoConfig
 
-    from councilzoo.agents.generators.common import is_vision_language
+    from councilzoo.agents.generators.model_lookup import is_vision_language
 
     return is_vision_language(AutoConfig.from_pretrained(model_path))
 
@@ -278,7 +278,7 @@ def quiet_loading() -> None:
     Offline, no hub kernels either (``offline_loading_defaults``): tiny members load no model by name."""
     from transformers.utils import logging as hf_logging
 
-    from councilzoo.agents.generators.common import offline_loading_defaults
+    from councilzoo.agents.generators.model_lookup import offline_loading_defaults
 
     offline_loading_defaults()
     hf_logging.disable_progress_bar()

@@ -131,7 +131,7 @@ class UtteranceLayer:
         import torch
         from transformers import AutoModelForCausalLM
 
-        from councilzoo.agents.generators.common import resolve_model_path
+        from councilzoo.agents.generators.model_lookup import resolve_model_path
         from councilzoo.agents.generators.transformers_backend import TransformersGenerator
 
         a, g = cfg.agents, cfg.generation

@@ -1,0 +1,74 @@
+"""Prompt rendering: chat messages to prompt token ids through the model's chat template, with the
+template's date fixed.
+
+Rendering has one home so that the transformers and vLLM backends feed the model the very same
+prompt token ids (vLLM receives ids, never text), which is what makes their greedy outputs
+comparable token for token.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "TEMPLATE_DATE", "chat_template_kwargs", "check_template_date", "apply_chat_template", "render_prompt",
+]
+
+# The date every chat template renders. Llama-3 templates write today's date into the system turn
+# unless given ``date_string`` (through transformers' ``strftime_now``), so prompt tokens would
+# change at midnight and a resumed run would read other prompts than an uninterrupted one.
+TEMPLATE_DATE = "26 Jul 2024"  # Llama-3.1's own fallback
+
+
+def chat_template_kwargs() -> dict:
+    """Fixed values of the nondeterministic chat-template inputs, for every ``apply_chat_template``."""
+    return {"date_string": TEMPLATE_DATE}
+
+
+def check_template_date(processing) -> None:
+    """Refuse a chat template that reads the clock other than as the ``date_string`` fallback: its
+    prompts would change with the date, and ``strftime_now`` cannot be fixed from outside (a
+    callable passed to ``apply_chat_template`` reaches the template as a string)."""
+    template = getattr(processing, "chat_template", None) or ""
+    if "strftime_now" in template and "date_string" not in template:
+        raise ValueError(
+            f"the chat template of {getattr(processing, 'name_or_path', '')!r} writes the current date "
+            "(strftime_now) into every prompt, so prompts change with the day; give it a template that "
+            "reads date_string (as Llama-3's do) or none"
+        )
+
+
+def apply_chat_template(processing, messages, **kwargs):
+    """``processing.apply_chat_template`` for a generation prompt, with ``chat_template_kwargs()``."""
+    check_template_date(processing)
+    return processing.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=False, **chat_template_kwargs(), **kwargs
+    )
+
+
+def render_prompt(tokenizer, prompt: str | list[dict], *, images: bool = False) -> list[int]:
+    """Prompt token ids: chat messages through the tokenizer's chat template (with the assistant
+    generation prompt), strings taken as already rendered. No special tokens are added in either
+    case: a chat template writes its own, and a rendered string already holds them.
+
+    ``images``: the model reads images, and its template renders image parts as its placeholder
+    tokens; for a text-only model a prompt with image parts is an error, and text parts are
+    joined into plain string contents."""
+    from councilzoo.agents.generators.images import has_image_parts, text_messages
+
+    if isinstance(prompt, str):
+        text = prompt
+    else:
+        if not images:
+            if has_image_parts(prompt):
+                raise ValueError(
+                    f"model {getattr(tokenizer, 'name_or_path', '')!r} is text-only (no image "
+                    "processor) but the prompt holds image parts: use a vision-language model, or "
+                    "render the prompt without images (LLMAgent does so for text-only generators)"
+                )
+            prompt = text_messages(prompt)
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError(
+                f"tokenizer {getattr(tokenizer, 'name_or_path', '')!r} has no chat template: pass "
+                "already-rendered strings, or set tokenizer.chat_template"
+            )
+        text = apply_chat_template(tokenizer, prompt)
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
