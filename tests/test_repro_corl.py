@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from councilzoo.learners.data import DataConfig
-from councilzoo.repro import corl, corl_modal, corl_sim
+from councilzoo.repro import corl, corl_sim, corl_vlm_code
 from councilzoo.repro.corl_sim import SimConfig, initial_logits, train
 from councilzoo.repro.verdicts import HELD, INCONCLUSIVE, NOT_HELD, check, conjunction, part_status
 from councilzoo.tasks import extract_answer
@@ -55,14 +55,14 @@ def test_regime_targets_teach_the_known_share_of_right_answers(task):
     from councilzoo.tasks import synthetic_problems
 
     for problem in synthetic_problems(task, 6, seed=0, difficulty=0.2):
-        right, wrongs = corl_modal.answer_forms(problem)
+        right, wrongs = corl_vlm_code.answer_forms(problem)
         if task == "code":
             assert problem.metadata["solution"] in right and len(wrongs) >= 1
         else:
             assert extract_answer(right, problem.kind) == problem.answer
             assert all(extract_answer(w, problem.kind) != problem.answer for w in wrongs)
-        for known, share in ((True, corl_modal.KNOWN_RIGHT), (False, corl_modal.UNKNOWN_RIGHT)):
-            targets = corl_modal.regime_targets(problem, known, wrong=1)
+        for known, share in ((True, corl_vlm_code.KNOWN_RIGHT), (False, corl_vlm_code.UNKNOWN_RIGHT)):
+            targets = corl_vlm_code.regime_targets(problem, known, wrong=1)
             assert targets.count(right) == round(10 * share) and len(targets) == 10
             assert set(targets) == {right, wrongs[1 % len(wrongs)]}  # one fixed wrong answer per member
 
@@ -71,19 +71,19 @@ def test_v2_items_differ_in_every_view_and_members_know_an_exact_share():
     from councilzoo.tasks import paraphrase, synthetic_problems
 
     for v1, v2 in (("vlm", "vlm_v2"), ("code", "code_v2")):
-        old, new = corl_modal.part_items(v1, 24), corl_modal.part_items(v2, 24)
-        assert old == synthetic_problems(corl_modal.COHORTS[v1].task, 24, seed=corl_modal.ITEMS_SEED,
-                                         difficulty=corl_modal.DIFFICULTY)  # v1's items as they were
+        old, new = corl_vlm_code.part_items(v1, 24), corl_vlm_code.part_items(v2, 24)
+        assert old == synthetic_problems(corl_vlm_code.COHORTS[v1].task, 24, seed=corl_vlm_code.ITEMS_SEED,
+                                         difficulty=corl_vlm_code.DIFFICULTY)  # v1's items as they were
         assert len({p.question for p in old}) < 24  # the reason for v2: v1's prompts repeat
-        for view in corl_modal.VIEWS:
+        for view in corl_vlm_code.VIEWS:
             texts = [paraphrase(p, view).question for p in new]
             assert len(set(texts)) == 24
             assert [t.split(". ", 1)[1] for t in texts] == [paraphrase(p, view).question for p in old]
         assert [(p.id, p.answer) for p in new] == [(p.id, p.answer) for p in old]
     for seed in (1, 2, 3):
-        known, wrong = corl_modal.known_items(2, seed, 24)
+        known, wrong = corl_vlm_code.known_items(2, seed, 24)
         assert known.sum() == 15 and set(wrong) <= {0, 1, 2}
-    assert {int(corl_modal.known_items(1, s, 24)[0].sum()) for s in range(1, 9)} != {15}  # v1: a draw
+    assert {int(corl_vlm_code.known_items(1, s, 24)[0].sum()) for s in range(1, 9)} != {15}  # v1: a draw
 
 
 def test_items_written_under_a_relative_folder_load_with_their_images(tmp_path, monkeypatch):
@@ -93,7 +93,7 @@ def test_items_written_under_a_relative_folder_load_with_their_images(tmp_path, 
     monkeypatch.chdir(tmp_path)
     out = Path("runs") / "corl"  # `repro corl --out runs`: the loader once read runs/corl/runs/corl/...
     out.mkdir(parents=True)
-    problems, path = corl_modal.write_items("vlm_v2", out, 3)
+    problems, path = corl_vlm_code.write_items("vlm_v2", out, 3)
     loaded = load_dataset("jsonl", path=str(path))
     assert [p.id for p in loaded] == [p.id for p in problems]
     for p in loaded:
@@ -105,31 +105,31 @@ def test_items_written_under_a_relative_folder_load_with_their_images(tmp_path, 
 def test_the_shipped_v2_members_are_the_full_specs_and_match_their_digests():
     from councilzoo.repro.tiny_lms import checked
 
-    for part, cohort in corl_modal.COHORTS.items():
+    for part, cohort in corl_vlm_code.COHORTS.items():
         if cohort.version < 2:
             continue
-        problems = corl_modal.part_items(part, corl_modal.FULL["items"])
+        problems = corl_vlm_code.part_items(part, corl_vlm_code.FULL["items"])
         for index in range(len(cohort.families)):
-            name, spec = corl_modal.member_name(part, index, problems, cohort.warmup_steps)
-            folder = corl_modal.SHIPPED_DIR / name
-            assert checked(folder, corl_modal.SHA256[name], "corl_modal.SHA256") == folder
+            name, spec = corl_vlm_code.member_name(part, index, problems, cohort.warmup_steps)
+            folder = corl_vlm_code.SHIPPED_DIR / name
+            assert checked(folder, corl_vlm_code.SHA256[name], "corl_vlm_code.SHA256") == folder
             built = json.loads((folder / "regime.json").read_text())
             assert built == json.loads(json.dumps({**spec, "known_items": 15}, sort_keys=True))
-    assert len(corl_modal.SHA256) == 6
+    assert len(corl_vlm_code.SHA256) == 6
 
 
 @pytest.mark.slow
 def test_a_v2_member_build_reproduces_its_bytes(tmp_path):
     from councilzoo.repro.tiny_lms import digest
 
-    problems = corl_modal.part_items("code_v2", 4)
-    a, b = (corl_modal.build_member("code_v2", 1, problems, 3, root=tmp_path / d) for d in "ab")
+    problems = corl_vlm_code.part_items("code_v2", 4)
+    a, b = (corl_vlm_code.build_member("code_v2", 1, problems, 3, root=tmp_path / d) for d in "ab")
     assert a.name == b.name and digest(a) == digest(b)
 
 
 def test_a_part_whose_precondition_failed_reports_its_training_checks_as_not_run():
     measured = {"members": [{"majority_accuracy": a} for a in (0.4, 0.6, 0.7)], "in_band": False}
-    rows, checks = corl_modal.summarise("code_v2", {}, measured)
+    rows, checks = corl_vlm_code.summarise("code_v2", {}, measured)
     assert rows == [] and not any(c["status"] == HELD for c in checks.values())
     # a failed precondition means the run could not test the claim: INCONCLUSIVE, not NOT HELD
     assert part_status(checks) == INCONCLUSIVE
@@ -282,19 +282,19 @@ def test_quick_run_writes_a_report_whose_verdict_follows_from_its_numbers(quick_
     per_regime = {name: corl.summarise_lm(arms) for name, arms in runs.items()}
     checks = corl.regime_checks(per_regime, measured)
     parts = {p["part"]: p["status"] for p in result["results"]["parts"]}
-    assert set(parts) == {"text", *corl_modal.COHORTS}
+    assert set(parts) == {"text", *corl_vlm_code.COHORTS}
     assert parts["text"] == part_status(checks[corl.PRIMARY])
     assert result["verdict"]["status"] == conjunction(parts.values())
     stored_rows = result["results"]["checks"]
-    for part in corl_modal.COHORTS:  # each new part's checks, recomputed from its curves and majorities
+    for part in corl_vlm_code.COHORTS:  # each new part's checks, recomputed from its curves and majorities
         curves = json.loads((out / f"{part}_curves.json").read_text())
         members = result["results"][f"{part}_before_training"]
         in_band = all(lo <= m["majority_accuracy"] <= hi for m in members)
-        trained = in_band or corl_modal.COHORTS[part].version > 1  # --quick trains v2's arms regardless
-        assert set(curves) == (set(corl_modal.ARMS) if trained else set())
+        trained = in_band or corl_vlm_code.COHORTS[part].version > 1  # --quick trains v2's arms regardless
+        assert set(curves) == (set(corl_vlm_code.ARMS) if trained else set())
         assert all(len(seeds) == 2 for seeds in curves.values())
         measured_part = {"members": members, "in_band": in_band}
-        _, part_checks = corl_modal.summarise(part, curves, measured_part)
+        _, part_checks = corl_vlm_code.summarise(part, curves, measured_part)
         stored = {c["check"]: c["status"] for c in stored_rows if c["part"] == part}
         assert stored == {k: c["status"] for k, c in part_checks.items()}
         assert parts[part] == part_status(part_checks)

@@ -1,4 +1,4 @@
-"""Shared by the Co-RL reproduction's parts (``corl`` text, ``corl_modal`` vision-language and
+"""Shared by the Co-RL reproduction's parts (``corl`` text, ``corl_vlm_code`` vision-language and
 code): sampling a member's answers, the majority precondition and the peer labels a rule would
 give, training one cohort on the engine users run, and the per-seed mean with its interval."""
 

@@ -65,7 +65,7 @@ import numpy as np  # noqa: E402
 
 from councilzoo.learners.corl.config import EvalConfig  # noqa: E402
 from councilzoo.learners.data import DataConfig
-from councilzoo.repro import apply, corl_modal, corl_sim, map_in_processes  # noqa: E402
+from councilzoo.repro import apply, corl_sim, corl_vlm_code, map_in_processes  # noqa: E402
 from councilzoo.repro.cohort_runs import (  # noqa: E402
     MAJORITY_BAND,
     majority_accuracy,
@@ -424,21 +424,23 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
                 for name, r in REGIMES.items()}
     measure_seconds = time.perf_counter() - started - sim_seconds
 
-    # as the modal parts (plan of 2026-12-05, extended to the text part 2026-12-06): a full run trains
-    # no arm of the primary regime once its precondition failed, since its verdict is INCONCLUSIVE
-    # whatever training shows; --quick trains every arm, as a pipeline check
+    # as the vision-language and code parts (plan of 2026-12-05, extended to the text part
+    # 2026-12-06): a full run trains no arm of the primary regime once its precondition failed,
+    # since its verdict is INCONCLUSIVE whatever training shows; --quick trains every arm, as a
+    # pipeline check
     trained = [name for name in REGIMES if quick or name != PRIMARY or measured[name]["in_band"]]
     jobs = [(regime, arm, seed, settings, data, out / "runs")
             for regime in trained for seed in range(n_seeds) for arm in ARMS]
-    plans = [corl_modal.plan_part(name, out, n_seeds, quick) for name in corl_modal.COHORTS]
+    plans = [corl_vlm_code.plan_part(name, out, n_seeds, quick) for name in corl_vlm_code.COHORTS]
     # one pool for every part's independent, seeded runs (a pool's start imports torch in each
-    # worker); the modal parts' longer runs go first, so no worker is left with a long tail
-    calls = [(corl_modal.run_job, job) for plan in plans for job in plan.jobs]
+    # worker); the vision-language and code parts' longer runs go first, so no worker is left with
+    # a long tail
+    calls = [(corl_vlm_code.run_job, job) for plan in plans for job in plan.jobs]
     calls += [(_run_job, job) for job in jobs]
     pool_started = time.perf_counter()
     done = map_in_processes(apply, calls, os.cpu_count() or 1)
     training_seconds = time.perf_counter() - pool_started
-    modal_curves, curves = iter(done[:len(calls) - len(jobs)]), done[len(calls) - len(jobs):]
+    vlm_code_curves, curves = iter(done[:len(calls) - len(jobs)]), done[len(calls) - len(jobs):]
     runs: dict[str, dict[str, list[dict[str, list[float]]]]] = {r: {arm: [] for arm in ARMS} for r in trained}
     for (regime, arm, *_), curve in zip(jobs, curves, strict=True):
         runs[regime][arm].append(curve)  # seeds in order: jobs are listed seed-major
@@ -505,5 +507,5 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
     }
     parts = {"text": text}
     for plan in plans:
-        parts[plan.part] = corl_modal.finish_part(plan, [next(modal_curves) for _ in plan.jobs])
+        parts[plan.part] = corl_vlm_code.finish_part(plan, [next(vlm_code_curves) for _ in plan.jobs])
     return combine_parts(CLAIM, parts, {"quick": quick})

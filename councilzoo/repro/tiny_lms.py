@@ -2,7 +2,7 @@
 
 The three papers' claims are about *trained* models of some (imperfect) skill, which random tiny
 models are not. ``tiny_lm(name)`` returns the folder of a small causal LM (Qwen3 or Llama
-architecture, ``councilzoo.testing.build_tiny_model``) supervised-fine-tuned on two-digit addition
+architecture, ``councilzoo.tiny_models.build_tiny_model``) supervised-fine-tuned on two-digit addition
 for a fixed number of steps, chosen so that it lands in the accuracy regime its experiment needs
 (``TinyLMSpec.regime``), well below the ceiling, so that label-free RL, collaboration and review
 have room to help or hurt.
@@ -231,7 +231,7 @@ def sft_examples(
 class TinyLMSpec:
     """How one tiny LM is built: exactly ``steps`` SFT steps from ``init_from`` (or a random start)."""
 
-    family: str  # "qwen3" | "llama" (councilzoo.testing.FAMILIES)
+    family: str  # "qwen3" | "llama" (councilzoo.tiny_models.FAMILIES)
     hidden_size: int
     num_layers: int
     steps: int  # fixed SFT steps, chosen so the model lands in ``regime``

@@ -88,7 +88,7 @@ class GateCase:
 
 @st.composite
 def gate_outcomes(draw, min_problems: int = 3, max_problems: int = 12) -> GateOutcomes:
-    """Dev tables for fitting learned gates: ``learned_gate.FEATURES`` per problem, every path's
+    """Dev tables for fitting learned gates: ``learned_gates.FEATURES`` per problem, every path's
     correctness, costs increasing from accepting to debating, probes agreeing or not."""
     n = draw(st.integers(min_problems, max_problems))
     column = {  # by name, so a change of FEATURES fails here rather than shifting columns

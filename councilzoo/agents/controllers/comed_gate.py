@@ -166,7 +166,7 @@ class GateOutcomes:
     probe_agrees: np.ndarray
     correct: np.ndarray  # (n, 5) bool
     cost: np.ndarray  # (n, 5) float
-    features: np.ndarray | None = None  # (n, d): the learned gates' ``learned_gate.FEATURES``
+    features: np.ndarray | None = None  # (n, d): the learned gates' ``learned_gates.FEATURES``
 
     def evaluate(self, thresholds: ComedThresholds) -> dict[str, float]:
         """Accuracy, mean cost and escalation rate of the rule on these problems."""

@@ -1,14 +1,14 @@
 """Co-RL's vision-language and code halves at toy scale: parts ``vlm`` and ``code`` of
 ``councilzoo repro corl`` (docs/reproductions.md, "Every half of Co-RL learns", plan 2026-12-04).
 
-Each part is a cohort of three tiny random models of two families (``councilzoo.testing``), each
-on its own paraphrase view: ``vlm`` Qwen2.5-VL / Idefics3 / Qwen2.5-VL on ``synthetic:visual``
+Each part is a cohort of three tiny random models of two families (``councilzoo.tiny_models``),
+each on its own paraphrase view: ``vlm`` Qwen2.5-VL / Idefics3 / Qwen2.5-VL on ``synthetic:visual``
 (the answer is only in the image), ``code`` Qwen3 / Llama / Qwen3 on ``synthetic:code`` (a
 member's answer is the output signature of its program, so the votes are over what programs
 output, never over their text).
 
 A random tiny model solves none of these items, so each member is warmed up into the regime where
-peer labels carry signal (``regime_targets``, SFT by ``tiny_models.teach_answer_format``): it
+peer labels carry signal (``regime_targets``, SFT by ``tiny_members.teach_answer_format``): it
 *knows* its own random share ``KNOWN`` of the items (SFT target the right answer 80% of the time,
 else one fixed wrong answer) and is mostly wrong on the rest (right 30% of the time, else its
 fixed wrong answer). Members draw their known items independently, so their errors are
@@ -100,7 +100,7 @@ TRAINER = {"learning_rate": LEARNING_RATE, "temperature": TEMPERATURE}
 FULL = {"items": 24, "steps": 8, "prompts": 6, "generations": 8, "eval_every": 4, "warmup": None}
 QUICK = {"items": 6, "steps": 2, "prompts": 2, "generations": 4, "eval_every": 2, "warmup": 20}
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "data" / "corl_cohorts"  # v2's full-size members
-# sha256 (``tiny_lms.digest``) of each shipped v2 member, as ``python -m councilzoo.repro.corl_modal``
+# sha256 (``tiny_lms.digest``) of each shipped v2 member, as ``python -m councilzoo.repro.corl_vlm_code``
 # built it
 SHA256: dict[str, str] = {
     "vlm_v2-m0-qwen2_5_vl-55e550380827": "d41c7d1d6e23e4fa94ba0e6a4c5739d67380ede45dfecb81a8ce302e48ab55f2",
@@ -176,7 +176,7 @@ def build_member(part: str, index: int, problems: list[Problem], warmup_steps: i
     family, seed = cohort.families[index], index + 1
     name, spec = member_name(part, index, problems, warmup_steps)
     if (SHIPPED_DIR / name).is_dir() and root is None:
-        return checked(SHIPPED_DIR / name, SHA256.get(name), "corl_modal.SHA256")
+        return checked(SHIPPED_DIR / name, SHA256.get(name), "corl_vlm_code.SHA256")
     root = root or cache_home() / "corl_cohorts"
     folder = root / name
     marker = folder / "regime.json"
@@ -370,12 +370,14 @@ def finish_part(plan: PartPlan, curves: list[dict]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m councilzoo.repro.corl_modal --out DIR``: build the v2 parts' full-size members
+    """``python -m councilzoo.repro.corl_vlm_code --out DIR``: build the v2 parts' full-size members
     into ``DIR`` (``SHIPPED_DIR``: the shipped set) and say, per member, whether its bytes equal
     the shipped ones."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m councilzoo.repro.corl_modal", description=main.__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m councilzoo.repro.corl_vlm_code", description=main.__doc__
+    )
     parser.add_argument("--out", required=True, help=f"folder to build into ({SHIPPED_DIR}: the shipped set)")
     parser.add_argument("parts", nargs="*", help="v2 parts to build (default: all)")
     args = parser.parse_args(argv)
