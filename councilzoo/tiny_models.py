@@ -103,23 +103,28 @@ def _build_tokenizer(vocab_size: int, seed: int, extra_special: tuple[str, ...] 
     return fast
 
 
-def _build_config(family: str, tokenizer, hidden_size: int, num_layers: int, num_heads: int, head_dim: int):
-    from transformers import LlamaConfig, Qwen3Config
-
-    common = dict(
+def _language_model(tokenizer, hidden_size: int, num_layers: int, num_heads: int) -> dict:
+    """The language model's settings that every tiny model shares (a text model's config, a VLM's
+    text config): sizes, untied embeddings, the tokenizer's vocabulary and special ids."""
+    return dict(
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,
         intermediate_size=2 * hidden_size,
         num_hidden_layers=num_layers,
         num_attention_heads=num_heads,
         num_key_value_heads=num_heads,
-        head_dim=head_dim,
         max_position_embeddings=2048,
         tie_word_embeddings=False,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
+
+
+def _build_config(family: str, tokenizer, hidden_size: int, num_layers: int, num_heads: int, head_dim: int):
+    from transformers import LlamaConfig, Qwen3Config
+
+    common = _language_model(tokenizer, hidden_size, num_layers, num_heads) | {"head_dim": head_dim}
     return Qwen3Config(**common) if family == "qwen3" else LlamaConfig(**common)
 
 
@@ -142,20 +147,13 @@ def build_tiny_model(
     it is returned without rebuilding. ``vocab_size`` is the BPE target (byte alphabet included);
     above the default, pseudo-words join the tokenizer corpus so that targets like 32000 are met.
     """
+    args = dict(locals())  # the build's arguments, recorded beside the model: all but path
+    del args["path"]
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
     if min(hidden_size, num_layers, num_heads, head_dim) < 1 or vocab_size < 300:
         raise ValueError("sizes must be positive and vocab_size >= 300 (256 bytes + specials + merges)")
     path = Path(path)
-    args = dict(
-        family=family,
-        hidden_size=hidden_size,
-        num_layers=num_layers,
-        num_heads=num_heads,
-        head_dim=head_dim,
-        vocab_size=vocab_size,
-        seed=seed,
-    )
     if _is_built(path, args):
         return path
 
@@ -250,6 +248,8 @@ def build_tiny_vlm(
 
     Cached like ``build_tiny_model``.
     """
+    args = dict(locals())  # the build's arguments, recorded beside the model: all but path
+    del args["path"]
     if family not in VLM_FAMILIES:
         raise ValueError(f"family must be one of {VLM_FAMILIES}, got {family!r}")
     grid = image_size // patch_size if patch_size > 0 else 0
@@ -258,16 +258,6 @@ def build_tiny_vlm(
     if grid % 2:
         raise ValueError("image_size // patch_size must be even (2 x 2 patches make one image token)")
     path = Path(path)
-    args = dict(
-        family=family,
-        hidden_size=hidden_size,
-        num_layers=num_layers,
-        num_heads=num_heads,
-        head_dim=head_dim,
-        image_size=image_size,
-        patch_size=patch_size,
-        seed=seed,
-    )
     if _is_built(path, args):
         return path
 
@@ -321,21 +311,10 @@ def _qwen2_5_vl(hidden_size, num_layers, num_heads, head_dim, image_size, patch_
     tokenizer.chat_template = template
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in _QWEN_VL_TOKENS}
     half = head_dim // 2  # M-RoPE splits each head's rotary frequencies over (time, height, width)
-    text = dict(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden_size,
-        intermediate_size=2 * hidden_size,
-        num_hidden_layers=num_layers,
-        num_attention_heads=num_heads,
-        num_key_value_heads=num_heads,
-        max_position_embeddings=2048,
-        rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
-                         "mrope_section": [half - 2 * (half * 3 // 8), half * 3 // 8, half * 3 // 8]},
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        tie_word_embeddings=False,
-    )
+    mrope = [half - 2 * (half * 3 // 8), half * 3 // 8, half * 3 // 8]
+    text = _language_model(tokenizer, hidden_size, num_layers, num_heads) | {
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": mrope}
+    }
     vision = dict(
         depth=num_layers,
         hidden_size=hidden_size,
