@@ -80,6 +80,7 @@ from councilzoo.envs.council_env import (
     ProblemDeck,
     as_action,
     build_spaces,
+    check_count,
     check_render_mode,
     grade,
     make_turn,
@@ -119,8 +120,7 @@ class parallel_env(ParallelEnv):
         max_utterance_chars: int = MAX_UTTERANCE_CHARS,
         render_mode: str | None = None,
     ) -> None:
-        if int(num_agents) != num_agents or num_agents < 1:
-            raise ValueError(f"cohort-v0: num_agents must be an integer >= 1, got {num_agents!r}")
+        check_count("cohort-v0", "num_agents", num_agents, 1)
         if reward_rule not in RULES:
             raise ValueError(f"cohort-v0: reward_rule must be one of {RULES}, got {reward_rule!r}")
         if reward_rule in PEER_RULES and num_agents < 2:

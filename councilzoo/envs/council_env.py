@@ -50,8 +50,8 @@ from councilzoo.tasks import Problem, answers_equivalent, extract_answer, extrac
 
 __all__ = [
     "MAX_UTTERANCE_CHARS", "MAX_TRANSCRIPT_CHARS", "VERDICTS", "RENDER_MODES", "IllegalModeError",
-    "to_printable", "as_action", "make_turn", "check_render_mode", "show", "build_spaces", "ProblemDeck",
-    "team_reward", "grade", "render_problem", "render_turn", "CouncilEnv",
+    "to_printable", "as_action", "make_turn", "check_count", "check_render_mode", "show", "build_spaces",
+    "ProblemDeck", "team_reward", "grade", "render_problem", "render_turn", "CouncilEnv",
 ]
 
 MAX_UTTERANCE_CHARS = 8_000  # longer utterances are cut here and the turn marked truncated
@@ -169,6 +169,13 @@ def make_turn(
         agent, role, round_, action.mode, text, answer, verdict, cost, cut, tuple(samples),
         tuple(samples_cut) if any(samples_cut) else (),
     )
+
+
+def check_count(game: str, name: str, value: Any, minimum: int) -> None:
+    """A game's argument that counts something (agents, rounds, samples): a ValueError naming the
+    game and the argument unless ``value`` is a whole number >= ``minimum``."""
+    if int(value) != value or value < minimum:
+        raise ValueError(f"{game}: {name} must be an integer >= {minimum}, got {value!r}")
 
 
 def check_render_mode(render_mode: str | None) -> None:

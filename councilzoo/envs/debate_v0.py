@@ -71,7 +71,7 @@ from typing import Any
 
 import numpy as np
 
-from councilzoo.envs.council_env import RENDER_MODES, CouncilEnv
+from councilzoo.envs.council_env import RENDER_MODES, CouncilEnv, check_count
 from councilzoo.envs.types import Mode, Turn
 from councilzoo.envs.wrappers import OrderEnforcing
 from councilzoo.tasks import Problem, answers_equivalent, plurality
@@ -166,10 +166,8 @@ class raw_env(CouncilEnv):
         max_utterance_chars: int = 8_000,
         render_mode: str | None = None,
     ) -> None:
-        if int(num_agents) != num_agents or num_agents < 2:
-            raise ValueError(f"debate-v0: num_agents must be an integer >= 2, got {num_agents!r}")
-        if int(rounds) != rounds or rounds < 1:
-            raise ValueError(f"debate-v0: rounds must be an integer >= 1, got {rounds!r}")
+        check_count("debate-v0", "num_agents", num_agents, 2)
+        check_count("debate-v0", "rounds", rounds, 1)
         peers = [f"peer_{i}" for i in range(num_agents)]
         super().__init__(
             possible_agents=peers,

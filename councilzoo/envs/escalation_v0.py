@@ -79,7 +79,7 @@ from typing import Any
 
 import numpy as np
 
-from councilzoo.envs.council_env import RENDER_MODES, CouncilEnv, grade
+from councilzoo.envs.council_env import RENDER_MODES, CouncilEnv, check_count, grade
 from councilzoo.envs.debate_v0 import TOP_SHARE, DebateRounds
 from councilzoo.envs.types import Action, Mode, Turn
 from councilzoo.envs.wrappers import OrderEnforcing
@@ -143,13 +143,9 @@ class raw_env(CouncilEnv):
         max_utterance_chars: int = 8_000,
         render_mode: str | None = None,
     ) -> None:
-        for name, value in (
-            ("num_peers", num_peers),
-            ("debate_rounds", debate_rounds),
-            ("anchor_samples", anchor_samples),
-        ):
-            if int(value) != value or value < 1:
-                raise ValueError(f"escalation-v0: {name} must be an integer >= 1, got {value!r}")
+        check_count("escalation-v0", "num_peers", num_peers, 1)
+        check_count("escalation-v0", "debate_rounds", debate_rounds, 1)
+        check_count("escalation-v0", "anchor_samples", anchor_samples, 1)
         self.peers = [f"peer_{i}" for i in range(num_peers)]
         agents = ["anchor", "controller", *self.peers, "verifier"]
         roles = {

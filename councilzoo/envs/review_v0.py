@@ -80,7 +80,7 @@ from typing import Any
 
 import numpy as np
 
-from councilzoo.envs.council_env import RENDER_MODES, CouncilEnv, grade
+from councilzoo.envs.council_env import RENDER_MODES, CouncilEnv, check_count, grade
 from councilzoo.envs.types import Mode, Turn
 from councilzoo.envs.wrappers import OrderEnforcing
 from councilzoo.tasks import Problem, plurality
@@ -125,10 +125,8 @@ class raw_env(CouncilEnv):
         max_utterance_chars: int = 8_000,
         render_mode: str | None = None,
     ) -> None:
-        if int(num_agents) != num_agents or num_agents < 2:
-            raise ValueError(f"review-v0: num_agents must be an integer >= 2, got {num_agents!r}")
-        if int(rounds) != rounds or rounds < 1:
-            raise ValueError(f"review-v0: rounds must be an integer >= 1, got {rounds!r}")
+        check_count("review-v0", "num_agents", num_agents, 2)
+        check_count("review-v0", "rounds", rounds, 1)
         if final_rule not in FINAL_RULES:
             raise ValueError(f"review-v0: final_rule must be one of {FINAL_RULES}, got {final_rule!r}")
         n_prop, n_rev = _split_roles(int(num_agents))
