@@ -69,7 +69,7 @@ from councilzoo.evaluation.council import CouncilConfig  # noqa: E402
 from councilzoo.evaluation.demo import DEMO_COUNCIL  # noqa: E402
 from councilzoo.evaluation.harness import Evaluation  # noqa: E402
 from councilzoo.evaluation.report import frontier_plot, pareto_frontier, rescue_harm_plot  # noqa: E402
-from councilzoo.repro.report import combine_parts  # noqa: E402
+from councilzoo.repro.report import run_sections  # noqa: E402
 from councilzoo.repro.tiny_lms import (  # noqa: E402
     MAX_NEW_TOKENS,
     SOLVER_ROLES,
@@ -523,8 +523,5 @@ def run(out_dir: str | Path, seeds: int | None = None, quick: bool = False) -> d
 
     ``seeds`` overrides each part's default number of seeds.
     """
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    sizes = QUICK if quick else FULL
-    parts = {name: fn(out_dir, seeds, sizes) for name, fn in SECTIONS}
-    return combine_parts(CLAIM, parts, {"protocols": list(PROTOCOLS), "quick": quick})
+    setup = {"protocols": list(PROTOCOLS), "quick": quick}
+    return run_sections(CLAIM, SECTIONS, out_dir, seeds, QUICK if quick else FULL, setup)

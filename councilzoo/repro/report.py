@@ -19,13 +19,14 @@ Anything else in ``result`` is rejected, so every claim reports in the same shap
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from councilzoo.config import run_metadata
 from councilzoo.repro.verdicts import HELD, NOT_HELD, STATUSES, check_rows, conjunction, describe, part_status
 
-__all__ = ["KEYS", "combine_parts", "write_report"]
+__all__ = ["KEYS", "combine_parts", "run_sections", "write_report"]
 
 KEYS = ("claim", "setup", "results", "verdict", "figures")
 
@@ -121,6 +122,17 @@ def combine_parts(claim: str, parts: dict[str, dict[str, Any]], setup: dict[str,
         },
         "figures": [f for p in parts.values() for f in p["figures"]],
     }
+
+
+def run_sections(claim: str, sections: Sequence[tuple[str, Callable[..., dict[str, Any]]]],
+                 out_dir: str | Path, seeds: int | None, sizes: dict[str, Any],
+                 setup: dict[str, Any]) -> dict[str, Any]:
+    """A claim whose parts are independent sections: each ``(name, fn)`` of ``sections`` runs as
+    ``fn(out_dir, seeds, sizes)``, in order, into ``out_dir`` (made if missing), and
+    ``combine_parts`` joins them under ``claim`` with ``setup``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    return combine_parts(claim, {name: fn(out, seeds, sizes) for name, fn in sections}, setup)
 
 
 def write_report(out_dir: str | Path, result: dict[str, Any]) -> dict[str, Path]:

@@ -62,7 +62,7 @@ from councilzoo.envs.types import Mode, TurnContext  # noqa: E402
 from councilzoo.learners.tracer.config import TracerConfig  # noqa: E402
 from councilzoo.learners.tracer.learner import Tracer, baseline_controllers  # noqa: E402
 from councilzoo.repro import map_in_processes, team_optimal  # noqa: E402
-from councilzoo.repro.report import combine_parts  # noqa: E402
+from councilzoo.repro.report import run_sections  # noqa: E402
 from councilzoo.repro.tiny_lms import (  # noqa: E402
     MAX_NEW_TOKENS,
     addition_problems,
@@ -720,8 +720,4 @@ def run(out_dir: str | Path, seeds: int | None = None, quick: bool = False) -> d
 
     ``seeds`` overrides each part's default number of seeds.
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    sizes = QUICK if quick else FULL
-    parts = {name: fn(out, seeds, sizes) for name, fn in SECTIONS}
-    return combine_parts(CLAIM, parts, {"quick": quick})
+    return run_sections(CLAIM, SECTIONS, out_dir, seeds, QUICK if quick else FULL, {"quick": quick})
