@@ -69,7 +69,7 @@ from councilzoo.evaluation.council import CouncilConfig  # noqa: E402
 from councilzoo.evaluation.demo import DEMO_COUNCIL  # noqa: E402
 from councilzoo.evaluation.harness import Evaluation  # noqa: E402
 from councilzoo.evaluation.report import frontier_plot, pareto_frontier, rescue_harm_plot  # noqa: E402
-from councilzoo.repro.report import run_sections  # noqa: E402
+from councilzoo.repro.report import run_sections, save_figure  # noqa: E402
 from councilzoo.repro.tiny_lms import (  # noqa: E402
     MAX_NEW_TOKENS,
     SOLVER_ROLES,
@@ -210,9 +210,7 @@ def _plot_sweep(levels: list[float], table: dict, path: Path) -> None:
     ax2.set_title("Rescue (up) and harm (down), each against its own anchor")
     ax2.legend(fontsize=8)
     ax2.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def _comed_check(comed: dict[str, Any], debate: dict[str, Any]) -> dict[str, Any]:

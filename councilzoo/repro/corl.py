@@ -74,7 +74,7 @@ from councilzoo.repro.cohort_runs import (  # noqa: E402
     seed_ci,
     train_cohort,
 )
-from councilzoo.repro.report import combine_parts  # noqa: E402
+from councilzoo.repro.report import combine_parts, save_figure  # noqa: E402
 from councilzoo.repro.tiny_lms import (  # noqa: E402
     addition_problems,
     tiny_lm,
@@ -349,9 +349,7 @@ def _plot_regimes(runs: dict, measured: dict, label_table: list[dict], path: Pat
     ax.set_ylabel("heterogeneous Co-RL: final - start accuracy")
     ax.set_title("Co-RL gain vs peer-label accuracy (thin lines: measured before training)", fontsize=9)
     ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 
@@ -373,9 +371,7 @@ def _plot_curves(runs: dict, key: str, ylabel: str, path: Path) -> None:
         ax.set_xlabel("RL step")
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def _plot_sim(table: list[dict], path: Path) -> None:
@@ -391,9 +387,7 @@ def _plot_sim(table: list[dict], path: Path) -> None:
     for ax in axes:
         ax.set_xlabel("error correlation rho")
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 # --- entry point ----------------------------------------------------------------------------

@@ -48,7 +48,7 @@ from councilzoo.learners.corl.config import EvalConfig  # noqa: E402
 from councilzoo.learners.data import DataConfig  # noqa: E402
 from councilzoo.repro import map_in_processes  # noqa: E402
 from councilzoo.repro.cohort_runs import sample_answers, seed_ci, train_cohort  # noqa: E402
-from councilzoo.repro.report import combine_parts, write_report  # noqa: E402
+from councilzoo.repro.report import combine_parts, save_figure, write_report  # noqa: E402
 from councilzoo.repro.tiny_lms import addition_problems, tiny_lm  # noqa: E402
 from councilzoo.repro.verdicts import check, describe, interval_status  # noqa: E402
 from councilzoo.tasks import Problem, answers_equivalent  # noqa: E402
@@ -216,9 +216,7 @@ def _plot(cells: list[dict[str, Any]], rows: list[dict], path: Path) -> None:
     ax.set_ylabel(f"{LEARNER}: final - start held-out accuracy")
     ax.set_title("Co-RL dose-response: one learner, frozen partners (ring rule)", fontsize=9)
     ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def plan(out: Path, n_seeds: int | None = None, quick: bool = False, first_seed: int = 0) -> list[tuple]:

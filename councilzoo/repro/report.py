@@ -26,7 +26,7 @@ from typing import Any
 from councilzoo.config import run_metadata
 from councilzoo.repro.verdicts import HELD, NOT_HELD, STATUSES, check_rows, conjunction, describe, part_status
 
-__all__ = ["KEYS", "combine_parts", "run_sections", "write_report"]
+__all__ = ["KEYS", "save_figure", "combine_parts", "run_sections", "write_report"]
 
 KEYS = ("claim", "setup", "results", "verdict", "figures")
 
@@ -96,6 +96,15 @@ def render_markdown(result: dict[str, Any], metadata: dict[str, Any]) -> str:
         lines += ["## Figures", ""] + [f"![{f}]({f})" for f in result["figures"]] + [""]
     lines += ["## Run", ""] + [f"- {k}: {v}" for k, v in metadata.items()]
     return "\n".join(lines) + "\n"
+
+
+def save_figure(fig: Any, path: str | Path) -> None:
+    """How every reproduction's figure ends: laid out tight, saved at 120 dpi, closed."""
+    import matplotlib.pyplot as plt  # here, not at the top: the reproductions pick Agg first
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def combine_parts(claim: str, parts: dict[str, dict[str, Any]], setup: dict[str, Any]) -> dict[str, Any]:

@@ -62,7 +62,7 @@ from councilzoo.envs.types import Mode, TurnContext  # noqa: E402
 from councilzoo.learners.tracer.config import TracerConfig  # noqa: E402
 from councilzoo.learners.tracer.learner import Tracer, baseline_controllers  # noqa: E402
 from councilzoo.repro import map_in_processes, team_optimal  # noqa: E402
-from councilzoo.repro.report import run_sections  # noqa: E402
+from councilzoo.repro.report import run_sections, save_figure  # noqa: E402
 from councilzoo.repro.tiny_lms import (  # noqa: E402
     MAX_NEW_TOKENS,
     addition_problems,
@@ -149,9 +149,7 @@ def _plot_regret(curve: list[dict], path: Path) -> None:
     ax.set(xlabel="training step", ylabel="regret / T (solid) and bound / T (dashed)",
            title="Average regret vs its bound, per information state")
     ax.legend(fontsize=6, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def _plot_frontier(table: dict[float, dict[str, dict]], path: Path) -> None:
@@ -164,9 +162,7 @@ def _plot_frontier(table: dict[float, dict[str, dict]], path: Path) -> None:
             ax.annotate(f"r={r:g}", (x, y), fontsize=6)
     ax.set(xlabel="model calls per question", ylabel="accuracy", title="Accuracy vs calls per protocol")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def simulated(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dict[str, Any]:
@@ -348,9 +344,7 @@ def _plot_policies(runs: dict[str, list[dict]], bars: Sequence[str], title: str,
     bx.set_xticks([j * width + (len(runs) - 1) / 2 for j in range(len(bars))], [BARS[m] for m in bars])
     bx.set(ylim=(0, 1.05), title="Proposals and their fate (mean +- sd over seeds)")
     bx.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def _paired(cells: list[dict], metric: str) -> tuple[float, float, float]:
@@ -653,9 +647,7 @@ def _plot_optimum(cells: list[dict], path: Path) -> None:
         ax.legend(fontsize=8)
     fig.suptitle("Learned TRACER controllers vs the exact team-optimal policy (mean, 95% CI over seeds)",
                  fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def team_optimum_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dict[str, Any]:
