@@ -21,16 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from councilzoo import config
 from councilzoo.agents.factory import build_models
-from councilzoo.config import (
-    check_output_dir,
-    config_to_dict,
-    did_you_mean,
-    gather,
-    load_config,
-    run_lock,
-    run_metadata,
-)
 from councilzoo.envs.types import EpisodeRecord
 from councilzoo.evaluation import protocols, report
 from councilzoo.evaluation.context import Run
@@ -239,7 +231,7 @@ def evaluate(
     if isinstance(agents_cfg, (str, Path)):
         council = load_council(agents_cfg)
     else:
-        council = load_config(agents_cfg, CouncilConfig)  # a mapping, or a CouncilConfig as it is
+        council = config.load_config(agents_cfg, CouncilConfig)  # a mapping, or a CouncilConfig as it is
     return Evaluation(council, problems, dev, out, **kwargs).result(protocol)
 
 
@@ -250,7 +242,7 @@ def _parse_protocols(spec: str) -> list[str]:
     if not names:
         raise ValueError(f"--protocol {spec!r}: name one of {list(PROTOCOL_ORDER)} or 'all'")
     problems = [
-        f"--protocol {spec!r}: unknown protocol {n!r}{did_you_mean(n, PROTOCOL_ORDER)}; choose from "
+        f"--protocol {spec!r}: unknown protocol {n!r}{config.did_you_mean(n, PROTOCOL_ORDER)}; choose from "
         f"{list(PROTOCOL_ORDER)} or 'all'"
         for n in dict.fromkeys(names)
         if n not in protocols.PROTOCOLS
@@ -317,12 +309,12 @@ def main(args: argparse.Namespace) -> int:
     every problem, the dev split of protocols fitted on it, a rerun's settings), then the models
     are built and the episodes played."""
     problems: list[str] = []  # every independent input is checked; their mistakes reported together
-    names = gather(problems, _parse_protocols, args.protocol) or []
-    gather(problems, _check_options, args, names)
-    gather(problems, check_output_dir, args.out)
-    council = gather(problems, load_council, args.agents)
+    names = config.gather(problems, _parse_protocols, args.protocol) or []
+    config.gather(problems, _check_options, args, names)
+    config.gather(problems, config.check_output_dir, args.out)
+    council = config.gather(problems, load_council, args.agents)
     difficulty = getattr(args, "difficulty", None)
-    test = gather(
+    test = config.gather(
         problems, problems_for, args.dataset, args.split, args.limit, args.seed, args.path, difficulty
     )
     if problems:
@@ -332,7 +324,7 @@ def main(args: argparse.Namespace) -> int:
         dev = _checked_dev(dev(), test)
     settings = {
         "command": "eval",
-        "agents": config_to_dict(council),
+        "agents": config.config_to_dict(council),
         "dataset": args.dataset,
         "split": args.split,
         "path_sha256": file_digest(args.path),  # the files' contents, wherever they are read from
@@ -345,10 +337,10 @@ def main(args: argparse.Namespace) -> int:
     check_rerun(args.out, settings, args.overwrite)
     with agents_file(args.agents):  # the models are built here: a bad value names the file and line
         ev = Evaluation(council, test, dev, args.out, seed=args.seed)
-    with run_lock(args.out):
+    with config.run_lock(args.out):
         check_rerun(args.out, settings, args.overwrite)  # again: a run may have finished meanwhile
         start_run(args.out, settings, args.overwrite)
-        meta = run_metadata(
+        meta = config.run_metadata(
             args.seed, agents=str(args.agents), dataset=args.dataset, split=args.split, n=len(test)
         )
         level = "" if difficulty is None else f" at difficulty {difficulty:g}"

@@ -69,17 +69,8 @@ from councilzoo.evaluation.council import CouncilConfig  # noqa: E402
 from councilzoo.evaluation.demo import DEMO_COUNCIL  # noqa: E402
 from councilzoo.evaluation.harness import Evaluation  # noqa: E402
 from councilzoo.evaluation.report import frontier_plot, pareto_frontier, rescue_harm_plot  # noqa: E402
+from councilzoo.repro import tiny_lms  # noqa: E402
 from councilzoo.repro.report import run_sections, save_figure  # noqa: E402
-from councilzoo.repro.tiny_lms import (  # noqa: E402
-    MAX_NEW_TOKENS,
-    SOLVER_ROLES,
-    addition_problems,
-    solver_messages,
-    tiny_lm,
-    tiny_lm_info,
-    torch_threads,
-    verifier_messages,
-)
 from councilzoo.repro.verdicts import check as labelled  # noqa: E402
 from councilzoo.repro.verdicts import flag_status, interval_status
 from councilzoo.tasks import synthetic_problems  # noqa: E402
@@ -296,7 +287,7 @@ def simulated(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dict[s
 
 def solver_role(role: str) -> str:
     """The SFT role a game role is rendered as: itself if the solvers were trained on it, else member."""
-    return role if role in SOLVER_ROLES else "member"
+    return role if role in tiny_lms.SOLVER_ROLES else "member"
 
 
 def solver_prompt(ctx: TurnContext) -> list[dict[str, str]]:
@@ -305,12 +296,13 @@ def solver_prompt(ctx: TurnContext) -> list[dict[str, str]]:
     ``LLMAgent``'s own renderer shows the probe, the verifier and every debater the other agents'
     answers, and uses the ``verifier`` role prompt; the tiny solvers saw neither in SFT.
     """
-    return solver_messages(ctx.problem, solver_role(ctx.role))
+    return tiny_lms.solver_messages(ctx.problem, solver_role(ctx.role))
 
 
 def picking_prompt(ctx: TurnContext) -> list[dict[str, str]]:
     """A picking verifier's prompt: the question with the anchor's and the probe's answers."""
-    return verifier_messages(ctx.problem, ctx.extras.get("anchor_answer"), ctx.extras.get("probe_answer"))
+    anchor, probe = ctx.extras.get("anchor_answer"), ctx.extras.get("probe_answer")
+    return tiny_lms.verifier_messages(ctx.problem, anchor, probe)
 
 
 def solver_agent(
@@ -319,7 +311,7 @@ def solver_agent(
     """An ``LLMAgent`` over the tiny LM at ``model``, prompted by ``solver_prompt`` (a solver) or
     ``picking_prompt`` (a picking verifier)."""
     generator = TransformersGenerator(model, batch_size=512, seed=seed)
-    sampling = Sampling(max_new_tokens=MAX_NEW_TOKENS, temperature=temperature)
+    sampling = Sampling(max_new_tokens=tiny_lms.MAX_NEW_TOKENS, temperature=temperature)
     render = picking_prompt if picking else solver_prompt
     return LLMAgent(generator, sampling=sampling, render=render, name=name)
 
@@ -329,7 +321,7 @@ def lm_council(seating: Seating, seed: int, dev_size: int) -> CouncilConfig:
     agent = f"{__name__}:{solver_agent.__name__}"
     models = {}
     for i, name in enumerate(seating.names()):
-        kwargs = {"model": str(tiny_lm(name)), "name": name, "seed": 1000 * seed + i}
+        kwargs = {"model": str(tiny_lms.tiny_lm(name)), "name": name, "seed": 1000 * seed + i}
         if seating.picking and name == seating.verifier:
             kwargs.update(picking=True, temperature=0.0)
         models[name] = {"type": agent, "kwargs": kwargs}
@@ -349,7 +341,8 @@ def lm_council(seating: Seating, seed: int, dev_size: int) -> CouncilConfig:
 
 def run_lm_cell(seating: Seating, seed: int, n_test: int, n_dev: int) -> dict[str, dict[str, Any]]:
     """One seed of a tiny-LM council: each protocol's summary row (plus the oracle gate)."""
-    test, dev = addition_problems("test", n_test, seed=seed), addition_problems("dev", n_dev, seed=seed)
+    test = tiny_lms.addition_problems("test", n_test, seed=seed)
+    dev = tiny_lms.addition_problems("dev", n_dev, seed=seed)
     ev = Evaluation(lm_council(seating, seed, n_dev), test, dev, progress=False, num_envs=n_test, seed=seed)
     return {row["protocol"]: row for row in ev.rows(LM_PROTOCOLS)}
 
@@ -360,7 +353,7 @@ def council_rows(
     """Run ``seating`` over ``seeds``: its protocol rows, the seed-averaged table, the results every
     council reports (rows, COMED's fits, frontiers) under ``prefix``, and its setup; saves the
     frontier and rescue-harm figures as ``<prefix>_frontier.png`` / ``<prefix>_rescue_harm.png``."""
-    with torch_threads():
+    with tiny_lms.torch_threads():
         cells = [run_lm_cell(seating, seed, sizes["lm_test"], sizes["lm_dev"]) for seed in range(seeds)]
     table = {p: _aggregate(cells, p) for p in LM_PROTOCOLS}
     rows = [{"protocol": p, "oracle": p == "oracle_gate", **table[p]} for p in LM_PROTOCOLS]
@@ -380,7 +373,7 @@ def council_rows(
     }
     models = {}
     for name in seating.names():
-        info = tiny_lm_info(tiny_lm(name))
+        info = tiny_lms.tiny_lm_info(tiny_lms.tiny_lm(name))
         models[name] = {"test": round(info["test_accuracy"], 3),
                         **{k: round(v, 3) for k, v in info["test_accuracy_by_skill"].items()}}
         if info["spec"]["task"] == "verifier":

@@ -49,14 +49,7 @@ from councilzoo.agents.prompts import member_prompt
 from councilzoo.config import cache_home
 from councilzoo.learners.corl.config import EvalConfig
 from councilzoo.learners.data import DataConfig
-from councilzoo.repro.cohort_runs import (
-    MAJORITY_BAND,
-    majority_accuracy,
-    peer_label_stats,
-    sample_answers,
-    seed_ci,
-    train_cohort,
-)
+from councilzoo.repro import cohort_runs
 from councilzoo.repro.tiny_lms import checked, deterministic, digest, torch_threads
 from councilzoo.repro.verdicts import check, describe, flag_status, interval_status
 from councilzoo.tasks import Problem, format_answer, synthetic_problems
@@ -214,13 +207,13 @@ def measure(part: str, paths: list[Path], problems: list[Problem], settings: dic
     golds, kinds = [p.answer for p in problems], [p.kind for p in problems]
     answers, rows = [], []
     for index, path in enumerate(paths):
-        group = sample_answers(path, problems, index, settings["generations"], TEMPERATURE, seed=0,
-                               max_new_tokens=cohort.max_completion_length)
+        group = cohort_runs.sample_answers(path, problems, index, settings["generations"], TEMPERATURE,
+                                           seed=0, max_new_tokens=cohort.max_completion_length)
         answers.append(group)
         rows.append({"part": part, "member": f"m{index}-{cohort.families[index]}", "view": index,
-                     "majority_accuracy": majority_accuracy(group, golds, kinds)})
-    labels = peer_label_stats(answers, golds, "peer_majority", kinds)
-    lo, hi = MAJORITY_BAND
+                     "majority_accuracy": cohort_runs.majority_accuracy(group, golds, kinds)})
+    labels = cohort_runs.peer_label_stats(answers, golds, "peer_majority", kinds)
+    lo, hi = cohort_runs.MAJORITY_BAND
     return {"members": rows, "label_precision": labels["precision"], "label_coverage": labels["coverage"],
             "in_band": all(lo <= r["majority_accuracy"] <= hi for r in rows)}
 
@@ -235,7 +228,7 @@ def run_job(job: tuple) -> dict[str, list[float]]:
         zip(cohort.families, paths, strict=True))]
     data = DataConfig(dataset="jsonl", path=str(items))
     same_items = EvalConfig(dataset="jsonl", path=str(items), eval_steps=settings["eval_every"])
-    return train_cohort(kind, rule, members, seed, settings, data, same_items,
+    return cohort_runs.train_cohort(kind, rule, members, seed, settings, data, same_items,
                         out / f"{part}-{arm}-seed{seed}", TRAINER,
                         max_completion_length=cohort.max_completion_length)
 
@@ -247,15 +240,17 @@ def summarise(part: str, runs: dict[str, list[dict]], measured: dict) -> tuple[l
         start = np.array([s["accuracy"][0] for s in seeds])
         final[arm] = np.array([s["accuracy"][-1] for s in seeds])
         gain[arm] = final[arm] - start
-        g, f = seed_ci(gain[arm]), seed_ci(final[arm])
+        g, f = cohort_runs.seed_ci(gain[arm]), cohort_runs.seed_ci(final[arm])
         rows.append({"part": part, "arm": arm, "start_accuracy": float(start.mean()), "final_accuracy": f[0],
                      "final_accuracy_ci": (f[1], f[2]), "gain": g[0], "gain_ci": (g[1], g[2]),
                      "label_precision": float(np.nanmean([np.nanmean(s["label_precision"]) for s in seeds]))})
     accs = [m["majority_accuracy"] for m in measured["members"]]
     trained = "corl" in runs  # a full run trains no arm once the precondition failed (plan_part)
-    corl_gain = seed_ci(gain["corl"]) if trained else [float("nan")] * 3
-    vs_ttrl = seed_ci(final["corl"] - final["ttrl"]) if trained else [float("nan")] * 3  # paired by seed
-    band = f"every member's majority-of-G accuracy in [{MAJORITY_BAND[0]:.2f}, {MAJORITY_BAND[1]:.2f}]"
+    corl_gain = cohort_runs.seed_ci(gain["corl"]) if trained else [float("nan")] * 3
+    vs_ttrl = (cohort_runs.seed_ci(final["corl"] - final["ttrl"])  # paired by seed
+               if trained else [float("nan")] * 3)
+    low, high = cohort_runs.MAJORITY_BAND
+    band = f"every member's majority-of-G accuracy in [{low:.2f}, {high:.2f}]"
     not_run = "" if trained else " (not run: the precondition failed)"
     checks = {
         "members_majority_in_band": check("precondition", flag_status(measured["in_band"]),

@@ -32,15 +32,7 @@ from typing import Protocol
 
 import numpy as np
 
-from councilzoo.agents.controllers.comed_gate import (
-    ACCEPT,
-    DIRECT_ESCALATE,
-    PROBE_ACCEPT,
-    PROBE_ESCALATE,
-    PROBE_VERIFY,
-    GateOutcomes,
-    route,
-)
+from councilzoo.agents.controllers import comed_gate
 from councilzoo.envs.escalation_v0 import PROBE_AGREES, PROBE_DONE, router_margin
 from councilzoo.envs.types import Action, Mode, Turn, TurnContext
 from councilzoo.tasks import Problem, answers_for
@@ -61,7 +53,7 @@ FEATURES = (
     "numbers",  # numbers in the question (a step-count proxy for word problems)
 )
 MODES = (Mode.ACCEPT, Mode.VERIFY, Mode.ESCALATE)  # action k of either step plays MODES[k]
-AFTER_PROBE_PATHS = (PROBE_ACCEPT, PROBE_VERIFY, PROBE_ESCALATE)
+AFTER_PROBE_PATHS = (comed_gate.PROBE_ACCEPT, comed_gate.PROBE_VERIFY, comed_gate.PROBE_ESCALATE)
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
@@ -101,7 +93,7 @@ class Gate(Protocol):
     def after_probe_scores(self, x: np.ndarray) -> np.ndarray: ...
 
 
-def utilities(outcomes: GateOutcomes, lam: float) -> np.ndarray:
+def utilities(outcomes: comed_gate.GateOutcomes, lam: float) -> np.ndarray:
     """``correct - lam * cost`` of every path on every dev problem, ``(n, 5)``."""
     return outcomes.correct - lam * outcomes.cost
 
@@ -110,17 +102,19 @@ def learned_paths(gate: Gate, x: np.ndarray, probe_agrees: np.ndarray) -> np.nda
     """The path code (``PATH_NAMES``) ``gate`` takes on each problem (dev scoring, tests)."""
     first = gate.gate_scores(x).argmax(axis=1)
     second = np.asarray(AFTER_PROBE_PATHS)[gate.after_probe_scores(x).argmax(axis=1)]
-    return route(first == 0, first == 2, probe_agrees, second)
+    return comed_gate.route(first == 0, first == 2, probe_agrees, second)
 
 
-def dev_scores(gate: Gate, outcomes: GateOutcomes) -> dict[str, float]:
+def dev_scores(gate: Gate, outcomes: comed_gate.GateOutcomes) -> dict[str, float]:
     """The gate's accuracy, mean cost and escalation rate on the dev problems it was fitted on."""
     paths = learned_paths(gate, outcomes.features, outcomes.probe_agrees)
     rows = np.arange(len(paths))
     return {
         "accuracy": float(outcomes.correct[rows, paths].mean()),
         "cost": float(outcomes.cost[rows, paths].mean()),
-        "escalation_rate": float(np.isin(paths, (PROBE_ESCALATE, DIRECT_ESCALATE)).mean()),
+        "escalation_rate": float(
+            np.isin(paths, (comed_gate.PROBE_ESCALATE, comed_gate.DIRECT_ESCALATE)).mean()
+        ),
     }
 
 
@@ -154,7 +148,7 @@ class LogisticGate:
     def __init__(self, lam: float = 0.02, l2: float = 1.0):
         self.lam, self.l2 = lam, l2
 
-    def fit(self, outcomes: GateOutcomes) -> LogisticGate:
+    def fit(self, outcomes: comed_gate.GateOutcomes) -> LogisticGate:
         x, agrees = outcomes.features, outcomes.probe_agrees.astype(bool)
         self.mean, self.scale = x.mean(axis=0), x.std(axis=0) + 1e-9
         z = self._z(x)
@@ -166,8 +160,8 @@ class LogisticGate:
 
         everyone = np.ones(len(x), dtype=bool)
         self.agree = _fit_logistic(z, agrees.astype(float), self.l2)
-        self.gate_models = [model(ACCEPT, everyone), model(DIRECT_ESCALATE, everyone)]
-        self.agreed_model = model(PROBE_ACCEPT, agrees)
+        self.gate_models = [model(comed_gate.ACCEPT, everyone), model(comed_gate.DIRECT_ESCALATE, everyone)]
+        self.agreed_model = model(comed_gate.PROBE_ACCEPT, agrees)
         self.after_models = [model(path, ~agrees) for path in AFTER_PROBE_PATHS]
         return self
 
@@ -224,7 +218,7 @@ class RegretGate:
     def __init__(self, lam: float = 0.02, iterations: int = 2000, seed: int = 0):
         self.lam, self.iterations, self.seed = lam, iterations, seed
 
-    def fit(self, outcomes: GateOutcomes) -> RegretGate:
+    def fit(self, outcomes: comed_gate.GateOutcomes) -> RegretGate:
         x, agrees = outcomes.features, outcomes.probe_agrees.astype(bool)
         u = utilities(outcomes, self.lam)
         self.cells = _Cells(x, REGRET_COLUMNS)
@@ -241,8 +235,8 @@ class RegretGate:
             # the probe's utility on a dev problem: accept if the probe agrees, else play the
             # current post-probe policy of the problem's cell (or the pooled one if unseen)
             sigma = self.after.strategy(np.where(self.seen_after[cell], cell, pooled))
-            probe = np.where(agrees, u[:, PROBE_ACCEPT], (sigma * u[:, AFTER_PROBE_PATHS]).sum(1))
-            values = np.c_[u[:, ACCEPT], probe, u[:, DIRECT_ESCALATE]]
+            probe = np.where(agrees, u[:, comed_gate.PROBE_ACCEPT], (sigma * u[:, AFTER_PROBE_PATHS]).sum(1))
+            values = np.c_[u[:, comed_gate.ACCEPT], probe, u[:, comed_gate.DIRECT_ESCALATE]]
             gate.update(None, _cell_means(cell, values, self.cells.size))
         self.gate = gate
         return self
