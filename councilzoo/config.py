@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import hashlib
 import json
 import math
 import os
@@ -32,7 +33,7 @@ import yaml
 
 __all__ = [
     "ConfigError", "load_config", "config_to_dict", "dump_config", "run_metadata", "write_run_files",
-    "check_output_dir", "cache_home", "cached_build", "MissingExtraError",
+    "check_output_dir", "cache_home", "spec_dir", "cached_build", "MissingExtraError",
 ]
 
 T = TypeVar("T")
@@ -473,6 +474,13 @@ def cache_home() -> Path:
 
 
 BUILD_SPEC_FILE = "councilzoo_member.json"  # what a cached build was built from
+
+
+def spec_dir(root: str | Path, spec: dict[str, Any]) -> Path:
+    """The folder under ``root`` of the model built from ``spec`` (by ``cached_build``):
+    ``<family>-<hash of spec>``, so a model built from other settings has a folder of its own."""
+    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+    return Path(root) / f"{spec['family']}-{digest}"
 
 
 def cached_build(target: Path, spec: dict[str, Any], build: Callable[[Path], None]) -> Path:

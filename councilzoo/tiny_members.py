@@ -7,7 +7,7 @@ problem's answer forms (a random letter; for a numeric problem with distractors 
 one of them; for code one of the problem's programs). Test scaffolding, not a policy update.
 
 Each model is cached by its settings (``member_spec``: everything that determines its weights)
-in a folder named by their hash (``spec_dir``), by default under the cache folder
+in a folder named by their hash (``councilzoo.config.spec_dir``), by default under the cache folder
 (``councilzoo.config.cache_home``), so a second run with another output folder starts training
 at once. A build writes a temporary folder and renames it into place, under a file lock: two
 processes building the same model do not collide, and a killed build leaves no half model.
@@ -15,8 +15,6 @@ processes building the same model do not collide, and a killed build leaves no h
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
@@ -25,12 +23,12 @@ from typing import Any
 import numpy as np
 
 from councilzoo.agents.prompts import member_prompt
-from councilzoo.config import cached_build, config_to_dict
+from councilzoo.config import cached_build, config_to_dict, spec_dir
 from councilzoo.progress import Progress, phase
 from councilzoo.tasks import Problem, format_answer
 from councilzoo.tiny_models import FAMILIES, tiny_builder
 
-__all__ = ["member_spec", "spec_dir", "build_tiny_models", "warm_up", "teach_answer_format"]
+__all__ = ["member_spec", "build_tiny_models", "warm_up", "teach_answer_format"]
 
 WARMUP_LR = 3e-3
 WARMUP_BATCH = 16
@@ -58,12 +56,6 @@ def member_spec(cfg: Any, index: int) -> dict[str, Any]:
             "batch_size": WARMUP_BATCH,
         }
     return spec
-
-
-def spec_dir(root: str | Path, spec: dict[str, Any]) -> Path:
-    """The folder of the model built from ``spec`` under ``root``: ``<family>-<hash of spec>``."""
-    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
-    return Path(root) / f"{spec['family']}-{digest}"
 
 
 def build_tiny_models(cfg: Any, problems: Sequence[Problem]) -> None:

@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from councilzoo.agents.prompts import check_prompt_style
-from councilzoo.config import cache_home, config_to_dict, gather
+from councilzoo.config import cache_home, config_to_dict, gather, spec_dir
 from councilzoo.learners import engine
 from councilzoo.learners.corl.link import DistributedConfig
 from councilzoo.learners.data import DataConfig
 from councilzoo.learners.logging import check_report_to
 from councilzoo.learners.recipe_checks import check_sleep_mode
 from councilzoo.real_models import is_real_model_name
-from councilzoo.tiny_members import member_spec, spec_dir
+from councilzoo.tiny_members import member_spec
 
 __all__ = ["MemberConfig", "EvalConfig", "CoRLConfig", "VLLM_GROUP_PORT"]
 
