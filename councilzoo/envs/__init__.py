@@ -15,7 +15,7 @@ from typing import Any
 import pettingzoo
 
 from councilzoo.envs import cohort_v0, debate_v0, escalation_v0, review_v0
-from councilzoo.envs.council_env import IllegalModeError
+from councilzoo.envs.council_env import IllegalModeError, TableSettings
 from councilzoo.envs.rewards import RULES, RewardResult, compute_rewards
 from councilzoo.envs.types import NUM_MODES, Action, Cost, EpisodeRecord, Mode, Turn, TurnContext
 from councilzoo.envs.wrappers import IllegalModePenalty
@@ -36,9 +36,13 @@ _RAW = {  # the game classes, whose signatures list the accepted keywords
 
 
 def _accepted_kwargs(env_id: str) -> list[str]:
-    """The keyword arguments the game ``env_id`` accepts."""
+    """The keyword arguments the game ``env_id`` accepts: its own, then ``TableSettings``' where it
+    passes those on (``**table``)."""
     _check_env_id(env_id)
-    return [p for p in inspect.signature(_RAW[env_id]).parameters if p != "self"]
+    params = inspect.signature(_RAW[env_id]).parameters.values()
+    own = [p.name for p in params if p.name != "self" and p.kind is not p.VAR_KEYWORD]
+    passed_on = any(p.kind is p.VAR_KEYWORD for p in params)
+    return own + (list(TableSettings.__annotations__) if passed_on else [])
 
 
 def _check_env_id(env_id: str) -> None:

@@ -6,7 +6,10 @@ A game subclasses :class:`CouncilEnv` and supplies its rules through six hooks (
 sanitising and truncating utterances, cost accounting, grading, rewards, observations, the
 episode record and the ansi render) lives here once. The parallel cohort game reuses the
 module-level pieces (:class:`ProblemDeck`, :func:`build_spaces`, :func:`as_action`,
-:func:`make_turn`).
+:func:`make_turn`). The settings every game shares (``problems``, ``lam``, ``cost_unit``,
+``max_utterance_chars``, ``render_mode``) are declared once, as :class:`TableSettings`: a game
+takes them as ``**table: Unpack[TableSettings]`` beside its own arguments and hands them to
+``CouncilEnv.__init__``.
 
 Actions. ``step`` accepts an :class:`~councilzoo.envs.types.Action`, a plain ``int`` /
 ``np.integer`` (the mode alone, empty utterance: what PettingZoo's test suites sample from the
@@ -30,7 +33,7 @@ import string
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import asdict, replace
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 from gymnasium import spaces
@@ -51,7 +54,7 @@ from councilzoo.tasks import Problem, answers_equivalent, extract_answer, extrac
 __all__ = [
     "MAX_UTTERANCE_CHARS", "MAX_TRANSCRIPT_CHARS", "VERDICTS", "RENDER_MODES", "IllegalModeError",
     "to_printable", "as_action", "make_turn", "check_count", "check_render_mode", "show", "build_spaces",
-    "ProblemDeck", "team_reward", "grade", "render_problem", "render_turn", "CouncilEnv",
+    "ProblemDeck", "team_reward", "grade", "render_problem", "render_turn", "TableSettings", "CouncilEnv",
 ]
 
 MAX_UTTERANCE_CHARS = 8_000  # longer utterances are cut here and the turn marked truncated
@@ -290,6 +293,18 @@ def render_turn(turn: Turn) -> str:
         tags.append("truncated")
     head += f" [{', '.join(tags)}]" if tags else ""
     return f"{head}: {turn.text}" if turn.text else head
+
+
+class TableSettings(TypedDict, total=False):
+    """What every turn-based game takes beside its own rules and hands to ``CouncilEnv`` unchanged:
+    keyword-only and each optional, with ``CouncilEnv``'s defaults. A game declares them as
+    ``**table: Unpack[TableSettings]``, so they are written once, here."""
+
+    problems: Iterable[Problem] | None  # the problems dealt (default: 100 synthetic numeric problems)
+    lam: float  # cost weight of the team reward (default 0.0)
+    cost_unit: str  # "calls" (default) or "tokens"
+    max_utterance_chars: int  # longer utterances are cut and marked truncated (default 8,000)
+    render_mode: str | None  # None (default), "ansi" or "human"
 
 
 class CouncilEnv(AECEnv, ABC):

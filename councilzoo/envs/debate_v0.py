@@ -66,15 +66,17 @@ Infos at the end: final answer, correctness, top share, cost, and per agent its 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from councilzoo.envs.council_env import RENDER_MODES, CouncilEnv, check_count
+from councilzoo.envs.council_env import RENDER_MODES, CouncilEnv, TableSettings, check_count
 from councilzoo.envs.types import Mode, Turn
 from councilzoo.envs.wrappers import OrderEnforcing
-from councilzoo.tasks import Problem, answers_equivalent, plurality
+from councilzoo.tasks import answers_equivalent, plurality
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["FEATURE_NAMES", "DebateRounds", "raw_env", "env"]
 
@@ -155,29 +157,11 @@ class raw_env(CouncilEnv):
     env_id = "councilzoo/debate-v0"
     FEATURE_NAMES = FEATURE_NAMES
 
-    def __init__(
-        self,
-        num_agents: int = 3,
-        rounds: int = 2,
-        *,
-        problems: Iterable[Problem] | None = None,
-        lam: float = 0.0,
-        cost_unit: str = "calls",
-        max_utterance_chars: int = 8_000,
-        render_mode: str | None = None,
-    ) -> None:
+    def __init__(self, num_agents: int = 3, rounds: int = 2, **table: Unpack[TableSettings]) -> None:
         check_count("debate-v0", "num_agents", num_agents, 2)
         check_count("debate-v0", "rounds", rounds, 1)
         peers = [f"peer_{i}" for i in range(num_agents)]
-        super().__init__(
-            possible_agents=peers,
-            roles=dict.fromkeys(peers, "peer"),
-            problems=problems,
-            lam=lam,
-            cost_unit=cost_unit,
-            max_utterance_chars=max_utterance_chars,
-            render_mode=render_mode,
-        )
+        super().__init__(possible_agents=peers, roles=dict.fromkeys(peers, "peer"), **table)
         self.rounds = int(rounds)
 
     def _start(self) -> None:

@@ -74,16 +74,18 @@ a hint in `TurnContext.extras["num_samples"]`), `problems`, `lam` (0.0), `cost_u
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from councilzoo.envs.council_env import RENDER_MODES, CouncilEnv, check_count, grade
+from councilzoo.envs.council_env import RENDER_MODES, CouncilEnv, TableSettings, check_count, grade
 from councilzoo.envs.debate_v0 import TOP_SHARE, DebateRounds
 from councilzoo.envs.types import Action, Mode, Turn
 from councilzoo.envs.wrappers import OrderEnforcing
 from councilzoo.tasks import Problem, answers_equivalent, answers_for, plurality
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["FEATURE_NAMES", "router_margin", "raw_env", "env"]
 
@@ -136,12 +138,7 @@ class raw_env(CouncilEnv):
         num_peers: int = 3,
         debate_rounds: int = 2,
         anchor_samples: int = 5,
-        *,
-        problems: Iterable[Problem] | None = None,
-        lam: float = 0.0,
-        cost_unit: str = "calls",
-        max_utterance_chars: int = 8_000,
-        render_mode: str | None = None,
+        **table: Unpack[TableSettings],
     ) -> None:
         check_count("escalation-v0", "num_peers", num_peers, 1)
         check_count("escalation-v0", "debate_rounds", debate_rounds, 1)
@@ -154,15 +151,7 @@ class raw_env(CouncilEnv):
             **dict.fromkeys(self.peers, "peer"),
             "verifier": "verifier",
         }
-        super().__init__(
-            possible_agents=agents,
-            roles=roles,
-            problems=problems,
-            lam=lam,
-            cost_unit=cost_unit,
-            max_utterance_chars=max_utterance_chars,
-            render_mode=render_mode,
-        )
+        super().__init__(possible_agents=agents, roles=roles, **table)
         self.debate_rounds, self.anchor_samples = int(debate_rounds), int(anchor_samples)
 
     # ---- game state --------------------------------------------------------------------------

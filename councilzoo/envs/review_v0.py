@@ -75,15 +75,17 @@ the per-turn list. Events (first pending proposal vs final answer):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from councilzoo.envs.council_env import RENDER_MODES, CouncilEnv, check_count, grade
+from councilzoo.envs.council_env import RENDER_MODES, CouncilEnv, TableSettings, check_count, grade
 from councilzoo.envs.types import Mode, Turn
 from councilzoo.envs.wrappers import OrderEnforcing
-from councilzoo.tasks import Problem, plurality
+from councilzoo.tasks import plurality
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["FEATURE_NAMES", "raw_env", "env"]
 
@@ -119,11 +121,7 @@ class raw_env(CouncilEnv):
         *,
         early_stop: bool = False,
         final_rule: str = "last_pending",
-        problems: Iterable[Problem] | None = None,
-        lam: float = 0.0,
-        cost_unit: str = "calls",
-        max_utterance_chars: int = 8_000,
-        render_mode: str | None = None,
+        **table: Unpack[TableSettings],
     ) -> None:
         check_count("review-v0", "num_agents", num_agents, 2)
         check_count("review-v0", "rounds", rounds, 1)
@@ -133,15 +131,7 @@ class raw_env(CouncilEnv):
         self.proposers = [f"proposer_{i}" for i in range(n_prop)]
         self.reviewers = [f"reviewer_{i}" for i in range(n_rev)]
         roles = {**dict.fromkeys(self.proposers, "proposer"), **dict.fromkeys(self.reviewers, "reviewer")}
-        super().__init__(
-            possible_agents=self.proposers + self.reviewers,
-            roles=roles,
-            problems=problems,
-            lam=lam,
-            cost_unit=cost_unit,
-            max_utterance_chars=max_utterance_chars,
-            render_mode=render_mode,
-        )
+        super().__init__(possible_agents=self.proposers + self.reviewers, roles=roles, **table)
         self.rounds, self.early_stop, self.final_rule = int(rounds), bool(early_stop), final_rule
 
     # ---- game state --------------------------------------------------------------------------
