@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -91,3 +92,21 @@ def test_combine_parts_decides_by_the_papers_checks_only():
     assert combine_parts("A beats B.", parts, {})["verdict"]["status"] == NOT_HELD
     legacy = {"setup": {}, "results": {}, "reason": "r", "figures": [], "held": True}
     assert combine_parts("A.", {"x": legacy}, {})["verdict"]["status"] == HELD
+
+
+def test_compare_reports_ignores_run_metadata_and_wall_clock_but_finds_a_changed_number(tmp_path, capsys):
+    import importlib.util
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "compare_reports.py"
+    spec = importlib.util.spec_from_file_location("compare_reports", script)
+    compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare)
+    results = {"gain": 0.1, "ci": [float("nan"), 0.2], "training_seconds": 5.0}
+    for name, run, seconds, gain in (("a", "t0", 5.0, 0.1), ("b", "t1", 9.0, 0.1), ("c", "t0", 5.0, 0.3)):
+        (tmp_path / name / "corl").mkdir(parents=True)
+        changed = {"run": {"started_at": run},
+                   "results": {**results, "training_seconds": seconds, "gain": gain}}
+        (tmp_path / name / "corl" / "report.json").write_text(json.dumps(changed))
+    assert compare.main([str(tmp_path / "a"), str(tmp_path / "b"), "--claims", "corl"]) == 0
+    assert compare.main([str(tmp_path / "a"), str(tmp_path / "c"), "--claims", "corl"]) == 1
+    assert "/results/gain: 0.1 != 0.3" in capsys.readouterr().out

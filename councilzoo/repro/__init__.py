@@ -1,8 +1,10 @@
 """``councilzoo repro CLAIM``: each paper's central claim, reproduced at toy scale.
 
 Claims: ``corl`` (councilzoo.repro.corl), ``comed`` (councilzoo.repro.comed), ``tracer``
-(councilzoo.repro.tracer), or ``all`` of these three; and ``real`` (councilzoo.repro.real: the
-pre-registered experiment on SmolLM2-135M-Instruct, not part of ``all``: it needs the real model).
+(councilzoo.repro.tracer), or ``all`` of these three; and two experiments run by name only, each
+with its own time budget: ``corl-dose`` (councilzoo.repro.corl_dose: Co-RL's dose-response,
+Experiment B) and ``real`` (councilzoo.repro.real: the pre-registered experiment on
+SmolLM2-135M-Instruct; it needs the real model).
 Each module exposes ``run(out_dir, seeds, quick) -> dict``
 (the result format of ``councilzoo.repro.report``); ``main`` imports it lazily, runs it into
 ``OUT/<claim>/`` and writes ``report.md`` + ``report.json`` there. ``seeds=None`` lets each claim
@@ -27,18 +29,20 @@ from councilzoo.repro.report import status_of, write_report
 __all__ = ["run_claim", "map_in_processes", "apply", "main"]
 
 CLAIMS = ("corl", "comed", "tracer")
-REAL_CLAIMS = ("real",)  # on a real pretrained model: run by name only
+OWN_COMMANDS = ("corl-dose", "real")  # not in ``all``: each has its own time budget
 
 
 def run_claim(claim: str, out: str | Path, seeds: int | None = None, quick: bool = False) -> dict:
     """Run one claim into ``out/<claim>/``, write its report, and return its result dict."""
-    if claim not in CLAIMS + REAL_CLAIMS:
-        raise ValueError(f"unknown claim {claim!r}; expected one of {list(CLAIMS + REAL_CLAIMS)} or 'all'")
-    if seeds is not None and seeds < 1:
-        raise ValueError(f"seeds must be a positive int or None, got {seeds!r}")
-    out_dir = Path(out) / claim
+    if claim not in CLAIMS + OWN_COMMANDS:
+        raise ValueError(f"unknown claim {claim!r}; expected one of {list(CLAIMS + OWN_COMMANDS)} or 'all'")
+    module = importlib.import_module(f"councilzoo.repro.{claim.replace('-', '_')}")
+    least = getattr(module, "MIN_SEEDS", 1)  # a claim whose checks are intervals over seeds needs 2
+    if seeds is not None and seeds < least:
+        raise ValueError(f"seeds must be >= {least} for {claim!r} or None, got {seeds!r}")
+    out_dir = Path(out) / module.__name__.rsplit(".", 1)[1]
     out_dir.mkdir(parents=True, exist_ok=True)
-    result = importlib.import_module(f"councilzoo.repro.{claim}").run(out_dir, seeds, quick)
+    result = module.run(out_dir, seeds, quick)
     write_report(out_dir, result)
     return result
 
@@ -76,6 +80,6 @@ def main(args: argparse.Namespace) -> int:
     runs = [(claim, args.out, args.seeds, args.quick) for claim in claims]
     results = map_in_processes(_run_claim_args, runs, jobs)
     for claim, result in zip(claims, results, strict=True):
-        report = Path(args.out) / claim / "report.md"
+        report = Path(args.out) / claim.replace("-", "_") / "report.md"
         print(f"[{claim}] {status_of(result['verdict'])}: {result['verdict']['reason']}  -> {report}")
     return 0

@@ -1,8 +1,10 @@
 """Experiment B, Co-RL's dose-response: one learner taught by frozen partners of rising skill.
 
-``python -m councilzoo.repro.corl_dose --out DIR [--quick] [--seeds N] [--first-seed S] [--jobs J]``
-writes ``DIR/report.md``, ``report.json``, ``corl_dose.png`` and the cells (``dose_cells.json``);
-plan, pilot and power calculation in docs/lab.md ("Experiment B"), result in docs/reproductions.md.
+``councilzoo repro corl-dose [--quick] [--seeds N] --out OUT`` (into ``OUT/corl_dose/``), or
+``python -m councilzoo.repro.corl_dose --out DIR [--quick] [--seeds N] [--first-seed S]
+[--jobs J] [--summarise]``, writes ``DIR/report.md``, ``report.json``, ``corl_dose.png`` and the
+cells (``dose_cells.json``); plan, pilot and power calculation in docs/lab.md ("Experiment B"),
+result in docs/reproductions.md.
 
 Co-RL's ``ring`` rule rewards a member against its teacher's plurality answer.
 Here the teacher is frozen, so its labels are a fixed function of the item: each seed samples the
@@ -74,6 +76,7 @@ FULL = {"seeds": 19, "steps": 12, "prompts": 8, "generations": 8, "eval_every": 
         "label_samples": 8}
 QUICK = {"seeds": 2, "steps": 2, "prompts": 4, "generations": 4, "eval_every": 2, "eval_items": 24,
          "label_samples": 4}
+MIN_SEEDS = 2  # the checks are intervals over seeds
 
 
 def partner_items(partner: str, seed: int, settings: dict) -> tuple[list[Problem], float, float]:
@@ -285,8 +288,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--summarise", action="store_true",
                         help="train nothing: report the seeds whose runs all finished in --out")
     args = parser.parse_args(argv)
-    if args.seeds is not None and args.seeds < 2:
-        parser.error(f"--seeds must be >= 2 (the checks are intervals over seeds), got {args.seeds}")
+    if args.seeds is not None and args.seeds < MIN_SEEDS:
+        parser.error(f"--seeds must be >= {MIN_SEEDS} (the checks are intervals over seeds), "
+                     f"got {args.seeds}")
     if args.first_seed < 0:
         parser.error(f"--first-seed must be >= 0, got {args.first_seed}")
     if args.jobs is not None and args.jobs < 1:

@@ -92,10 +92,18 @@ LEARNING_RATE, TEMPERATURE = 1e-3, 1.0  # the tiny random members' CPU configs' 
 TRAINER = {"learning_rate": LEARNING_RATE, "temperature": TEMPERATURE}
 FULL = {"items": 24, "steps": 8, "prompts": 6, "generations": 8, "eval_every": 4, "warmup": None}
 QUICK = {"items": 6, "steps": 2, "prompts": 2, "generations": 4, "eval_every": 2, "warmup": 20}
-SHIPPED_DIR = Path(__file__).resolve().parent.parent / "data" / "corl_cohorts"  # v2's full-size members
-# sha256 (``tiny_lms.digest``) of each shipped v2 member, as ``python -m councilzoo.repro.corl_vlm_code``
-# built it
+SHIPPED_DIR = Path(__file__).resolve().parent.parent / "data" / "corl_cohorts"  # every full-size member
+# sha256 (``tiny_lms.digest``) of each shipped member, as ``build_member`` built it: v2's
+# deterministically, v1's as a full run first built them on the reference machine (v1 builds are not
+# deterministic across machines, so shipping them gives every machine the same v1 numbers, and spares
+# a fresh clone's full run their 300- and 400-step warm-ups)
 SHA256: dict[str, str] = {
+    "vlm-m0-qwen2_5_vl-63570964fbd4": "ea1c6b7527575bdf4ecf6854f636c3306b87b5a9af5959d124cbda96d6e63779",
+    "vlm-m1-idefics3-0374b82e7397": "44f9e393066264cb8c7ac1eec3f012e77d55e2eaa2af2114b87dc0db76b73420",
+    "vlm-m2-qwen2_5_vl-69b58b010510": "ed1a0b8d75511c61f345b389b421a04be937b6f3184b91810d5b0217f89ca551",
+    "code-m0-qwen3-a40c856de095": "c788dd9213d45a179ab2b492b08646215c2e1e03f0ac142350958b0ea0bfe54a",
+    "code-m1-llama-f2a9a9c20849": "fba1ffa86a1d3ffe02beac92ffe56be57ad40ab6cf34f06244bbf7b3ceb02dad",
+    "code-m2-qwen3-3564d8076cfe": "fbbae74943419eccf1988c5f88c3a0180f54a02d5344aba80ad1620ef71c6a02",
     "vlm_v2-m0-qwen2_5_vl-55e550380827": "d41c7d1d6e23e4fa94ba0e6a4c5739d67380ede45dfecb81a8ce302e48ab55f2",
     "vlm_v2-m1-idefics3-ac41ac372a9f": "e31e313b54dd78ade4cfcaac07ff63296ee003871997d0f06d0ab864b649a965",
     "vlm_v2-m2-qwen2_5_vl-e8e78aa4ae81": "38d3087f80d062265fbbd26bd680d816ec1e8cb768f1fb28baab4685f87b0e53",
