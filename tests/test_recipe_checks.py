@@ -157,6 +157,30 @@ def test_every_prompt_renders_the_fixed_date_not_today(tiny_model_dir):
         render_prompt(tokenizer, messages)
 
 
+def test_a_processor_whose_template_reads_no_date_is_given_none_and_renders_without_a_warning(tiny_vlm_dir):
+    import logging
+
+    from transformers import AutoProcessor
+    from transformers.utils import logging as hf_logging
+
+    from councilzoo.agents.generators.chat_template import apply_chat_template, chat_template_kwargs
+
+    processor = AutoProcessor.from_pretrained(tiny_vlm_dir)
+    assert "date_string" not in processor.chat_template and chat_template_kwargs(processor) == {}
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    library = hf_logging.get_logger("transformers")
+    library.addHandler(handler)
+    try:  # a processor passes a keyword its template does not read to its tokenizer, warning each time
+        text = apply_chat_template(processor, [{"role": "user", "content": [{"type": "text", "text": "2+3?"}]}])
+    finally:
+        library.removeHandler(handler)
+    assert "2+3?" in text and not [r for r in records if "processor_kwargs" in r.getMessage()]
+    processor.chat_template = LLAMA_STYLE
+    assert chat_template_kwargs(processor) == {"date_string": "26 Jul 2024"} == chat_template_kwargs()
+
+
 # -- the shipped GPU recipes --------------------------------------------------------------------
 def _settings(path: str) -> list[tuple[dict, dict, dict]]:
     """(whole recipe, member or TRACER generation, merged trainer settings) per trained model."""

@@ -18,9 +18,15 @@ __all__ = [
 TEMPLATE_DATE = "26 Jul 2024"  # Llama-3.1's own fallback
 
 
-def chat_template_kwargs() -> dict:
-    """Fixed values of the nondeterministic chat-template inputs, for every ``apply_chat_template``."""
-    return {"date_string": TEMPLATE_DATE}
+def chat_template_kwargs(processing=None) -> dict:
+    """Fixed values of the nondeterministic chat-template inputs, for every ``apply_chat_template``.
+
+    Given the tokenizer or processor, only those its template reads: a processor hands every other
+    keyword on to its tokenizer call, with a warning for each prompt it renders."""
+    if processing is None:
+        return {"date_string": TEMPLATE_DATE}
+    template = getattr(processing, "chat_template", None) or ""
+    return {"date_string": TEMPLATE_DATE} if "date_string" in str(template) else {}
 
 
 def check_template_date(processing) -> None:
@@ -37,10 +43,10 @@ def check_template_date(processing) -> None:
 
 
 def apply_chat_template(processing, messages, **kwargs):
-    """``processing.apply_chat_template`` for a generation prompt, with ``chat_template_kwargs()``."""
+    """``processing.apply_chat_template`` for a generation prompt, with ``chat_template_kwargs``."""
     check_template_date(processing)
     return processing.apply_chat_template(
-        messages, add_generation_prompt=True, tokenize=False, **chat_template_kwargs(), **kwargs
+        messages, add_generation_prompt=True, tokenize=False, **chat_template_kwargs(processing), **kwargs
     )
 
 
