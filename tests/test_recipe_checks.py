@@ -173,7 +173,8 @@ def test_a_processor_whose_template_reads_no_date_is_given_none_and_renders_with
     library = hf_logging.get_logger("transformers")
     library.addHandler(handler)
     try:  # a processor passes a keyword its template does not read to its tokenizer, warning each time
-        text = apply_chat_template(processor, [{"role": "user", "content": [{"type": "text", "text": "2+3?"}]}])
+        message = {"role": "user", "content": [{"type": "text", "text": "2+3?"}]}
+        text = apply_chat_template(processor, [message])
     finally:
         library.removeHandler(handler)
     assert "2+3?" in text and not [r for r in records if "processor_kwargs" in r.getMessage()]
