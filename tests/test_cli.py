@@ -153,14 +153,17 @@ def test_episodes_without_a_settings_record_are_refused(tmp_path, capsys):
 
 
 def test_ctrl_c_is_one_line_exit_130_and_keeps_whole_episodes(tmp_path):
-    """SIGINT mid-run (sent by a parent: a background job of a non-interactive shell ignores it)."""
+    """SIGINT mid-run, sent by a parent (a background job of a non-interactive shell ignores it, so the
+    child starts with the default disposition, as a terminal's foreground job does)."""
     out = tmp_path / "out"
     argv = ["eval", "--protocol", "debate", "--agents", AGENTS, "--dataset", "synthetic:numeric",
             "--limit", "50000", "--out", str(out)]
     env = {k: v for k, v in os.environ.items() if k != "COUNCILZOO_TRACEBACK"}
     episodes = out / "episodes" / "debate.jsonl"
+    # Ctrl-C's handler, even where this test runs as a background job (which starts with SIGINT ignored)
     run = subprocess.Popen([sys.executable, "-m", "councilzoo.cli", *argv], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, text=True, env=env)
+                           stderr=subprocess.PIPE, text=True, env=env,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 300
         while not (episodes.exists() and episodes.stat().st_size) and time.monotonic() < deadline:

@@ -404,7 +404,10 @@ def test_stopping_the_launcher_ends_every_member_world(tmp_path, models, sig):
     cmd += ["--set", "members.1.num_processes=1"]
     log = tmp_path / "launcher.log"
     with log.open("w") as sink:
-        proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(), stdout=sink, stderr=sink)
+        # the launcher takes Ctrl-C as from a terminal, even where the tests run as a background job
+        # (which starts every child with SIGINT ignored)
+        proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(), stdout=sink, stderr=sink,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     launcher = psutil.Process(proc.pid)
     run = tmp_path / RUN
 
