@@ -262,7 +262,8 @@ def _add_repro(sub) -> None:
     )
     rp.add_argument("--out", default="runs/repro", help="output folder (one subfolder per claim)")
     rp.add_argument(
-        "--seeds", type=_at_least(1), default=None, help="seeds per claim (default: each claim's own)"
+        "--seeds", type=_at_least(2), default=None,
+        help="seeds per claim, at least 2: the checks are intervals over seeds (default: each claim's own)"
     )
     rp.add_argument("--quick", action="store_true", help="a smaller, faster run (fewer steps and problems)")
     rp.add_argument("--jobs", type=_at_least(1), default=None,

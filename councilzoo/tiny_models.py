@@ -147,7 +147,7 @@ def build_tiny_model(
     it is returned without rebuilding. ``vocab_size`` is the BPE target (byte alphabet included);
     above the default, pseudo-words join the tokenizer corpus so that targets like 32000 are met.
     """
-    args = dict(locals())  # the build's arguments, recorded beside the model: all but path
+    args = dict(locals())  # first statement: exactly the arguments, recorded beside the model (not path)
     del args["path"]
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
@@ -248,7 +248,7 @@ def build_tiny_vlm(
 
     Cached like ``build_tiny_model``.
     """
-    args = dict(locals())  # the build's arguments, recorded beside the model: all but path
+    args = dict(locals())  # first statement: exactly the arguments, recorded beside the model (not path)
     del args["path"]
     if family not in VLM_FAMILIES:
         raise ValueError(f"family must be one of {VLM_FAMILIES}, got {family!r}")

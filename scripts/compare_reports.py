@@ -2,10 +2,11 @@
 
     python scripts/compare_reports.py A.out B.out [--claims comed corl tracer]
 
-Compares every key of each claim's ``report.json`` except the run metadata (``run``: revision, start
-time, library versions) and wall-clock fields (``seconds`` and ``*_seconds``), which differ between
-runs by design. Prints ``<claim> identical`` or ``<claim> DIFFERENT`` and, for a difference, the first
-paths where the reports part. Exit status 1 when any claim differs.
+Compares every key of each claim's ``report.json`` except the run metadata (the top-level ``run``:
+revision, start time, library versions) and wall-clock fields (``seconds`` and ``*_seconds`` at any
+depth), which differ between runs by design. Prints ``<claim> identical`` or ``<claim> DIFFERENT``
+and, for a difference, the first paths where the reports part. Exit status 1 when any claim
+differs.
 """
 
 from __future__ import annotations
@@ -15,12 +16,16 @@ import json
 from pathlib import Path
 
 
-def comparable(value):
-    """``value`` without the keys that differ between identical runs."""
+def comparable(report: dict) -> dict:
+    """``report`` without the keys that differ between identical runs."""
+    return _without_seconds({k: v for k, v in report.items() if k != "run"})
+
+
+def _without_seconds(value):
     if isinstance(value, dict):
-        return {k: comparable(v) for k, v in value.items()
-                if k not in ("run", "seconds") and not k.endswith("_seconds")}
-    return [comparable(v) for v in value] if isinstance(value, list) else value
+        return {k: _without_seconds(v) for k, v in value.items()
+                if k != "seconds" and not k.endswith("_seconds")}
+    return [_without_seconds(v) for v in value] if isinstance(value, list) else value
 
 
 def differences(a, b, path: str = "") -> list[str]:
@@ -44,8 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     status = 0
     for claim in args.claims:
-        a, b = (comparable(json.loads((Path(d) / claim / "report.json").read_text()))
-                for d in (args.first, args.second))
+        paths = [Path(d) / claim / "report.json" for d in (args.first, args.second)]
+        missing = [str(p) for p in paths if not p.is_file()]
+        if missing:
+            parser.error(f"no report at {', '.join(missing)} (claims are folders: corl, comed, tracer, ...)")
+        a, b = (comparable(json.loads(p.read_text())) for p in paths)
         found = differences(a, b)
         print(f"{claim} {'DIFFERENT' if found else 'identical'}")
         for line in found[:10]:

@@ -349,8 +349,7 @@ CASES = {
     "repro --seeds 0": cmd("argument --seeds", "repro", "corl", "--seeds", "0"),
     "repro --seeds x": cmd("argument --seeds", "repro", "corl", "--seeds", "x"),
     "repro --jobs 0": cmd("argument --jobs", "repro", "all", "--jobs", "0"),
-    "repro corl-dose --seeds 1": cmd("seeds must be >= 2 for 'corl-dose' or None, got 1",
-                                     "repro", "corl-dose", "--seeds", "1"),
+    "repro --seeds 1": cmd("argument --seeds: must be an integer >= 2", "repro", "corl-dose", "--seeds", "1"),
     # ---- train ---------------------------------------------------------------------------------
     "train unknown learner": tr("unknown learner 'corll'; expected one of", learner="corll"),
     "train learner import path": tr("learner 'nopkg:Learner' cannot be imported", learner="nopkg:Learner"),

@@ -163,7 +163,11 @@ def test_a_processor_whose_template_reads_no_date_is_given_none_and_renders_with
     from transformers import AutoProcessor
     from transformers.utils import logging as hf_logging
 
-    from councilzoo.agents.generators.chat_template import apply_chat_template, chat_template_kwargs
+    from councilzoo.agents.generators.chat_template import (
+        apply_chat_template,
+        chat_template_kwargs,
+        check_template_date,
+    )
 
     processor = AutoProcessor.from_pretrained(tiny_vlm_dir)
     assert "date_string" not in processor.chat_template and chat_template_kwargs(processor) == {}
@@ -180,6 +184,13 @@ def test_a_processor_whose_template_reads_no_date_is_given_none_and_renders_with
     assert "2+3?" in text and not [r for r in records if "processor_kwargs" in r.getMessage()]
     processor.chat_template = LLAMA_STYLE
     assert chat_template_kwargs(processor) == {"date_string": "26 Jul 2024"} == chat_template_kwargs()
+    # named templates: the default one is what renders
+    processor.chat_template = {"default": "{% for m in messages %}{{ m['content'] }}{% endfor %}",
+                               "dated": LLAMA_STYLE}
+    assert chat_template_kwargs(processor) == {}
+    processor.chat_template = {"default": DIRECT}
+    with pytest.raises(ValueError, match="writes the current date"):
+        check_template_date(processor)
 
 
 # -- the shipped GPU recipes --------------------------------------------------------------------

@@ -114,6 +114,8 @@ def test_every_full_size_member_is_shipped_with_its_spec_and_matches_its_digest(
             assert checked(folder, corl_vlm_code.SHA256[name], "corl_vlm_code.SHA256") == folder
             built = json.loads((folder / "regime.json").read_text())
             assert {k: v for k, v in built.items() if k != "known_items"} == json.loads(json.dumps(spec))
+            if cohort.version > 1:  # v2's members know an exact share of the items
+                assert built["known_items"] == 15
     assert len(corl_vlm_code.SHA256) == 12 == sum(len(c.families) for c in corl_vlm_code.COHORTS.values())
 
 

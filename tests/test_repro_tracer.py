@@ -105,8 +105,10 @@ def test_quick_repro_writes_report_figures_and_computed_verdicts(quick_repro):
     trained = ("gspo", "gspo_label_free", "gspo_label_free_reviews")
     assert set(arms) == {"controllers_only", *trained}
     assert "candidate_reward_first_step" not in arms["controllers_only"]
+    assert "clipped_fraction" not in arms["controllers_only"]
     for arm in trained:
         assert -1.0 <= arms[arm]["candidate_reward_last_step"] <= 1.0
+        assert 0.0 <= arms[arm]["clipped_fraction"] <= 1.0  # GSPO's clip in each round's later updates
     for arm in trained[1:]:
         assert 0.0 <= arms[arm]["label_accuracy"] <= 1.0
     gaps = {(d["arm"], d["metric"]): d for d in res["utterance_vs_controllers_only"]}

@@ -66,7 +66,7 @@ Infos at the end: final answer, correctness, top share, cost, and per agent its 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Unpack
 
 import numpy as np
 
@@ -74,9 +74,6 @@ from councilzoo.envs.council_env import RENDER_MODES, CouncilEnv, TableSettings,
 from councilzoo.envs.types import Mode, Turn
 from councilzoo.envs.wrappers import OrderEnforcing
 from councilzoo.tasks import answers_equivalent, plurality
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
 
 __all__ = ["FEATURE_NAMES", "DebateRounds", "raw_env", "env"]
 

@@ -74,7 +74,7 @@ a hint in `TurnContext.extras["num_samples"]`), `problems`, `lam` (0.0), `cost_u
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any, Unpack
 
 import numpy as np
 
@@ -83,9 +83,6 @@ from councilzoo.envs.debate_v0 import TOP_SHARE, DebateRounds
 from councilzoo.envs.types import Action, Mode, Turn
 from councilzoo.envs.wrappers import OrderEnforcing
 from councilzoo.tasks import Problem, answers_equivalent, answers_for, plurality
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
 
 __all__ = ["FEATURE_NAMES", "router_margin", "raw_env", "env"]
 

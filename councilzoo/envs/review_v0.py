@@ -75,7 +75,7 @@ the per-turn list. Events (first pending proposal vs final answer):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Unpack
 
 import numpy as np
 
@@ -83,9 +83,6 @@ from councilzoo.envs.council_env import RENDER_MODES, CouncilEnv, TableSettings,
 from councilzoo.envs.types import Mode, Turn
 from councilzoo.envs.wrappers import OrderEnforcing
 from councilzoo.tasks import plurality
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
 
 __all__ = ["FEATURE_NAMES", "raw_env", "env"]
 

@@ -284,7 +284,8 @@ def build_trainer(
         peft_config = LoraConfig(task_type="CAUSAL_LM", **dict(peft))
     tokenizer = processing_class(tokenizer_path)
     if args.chat_template_kwargs and "date_string" not in chat_template_kwargs(tokenizer):
-        args.chat_template_kwargs.pop("date_string", None)  # a template without it: TRL passes none
+        # a template that reads no date is given none (a processor would pass it to its tokenizer)
+        args.chat_template_kwargs = {k: v for k, v in args.chat_template_kwargs.items() if k != "date_string"}
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=reward_funcs,

@@ -7,8 +7,9 @@ Experiment B) and ``real`` (councilzoo.repro.real: the pre-registered experiment
 SmolLM2-135M-Instruct; it needs the real model).
 Each module exposes ``run(out_dir, seeds, quick) -> dict``
 (the result format of ``councilzoo.repro.report``); ``main`` imports it lazily, runs it into
-``OUT/<claim>/`` and writes ``report.md`` + ``report.json`` there. ``seeds=None`` lets each claim
-use its own default number of seeds. ``all`` runs the claims in ``--jobs`` processes (default: one
+``OUT/<module>/`` (``OUT/corl_dose/`` for ``corl-dose``) and writes ``report.md`` + ``report.json``
+there. ``seeds=None`` lets each claim use its own default number of seeds; a number given must be
+at least ``MIN_SEEDS``. ``all`` runs the claims in ``--jobs`` processes (default: one
 per CPU core, at most one per claim; each on one torch thread). Every claim runs the tiny LMs
 shipped with the package (``councilzoo.repro.tiny_lms``), so its numbers are the same on any machine.
 """
@@ -26,23 +27,28 @@ from pathlib import Path
 from councilzoo.config import check_output_dir
 from councilzoo.repro.report import status_of, write_report
 
-__all__ = ["run_claim", "map_in_processes", "apply", "main"]
+__all__ = ["MIN_SEEDS", "claim_folder", "run_claim", "map_in_processes", "apply", "main"]
 
 CLAIMS = ("corl", "comed", "tracer")
 OWN_COMMANDS = ("corl-dose", "real")  # not in ``all``: each has its own time budget
+MIN_SEEDS = 2  # every claim's checks are intervals over seeds: one seed gives a zero-width interval
+
+
+def claim_folder(claim: str) -> str:
+    """The claim's module, which names its folder under ``--out`` (``corl-dose`` -> ``corl_dose``)."""
+    return claim.replace("-", "_")
 
 
 def run_claim(claim: str, out: str | Path, seeds: int | None = None, quick: bool = False) -> dict:
-    """Run one claim into ``out/<claim>/``, write its report, and return its result dict."""
+    """Run one claim into ``out/<its module>/``, write its report, and return its result dict."""
     if claim not in CLAIMS + OWN_COMMANDS:
         raise ValueError(f"unknown claim {claim!r}; expected one of {list(CLAIMS + OWN_COMMANDS)} or 'all'")
-    module = importlib.import_module(f"councilzoo.repro.{claim.replace('-', '_')}")
-    least = getattr(module, "MIN_SEEDS", 1)  # a claim whose checks are intervals over seeds needs 2
-    if seeds is not None and seeds < least:
-        raise ValueError(f"seeds must be >= {least} for {claim!r} or None, got {seeds!r}")
-    out_dir = Path(out) / module.__name__.rsplit(".", 1)[1]
+    if seeds is not None and seeds < MIN_SEEDS:
+        raise ValueError(f"seeds must be >= {MIN_SEEDS} (the checks are intervals over seeds) or None, "
+                         f"got {seeds!r}")
+    out_dir = Path(out) / claim_folder(claim)
     out_dir.mkdir(parents=True, exist_ok=True)
-    result = module.run(out_dir, seeds, quick)
+    result = importlib.import_module(f"councilzoo.repro.{claim_folder(claim)}").run(out_dir, seeds, quick)
     write_report(out_dir, result)
     return result
 
@@ -80,6 +86,6 @@ def main(args: argparse.Namespace) -> int:
     runs = [(claim, args.out, args.seeds, args.quick) for claim in claims]
     results = map_in_processes(_run_claim_args, runs, jobs)
     for claim, result in zip(claims, results, strict=True):
-        report = Path(args.out) / claim.replace("-", "_") / "report.md"
+        report = Path(args.out) / claim_folder(claim) / "report.md"
         print(f"[{claim}] {status_of(result['verdict'])}: {result['verdict']['reason']}  -> {report}")
     return 0

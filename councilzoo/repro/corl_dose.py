@@ -48,7 +48,7 @@ import numpy as np  # noqa: E402
 from councilzoo.envs.rewards import own_label  # noqa: E402
 from councilzoo.learners.corl.config import EvalConfig  # noqa: E402
 from councilzoo.learners.data import DataConfig  # noqa: E402
-from councilzoo.repro import map_in_processes  # noqa: E402
+from councilzoo.repro import MIN_SEEDS, map_in_processes  # noqa: E402
 from councilzoo.repro.cohort_runs import sample_answers, seed_ci, train_cohort  # noqa: E402
 from councilzoo.repro.report import combine_parts, save_figure, write_report  # noqa: E402
 from councilzoo.repro.tiny_lms import addition_problems, tiny_lm  # noqa: E402
@@ -76,7 +76,6 @@ FULL = {"seeds": 19, "steps": 12, "prompts": 8, "generations": 8, "eval_every": 
         "label_samples": 8}
 QUICK = {"seeds": 2, "steps": 2, "prompts": 4, "generations": 4, "eval_every": 2, "eval_items": 24,
          "label_samples": 4}
-MIN_SEEDS = 2  # the checks are intervals over seeds
 
 
 def partner_items(partner: str, seed: int, settings: dict) -> tuple[list[Problem], float, float]:

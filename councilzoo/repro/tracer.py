@@ -59,6 +59,7 @@ from councilzoo.agents.generators.transformers_backend import TransformersGenera
 from councilzoo.agents.llm import LLMAgent  # noqa: E402
 from councilzoo.config import load_config  # noqa: E402
 from councilzoo.envs.types import Mode, TurnContext  # noqa: E402
+from councilzoo.learners.engine import optimizer_steps_per_round  # noqa: E402
 from councilzoo.learners.tracer.config import TracerConfig  # noqa: E402
 from councilzoo.learners.tracer.learner import Tracer, baseline_controllers  # noqa: E402
 from councilzoo.repro import map_in_processes, team_optimal  # noqa: E402
@@ -468,7 +469,8 @@ def utterance_config(arm: str, seed: int, sizes: dict[str, Any], paths: dict[str
 
 def run_utterance_cell(arm: str, seed: int, sizes: dict[str, Any], paths: dict[str, Path]) -> dict:
     """Train one arm on ``rl`` items; the learned policy's test metrics, the mean candidate reward of
-    the first and last GSPO steps, and (label-free) how often the consensus label was right."""
+    the first and last GSPO steps, the share of sequences GSPO's clip acted on in each round's later
+    updates, and (label-free) how often the consensus label was right."""
     with tempfile.TemporaryDirectory(prefix="councilzoo-tracer-") as tmp:
         cfg = utterance_config(arm, seed, sizes, paths, Path(tmp))
         test = addition_problems("test", sizes["utt_test"], seed=seed)
@@ -480,9 +482,20 @@ def run_utterance_cell(arm: str, seed: int, sizes: dict[str, Any], paths: dict[s
             log = tracer.generation.trainer.state.log_history
             rewards = [row["reward"] for row in log if "reward" in row]
             out["candidate_reward"] = (rewards[0], rewards[-1])
+            out["clipped_fraction"] = _off_policy_clipped(log, tracer.generation.trainer.args)
     if cfg.label_free:
         out["label_accuracy"] = float(np.mean([m["label_accuracy"] for m in tracer.history]))
     return out
+
+
+def _off_policy_clipped(log: list[dict], args) -> float | None:
+    """GSPO's sequence clip in each round's updates after its first (which is on-policy: its ratio is
+    1 and it clips nothing): the mean share of sequences whose ratio was clipped, from TRL's logged
+    ``clip_ratio/region_mean`` (one row per optimizer step); None when no such update was logged."""
+    clipped = [row["clip_ratio/region_mean"] for row in log if "clip_ratio/region_mean" in row]
+    per_round = round(optimizer_steps_per_round(args))
+    later = [c for k, c in enumerate(clipped) if k % per_round]
+    return float(np.mean(later)) if later else None
 
 
 def _paired_vs(cells: dict[str, list[dict]], arm: str, metric: str) -> tuple[float, float, float] | None:
@@ -504,6 +517,10 @@ def _utterance_job(job: tuple) -> dict:
 
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
+
+
+def _percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
 
 
 def _signed(d: dict | None) -> str:
@@ -536,6 +553,8 @@ def utterance_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> d
             continue
         first, last = zip(*(c["candidate_reward"] for c in cells[arm]), strict=True)
         row["candidate_reward_first_step"], row["candidate_reward_last_step"] = np.mean(first), np.mean(last)
+        clipped = [c["clipped_fraction"] for c in cells[arm] if c["clipped_fraction"] is not None]
+        row["clipped_fraction"] = float(np.mean(clipped)) if clipped else None
         if arm in LABEL_FREE:
             row["label_accuracy"] = float(np.mean([c["label_accuracy"] for c in cells[arm]]))
         rows.append(row)
@@ -565,8 +584,9 @@ def utterance_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> d
               "correction "
               f"{_fmt(gspo['correction_rate'])} vs {_fmt(alone['correction_rate'])}, preservation "
               f"{_fmt(gspo['preservation_rate'])} vs {_fmt(alone['preservation_rate'])}, calls/question "
-              f"{gspo['calls_per_question']:.2f} vs {alone['calls_per_question']:.2f}; label-free (reported, "
-              f"not checked): {free}")
+              f"{gspo['calls_per_question']:.2f} vs {alone['calls_per_question']:.2f}; GSPO's sequence clip "
+              f"acted on {_percent(gspo['clipped_fraction'])} of the sequences in each round's later "
+              f"updates; label-free (reported, not checked): {free}")
     return {
         "setup": {
             "utterance_arms": "controllers_only (GSPO off), gspo (gold role rewards), gspo_label_free "

@@ -23,17 +23,25 @@ def chat_template_kwargs(processing=None) -> dict:
 
     Given the tokenizer or processor, only those its template reads: a processor hands every other
     keyword on to its tokenizer call, with a warning for each prompt it renders."""
-    if processing is None:
+    if processing is None or "date_string" in _template_text(processing):
         return {"date_string": TEMPLATE_DATE}
+    return {}
+
+
+def _template_text(processing) -> str:
+    """The template a render uses: a processor's ``default`` among named templates (all of them
+    where it has none), else its one template; "" without one."""
     template = getattr(processing, "chat_template", None) or ""
-    return {"date_string": TEMPLATE_DATE} if "date_string" in str(template) else {}
+    if isinstance(template, dict):
+        return template.get("default") or "\n".join(template.values())
+    return template
 
 
 def check_template_date(processing) -> None:
     """Refuse a chat template that reads the clock other than as the ``date_string`` fallback: its
     prompts would change with the date, and ``strftime_now`` cannot be fixed from outside (a
     callable passed to ``apply_chat_template`` reaches the template as a string)."""
-    template = getattr(processing, "chat_template", None) or ""
+    template = _template_text(processing)
     if "strftime_now" in template and "date_string" not in template:
         raise ValueError(
             f"the chat template of {getattr(processing, 'name_or_path', '')!r} writes the current date "
