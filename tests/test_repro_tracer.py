@@ -128,3 +128,16 @@ def test_quick_repro_writes_report_figures_and_computed_verdicts(quick_repro):
     assert all(-1e-12 <= r["exploitability"] <= r["gap"] + 1e-12 for r in rows)
     assert all(r["learned"] <= r["optimum"] + 1e-12 for r in rows)
     assert (out / "team_optimum.png").stat().st_size > 1000
+
+
+def test_the_clipped_fraction_counts_each_rounds_later_updates_only():
+    from types import SimpleNamespace
+
+    from councilzoo.repro.tracer import _off_policy_clipped
+
+    log = [{"clip_ratio/region_mean": v} for v in (0.0, 0.1, 0.0, 0.3)] + [{"reward": 0.5}]
+    two_a_round = SimpleNamespace(steps_per_generation=2, num_iterations=1, gradient_accumulation_steps=1)
+    assert _off_policy_clipped(log, two_a_round) == pytest.approx(0.2)  # the 2nd and 4th updates
+    one_a_round = SimpleNamespace(steps_per_generation=1, num_iterations=1, gradient_accumulation_steps=4)
+    assert _off_policy_clipped(log, one_a_round) is None  # no update is off-policy
+    assert _off_policy_clipped([], two_a_round) is None

@@ -493,7 +493,7 @@ def _off_policy_clipped(log: list[dict], args) -> float | None:
     1 and it clips nothing): the mean share of sequences whose ratio was clipped, from TRL's logged
     ``clip_ratio/region_mean`` (one row per optimizer step); None when no such update was logged."""
     clipped = [row["clip_ratio/region_mean"] for row in log if "clip_ratio/region_mean" in row]
-    per_round = round(optimizer_steps_per_round(args))
+    per_round = max(1, round(optimizer_steps_per_round(args)))  # several rounds a step: none is later
     later = [c for k, c in enumerate(clipped) if k % per_round]
     return float(np.mean(later)) if later else None
 
