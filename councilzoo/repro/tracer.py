@@ -92,8 +92,9 @@ LAM = 0.03
 PROTOCOLS = ("tracer", "always_speak", "never_review")
 METRICS = ("objective", "accuracy", "calls_per_question", "correction_rate", "preservation_rate")
 LM_METRICS = ("accuracy", "calls_per_question", "correction_rate", "preservation_rate", "objective")
-FULL = {"seeds": 3, "steps": 15, "problems": 48, "test": 256, "levels": (0.55, 0.7, 0.85, 0.95),
-        "lm_seeds": 3, "lm_steps": 8, "lm_problems": 32, "lm_test": 250,
+# the simulated and tiny-LM parts: 8 seeds since 2026-12-06 (they ran 3 x 256 and 3 x 250 test items)
+FULL = {"seeds": 8, "steps": 15, "problems": 48, "test": 128, "levels": (0.55, 0.7, 0.85, 0.95),
+        "lm_seeds": 8, "lm_steps": 8, "lm_problems": 32, "lm_test": 100,
         # the utterance part's steps: the power calculation of 2026-12-04 (docs/lab.md); its checked
         # arms' seeds: 8 since 2026-12-06 (the 80% design that plan named; it ran 5)
         "utt_seeds": 8, "utt_label_free_seeds": 3, "utt_steps": 16, "utt_problems": 16, "utt_episodes": 2,
