@@ -1,8 +1,9 @@
 """``councilzoo repro real``: does label-free Co-RL raise a real model's held-out accuracy more than
 TTRL does, and how close does it come to supervised GRPO, at equal steps?
 
-The pre-registered experiment of docs/reproductions.md ("A real model: SmolLM2-135M-Instruct"),
-on SmolLM2-135M-Instruct (``smollm2-135m-instruct``, converted from its PyPI wheel) with LoRA on
+The pre-registered experiment of docs/reproductions.md ("A real model: SmolLM2-135M-Instruct",
+its second plan: the model's regime, difficulty 0 sampled at temperature 0.3), on
+SmolLM2-135M-Instruct (``smollm2-135m-instruct``, converted from its PyPI wheel) with LoRA on
 CPU. Three arms train from the same model for the same number of steps on the same unlabeled
 ``train`` items (``ARMS``):
 
@@ -59,17 +60,20 @@ ARMS = {  # arm: (learner, reward rule, member views)
     "ttrl": ("ttrl", "self_majority", (0,)),
     "grpo": ("grpo", "ground_truth", (0,)),
 }
-DATASET, DIFFICULTY = "synthetic:word_problems", 0.25  # one-step additions, mostly small numbers
+DATASET = "synthetic:word_problems"
 PROMPT_STYLE = "concise"  # "Answer with the number only.": the model states its answer in budget
 SMALLEST_EFFECT = 0.05  # accuracy points: a Co-RL - TTRL difference below this is not worth having
 LORA = {"r": 8, "lora_alpha": 16, "lora_dropout": 0.0,
         "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}
-TRAINER = {"learning_rate": 2e-4, "temperature": 1.0, "importance_sampling_level": "sequence",
-           "loss_type": "grpo"}
-FULL = {"seeds": 3, "steps": 24, "prompts": 4, "generations": 4, "eval_every": 8, "held_out": 64,
-        "train_items": 256, "max_new_tokens": 48}
+TRAINER = {"learning_rate": 2e-4, "importance_sampling_level": "sequence", "loss_type": "grpo"}
+# The second plan (2026-12-06): the model's regime (docs/tasks.md: at difficulty 0 and temperature
+# 0.3 greedy 0.41, majority-of-8 0.63). The first plan (commit bc5064c) ran difficulty 0.25 at
+# temperature 1.0, 24 steps, 64 held-out items, 48 tokens. Difficulty and temperature live in the
+# settings, so a finished run is read back only for the plan it ran under.
+FULL = {"seeds": 3, "steps": 16, "prompts": 4, "generations": 4, "eval_every": 8, "held_out": 96,
+        "train_items": 256, "max_new_tokens": 40, "difficulty": 0.0, "temperature": 0.3}
 QUICK = {"seeds": 1, "steps": 2, "prompts": 2, "generations": 4, "eval_every": 1, "held_out": 16,
-         "train_items": 16, "max_new_tokens": 32}
+         "train_items": 16, "max_new_tokens": 32, "difficulty": 0.0, "temperature": 0.3}
 
 
 def run_arm(arm: str, seed: int, settings: dict, out: Path) -> dict[str, Any]:
@@ -77,11 +81,13 @@ def run_arm(arm: str, seed: int, settings: dict, out: Path) -> dict[str, Any]:
     ``{"steps": [...], "accuracy": [...], "hits": items x evaluations}`` (Co-RL: member means)."""
     kind, rule, views = ARMS[arm]
     folder = out / f"{arm}-seed{seed}"
-    data = DataConfig(dataset=DATASET, num_problems=settings["train_items"], difficulty=DIFFICULTY)
-    held_out = EvalConfig(dataset=DATASET, num_problems=settings["held_out"], difficulty=DIFFICULTY,
+    level = settings["difficulty"]
+    data = DataConfig(dataset=DATASET, num_problems=settings["train_items"], difficulty=level)
+    held_out = EvalConfig(dataset=DATASET, num_problems=settings["held_out"], difficulty=level,
                           eval_steps=settings["eval_every"])
     members = [("smol", MODEL, view) for view in views]
-    train_cohort(kind, rule, members, seed, settings, data, held_out, folder, TRAINER,
+    train_cohort(kind, rule, members, seed, settings, data, held_out, folder,
+                 {**TRAINER, "temperature": settings["temperature"]},
                  max_completion_length=settings["max_new_tokens"], peft=LORA, prompt_style=PROMPT_STYLE)
     evaluations = [read_metrics(member / "eval.jsonl") for member in sorted((folder / "members").iterdir())]
     steps = [row["step"] for row in evaluations[0]]
@@ -126,7 +132,8 @@ def held_out_episodes(out: Path, adapter: str | None, seed: int, settings: dict)
             "kwargs": {"adapter": adapter, "max_new_tokens": settings["max_new_tokens"]}}
     council = load_config({"models": {"smollm2": seat}, "anchor": "smollm2", "peers": ["smollm2"] * 2,
                            "verifier": "smollm2"}, CouncilConfig)
-    test = load_problems(DATASET, "test", seed=seed, size=settings["held_out"], difficulty=DIFFICULTY)
+    test = load_problems(DATASET, "test", seed=seed, size=settings["held_out"],
+                         difficulty=settings["difficulty"])
     ev = Evaluation(council, test, list, out, progress=False)
     rows = run_and_report(ev, ["single"], out, {"adapter": adapter}, f"held-out {DATASET}")
     return float(rows[0]["accuracy"])
@@ -215,7 +222,7 @@ def summarise(runs: dict[str, list[dict[str, Any]]]) -> tuple[list[dict], dict[s
     return rows, stats
 
 
-def _plot_curves(runs: dict[str, list[dict[str, Any]]], path: Path) -> None:
+def _plot_curves(runs: dict[str, list[dict[str, Any]]], difficulty: float, path: Path) -> None:
     """Held-out accuracy against RL step: each arm's mean over seeds, seeds as thin lines."""
     fig, ax = plt.subplots(figsize=(6, 4))
     for arm, seeds in runs.items():
@@ -225,7 +232,7 @@ def _plot_curves(runs: dict[str, list[dict[str, Any]]], path: Path) -> None:
             ax.plot(seeds[0]["steps"], curve, color=line.get_color(), alpha=0.25, lw=0.8)
     ax.set_xlabel("RL step")
     ax.set_ylabel("held-out greedy accuracy")
-    ax.set_title(f"SmolLM2-135M-Instruct, LoRA ({DATASET}, difficulty {DIFFICULTY})")
+    ax.set_title(f"SmolLM2-135M-Instruct, LoRA ({DATASET}, difficulty {difficulty})")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -244,13 +251,13 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
     held_out_episodes(out / "runs" / "start-seed0" / "held_out", None, 0, settings)  # the model as converted
     rows, stats = summarise(runs)
     outcome, reason = decide(stats["corl_minus_ttrl_over_problems"], stats["corl_minus_ttrl_over_seeds"])
-    _plot_curves(runs, out / "real_curves.png")
+    _plot_curves(runs, settings["difficulty"], out / "real_curves.png")
     return {
         "claim": "Label-free Co-RL raises SmolLM2-135M-Instruct's held-out accuracy more than TTRL does, "
                  "at equal steps (and comes close to supervised GRPO).",
         "setup": {"model": MODEL,
                   **{f"arm {a}": f"{k}, rule {r}, views {list(v)}" for a, (k, r, v) in ARMS.items()},
-                  "dataset": DATASET, "difficulty": DIFFICULTY, "prompt_style": PROMPT_STYLE, "lora": LORA,
+                  "dataset": DATASET, "prompt_style": PROMPT_STYLE, "lora": LORA,
                   "trainer": TRAINER,
                   **settings, "seeds": n_seeds, "quick": quick, "smallest_effect": SMALLEST_EFFECT},
         "results": {"arms": rows, **stats,
