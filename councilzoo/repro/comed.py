@@ -94,10 +94,11 @@ COLORS = {
     "comed": "tab:purple",
 }
 METRICS = ("accuracy", "calls", "tokens", "anchor_accuracy", "rescue", "harm", "net", "escalation_rate")
-# 8 seeds since 2026-12-06 (the plan of 2026-12-03 ran 3 x 200 simulated and 3 x 250 tiny-LM items a
-# seed): a seed's items shrank so the part costs about what it did (issue 39: seeds are the unit)
+# The simulated part: 8 seeds x 100 items since 2026-12-06 (it ran 3 x 200). The tiny-LM councils
+# keep their 3 seeds x 250 items: 8 seeds at those sizes would cost about 180 CPU-s more than
+# `repro all`'s budget leaves, and at 100 items a seed the whole run took 690 s (reproductions.md).
 FULL = {"levels": (0.0, 0.15, 0.3, 0.45, 0.6), "seeds": 8, "test": 100, "dev": 100,
-        "lm_seeds": 8, "lm_test": 100, "lm_dev": 100}
+        "lm_seeds": 3, "lm_test": 250, "lm_dev": 250}
 QUICK = {"levels": (0.0, 0.3, 0.6), "seeds": 2, "test": 80, "dev": 100,
          "lm_seeds": 1, "lm_test": 24, "lm_dev": 24}
 LM_TEMPERATURE = 0.8

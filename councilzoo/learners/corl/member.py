@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import faulthandler
 import hashlib
 import json
 import os
@@ -319,6 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--member", type=int, required=True)
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args(argv)
+    faulthandler.enable()  # a crash in native code (seen once: SIGSEGV in libc) logs its Python stack
     die_with_launcher()
     learner = get_learner(args.learner)
     cfg = load_config(args.config, learner.config_class)
