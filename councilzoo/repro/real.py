@@ -232,7 +232,8 @@ def _plot_curves(runs: dict[str, list[dict[str, Any]]], difficulty: float, path:
             ax.plot(seeds[0]["steps"], curve, color=line.get_color(), alpha=0.25, lw=0.8)
     ax.set_xlabel("RL step")
     ax.set_ylabel("held-out greedy accuracy")
-    ax.set_title(f"SmolLM2-135M-Instruct, LoRA ({DATASET}, difficulty {difficulty})")
+    ax.set_title(f"SmolLM2-135M-Instruct + LoRA, {DATASET.split(':')[-1]} at difficulty {difficulty:g}",
+                 fontsize=10)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
