@@ -3,8 +3,9 @@
 ``launch_cohort`` checks everything that can fail fast (output folder, data, models, trainer
 settings at each world's real size) before any member starts, writes the resolved config the
 members read, starts one world per member (``python``, ``torchrun`` or ``accelerate launch``, each
-in its own process group with its own ``CUDA_VISIBLE_DEVICES``), waits, and stops every world as
-soon as one fails or the launcher gets SIGTERM/SIGINT. Every process of a world dies with its
+in its own process group with its own ``CUDA_VISIBLE_DEVICES``), waits, and stops every world when
+one fails (after ``FAILURE_GRACE_S`` in which the others may exit, so every failed world is named)
+or the launcher gets SIGTERM/SIGINT. Every process of a world dies with its
 parent (``PR_SET_PDEATHSIG``), so no world outlives even a SIGKILLed launcher. Multi-node runs
 start a subset of members per node (``members=``).
 
@@ -56,6 +57,7 @@ def _free_port() -> int:
 
 # What a warm-start server imports once (the member module pulls in torch and transformers).
 _WARM_MODULES = ("councilzoo.learners.corl.member", "trl.trainer.grpo_trainer", "peft")
+FAILURE_GRACE_S = 5.0  # after a world fails, how long the others may take to exit on their own
 
 
 def _member_argv(config_path: Path, learner: str, index: int, resume: bool) -> list[str]:
@@ -181,19 +183,28 @@ def _run_worlds(
 ) -> list[dict]:
     procs: dict[int, subprocess.Popen | _ForkedWorld] = {}
     failed: list[str] = []
+
+    def reap() -> None:  # forget the worlds that exited; name those that failed
+        for i, proc in list(procs.items()):
+            code = proc.poll()
+            if code is not None:
+                del procs[i]
+                if code != 0:
+                    failed.append(f"member {cfg.members[i].name!r} exited with status {code}")
+
     try:
         for i in indices:
             procs[i] = _start_world(cfg, config_path, learner, i, resume)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while procs:
-            for i, proc in list(procs.items()):
-                code = proc.poll()
-                if code is None:
-                    continue
-                del procs[i]
-                if code != 0:
-                    failed.append(f"member {cfg.members[i].name!r} exited with status {code}")
+            reap()
             if failed:
+                # a failing world takes its peers down (their link breaks), and a peer can exit
+                # first: wait a moment for the others, so the message also names the cause
+                grace_end = time.monotonic() + FAILURE_GRACE_S
+                while procs and time.monotonic() < grace_end:
+                    time.sleep(0.05)
+                    reap()
                 break
             if deadline is not None and time.monotonic() > deadline:
                 failed.append(f"the cohort did not finish within {timeout_s} s")
