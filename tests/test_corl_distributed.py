@@ -203,7 +203,8 @@ def test_a_member_can_be_a_two_process_data_parallel_world(tmp_path, models):
             member["num_processes"] = processes
         config.write_text(yaml.safe_dump(data))
         out = _train(config)
-        assert out.returncode == 0, out.stderr[-3000:]
+        # the whole stderr: a rank's native abort (seen once) prints its stack above a long module list
+        assert out.returncode == 0, out.stderr
         runs[processes] = root / "run"
     run = runs[2]
     rows = {n: [r for r in read_metrics(run / "members" / n / "metrics.jsonl") if "reward" in r]
