@@ -95,6 +95,7 @@ def test_progress_bars_name_protocol_and_split_and_each_phase_prints_one_line(ca
     assert bars == {
         "dev fit · router",  # "dev fit · router: <model> alone", one bar per model
         "dev fit · comed probe_verify", "dev fit · comed probe_escalate", "dev fit · comed escalate",
+        "anchor samples · test",  # self-consistency's episodes, whose anchor turns the gates replay
         "comed · test",
     }
     router, fit, played = out.splitlines()

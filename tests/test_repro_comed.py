@@ -120,3 +120,36 @@ def test_complementary_check_is_the_preregistered_one():
         # the learned gates are councilzoo's extension: reported, never deciding COMED's claim
         expected = HELD if labelled[name]["kind"] == "extension" else NOT_HELD
         assert labelled[name]["status"] == NOT_HELD and part_status(labelled) == expected, name
+
+
+def test_comed_paths_and_gates_replay_one_anchor_draw(tmp_path):
+    """The dev runs behind COMED's path outcomes replay the first run's anchor samples (and probe
+    answer), and the test gates replay self-consistency's anchor: the anchor's model draws once
+    per problem and split (plus its router data), and every run shows the same anchor turn."""
+    from councilzoo.evaluation.harness import Evaluation
+    from councilzoo.learners.logging import read_metrics
+    from councilzoo.repro.tiny_lms import torch_threads
+
+    test, dev = addition_problems("test", 12, seed=0), addition_problems("dev", 12, seed=0)
+    with torch_threads():
+        ev = Evaluation(comed.lm_council(comed.FIRST_COUNCIL, 0, 12), test, dev, tmp_path, progress=False,
+                        num_envs=12)
+        generator = ev.models[comed.FIRST_COUNCIL.anchor].generator
+        asked, generate = [], generator.generate
+        generator.generate = lambda prompts, **kw: asked.append(len(prompts)) or generate(prompts, **kw)
+        ev.result("comed_learned")
+    # router data on dev (one sample), COMED's first dev run, self-consistency on test: 3 x 12 prompts
+    # (without the replay, the two other dev runs and the gate's test run would add 3 x 12)
+    assert sum(asked) == 36
+
+    def turns(run: str, role: str) -> dict[str, tuple]:
+        rows = read_metrics(tmp_path / "episodes" / f"{run}.jsonl")
+        return {r["problem_id"]: (t["text"], tuple(t["samples"]), t["answer"], t["cost"]["calls"])
+                for r in rows for t in r["turns"] if t["role"] == role}
+
+    first = turns("dev_comed_probe_verify", "anchor")
+    assert len(first) == 12 and all(len(s) == comed.LM_SAMPLES and c == comed.LM_SAMPLES
+                                    for _, s, _, c in first.values())
+    assert turns("dev_comed_probe_escalate", "anchor") == first == turns("dev_comed_escalate", "anchor")
+    assert turns("dev_comed_probe_escalate", "probe") == turns("dev_comed_probe_verify", "probe")
+    assert turns("comed_learned", "anchor") == turns("self_consistency", "anchor")

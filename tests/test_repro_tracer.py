@@ -100,9 +100,22 @@ def test_quick_repro_writes_report_figures_and_computed_verdicts(quick_repro):
     assert parts["tiny_lm"] == conjunction([check["fewer_calls"], check["accuracy_not_worse"]])
     assert {r["role"] for r in res["tiny_lm_learned_policy"]} <= {"proposer", "reviewer"}
 
-    # Utterance part: four arms at equal episodes; the verdict and the differences follow the rows.
+    # Utterance part: the gold arms (the label-free ones run in their own command, below).
+    _check_utterance(res, parts["utterance"], ("gspo",))
+    reasons = {p["part"]: p["reason"] for p in res["parts"]}
+    assert "councilzoo repro tracer-label-free" in reasons["utterance"]
+
+    # Experiment A: the learned controllers against the exact team optimum, per level and step count.
+    rows = res["team_optimum_curve"]
+    assert rows  # a one-role change cannot beat the team optimum: 0 <= exploitability <= gap
+    assert all(-1e-12 <= r["exploitability"] <= r["gap"] + 1e-12 for r in rows)
+    assert all(r["learned"] <= r["optimum"] + 1e-12 for r in rows)
+    assert (out / "team_optimum.png").stat().st_size > 1000
+
+
+def _check_utterance(res: dict, status: str, trained: tuple[str, ...]) -> None:
+    """The utterance part's arms at equal episodes; its verdict and differences follow the rows."""
     arms = {r["arm"]: r for r in res["utterance_arms"]}
-    trained = ("gspo", "gspo_label_free", "gspo_label_free_reviews")
     assert set(arms) == {"controllers_only", *trained}
     assert "candidate_reward_first_step" not in arms["controllers_only"]
     assert "clipped_fraction" not in arms["controllers_only"]
@@ -120,14 +133,22 @@ def test_quick_repro_writes_report_figures_and_computed_verdicts(quick_repro):
     check = res["utterance_check"][0]
     assert (check["first_proposal_raised"] == HELD) == (first["ci"][0] > 0)
     assert (check["accuracy_not_worse"] == HELD) == (gaps[("gspo", "accuracy")]["ci"][0] > -0.02)
-    assert parts["utterance"] == conjunction([check["first_proposal_raised"], check["accuracy_not_worse"]])
+    assert status == conjunction([check["first_proposal_raised"], check["accuracy_not_worse"]])
 
-    # Experiment A: the learned controllers against the exact team optimum, per level and step count.
-    rows = res["team_optimum_curve"]
-    assert rows  # a one-role change cannot beat the team optimum: 0 <= exploitability <= gap
-    assert all(-1e-12 <= r["exploitability"] <= r["gap"] + 1e-12 for r in rows)
-    assert all(r["learned"] <= r["optimum"] + 1e-12 for r in rows)
-    assert (out / "team_optimum.png").stat().st_size > 1000
+
+@pytest.mark.slow
+def test_label_free_command_runs_every_arm_on_the_gold_arms_seeds(quick_repro, tmp_path):
+    from councilzoo.repro import run_claim
+
+    run_claim("tracer-label-free", tmp_path, quick=True)
+    report = json.loads((tmp_path / "tracer_label_free" / "report.json").read_text())
+    res = report["results"]
+    assert [p["part"] for p in res["parts"]] == ["utterance"]
+    _check_utterance(res, report["verdict"]["status"], ("gspo", "gspo_label_free", "gspo_label_free_reviews"))
+    # the gold arms are `repro tracer`'s own cells: same seeds, same numbers
+    tracer = json.loads((quick_repro / "tracer" / "report.json").read_text())["results"]
+    gold = {r["arm"]: r for r in tracer["utterance_arms"]}
+    assert [r for r in res["utterance_arms"] if r["arm"] in gold] == list(gold.values())
 
 
 def test_the_clipped_fraction_counts_each_rounds_later_updates_only():

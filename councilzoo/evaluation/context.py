@@ -52,6 +52,9 @@ class EvaluationContext(Protocol):
     def router_oof(self) -> np.ndarray: ...
 
     @property
+    def anchor_draws(self) -> list[EpisodeRecord]: ...
+
+    @property
     def comed_outcomes(self) -> GateOutcomes: ...
 
     @property

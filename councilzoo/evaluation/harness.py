@@ -164,6 +164,11 @@ class Evaluation:
         return self._router_fit[1]
 
     @cached_property
+    def anchor_draws(self) -> list[EpisodeRecord]:
+        """The anchor's samples on the test problems (self-consistency's; COMED's gates replay them)."""
+        return protocols.anchor_draws(self)
+
+    @cached_property
     def comed_outcomes(self):
         """Every COMED path's outcome and cost on dev (the thresholds' and learned gates' data)."""
         return protocols.comed_dev_outcomes(self)

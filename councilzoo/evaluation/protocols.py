@@ -18,6 +18,13 @@ counted by the same code:
 | best_single_hindsight | (oracle)      | the pool model with the best *test* accuracy              |
 | oracle_gate           | (oracle)      | COMED's anchor; escalate to dense debate iff that rescues |
 
+Draws are shared where a protocol's paths are counterfactuals of one another (common random
+numbers): on dev, the runs that observe COMED's escalation paths replay the anchor's samples and
+the probe's answer of the first run, so every path of a problem starts from one anchor draw; on
+test, COMED's gates replay self-consistency's anchor samples (``Evaluation.anchor_draws``), so
+gates, self-consistency and their rescue/harm are compared on the same draws. A replayed turn
+keeps its calls and tokens: the protocol still pays for it.
+
 The router, COMED's thresholds and the learned gates (``councilzoo.agents.controllers.learned_gates``) are
 fitted on the dev problems only (``Evaluation`` asserts that dev and test ids are disjoint). The
 dev margins they see are out-of-fold (2-fold cross-fitting), so they are as noisy as the test
@@ -52,7 +59,7 @@ from councilzoo.agents.controllers.learned_gates import (
     dev_scores,
     gate_features,
 )
-from councilzoo.envs.types import Action, EpisodeRecord, Mode, TurnContext
+from councilzoo.envs.types import Action, EpisodeRecord, Mode, Turn, TurnContext
 from councilzoo.evaluation import metrics
 from councilzoo.evaluation.context import EvaluationContext, Run
 from councilzoo.evaluation.metrics import ProtocolResult
@@ -60,9 +67,9 @@ from councilzoo.evaluation.router import LogisticRouter, route
 from councilzoo.tasks import Problem
 
 __all__ = [
-    "DEV_GATES", "fit_router", "single", "model_alone", "self_consistency", "routing", "always_verify",
-    "debate", "gate_outcomes", "comed_dev_outcomes", "comed_thresholds", "comed", "comed_learned",
-    "comed_regret", "best_single_hindsight", "oracle_gate", "DEV_FITTED", "PROTOCOLS",
+    "DEV_GATES", "replayed_action", "fit_router", "single", "model_alone", "anchor_draws", "self_consistency",
+    "routing", "always_verify", "debate", "gate_outcomes", "comed_dev_outcomes", "comed_thresholds", "comed",
+    "comed_learned", "comed_regret", "best_single_hindsight", "oracle_gate", "DEV_FITTED", "PROTOCOLS",
 ]
 
 ESCALATION, DEBATE = "councilzoo/escalation-v0", "councilzoo/debate-v0"
@@ -102,10 +109,50 @@ class _RoutedAgent:
         return out
 
 
-def _escalation_run(ev: EvaluationContext, anchor: Agent, gate: Agent, samples: int) -> Run:
+class _Replayed:
+    """Plays the recorded turns of ``records`` for ``roles`` (the same problem, the same role) and
+    leaves every other turn to ``agent``: a draw shared by runs whose paths are compared."""
+
+    def __init__(self, agent: Agent, records: list[EpisodeRecord], roles: tuple[str, ...]):
+        self.agent = agent
+        self.turns = {(r.problem_id, t.role): t for r in records for t in r.turns if t.role in roles}
+
+    def act(self, contexts: list[TurnContext]) -> list[Action]:
+        out: list[Action | None] = [None] * len(contexts)
+        live = []
+        for i, ctx in enumerate(contexts):
+            turn = self.turns.get((ctx.problem.id, ctx.role))
+            if turn is None:
+                live.append(i)
+            else:
+                out[i] = replayed_action(turn)
+        for i, action in zip(live, self.agent.act([contexts[i] for i in live]) if live else [], strict=True):
+            out[i] = action
+        return out
+
+
+def replayed_action(turn: Turn) -> Action:
+    """The action that makes the env write ``turn`` again: its texts, parsed answer, cut flags
+    and cost."""
+    return Action(
+        turn.mode, turn.text, turn.samples, turn.answer, turn.verdict, turn.cost.prompt_tokens,
+        turn.cost.completion_tokens, turn.cost.calls, turn.truncated, turn.samples_truncated,
+    )
+
+
+def _escalation_run(
+    ev: EvaluationContext, anchor: Agent, gate: Agent, samples: int,
+    replay: list[EpisodeRecord] | None = None, probe: bool = False,
+) -> Run:
+    """An escalation-v0 batch; ``replay``: records whose anchor turns (and probe turns, ``probe``)
+    are played again instead of drawn."""
     council, models = ev.council, ev.models
     agents = {"anchor": anchor, "controller": gate, "verifier": models[council.verifier]}
     agents |= {f"peer_{i}": models[name] for i, name in enumerate(council.peers)}
+    if replay is not None:
+        agents["anchor"] = _Replayed(anchor, replay, ("anchor",))
+        if probe:
+            agents[ev.probe_seat] = _Replayed(agents[ev.probe_seat], replay, ("probe",))
     kwargs = dict(num_peers=len(council.peers), debate_rounds=council.debate_rounds, anchor_samples=samples)
     return Run(ESCALATION, kwargs, agents)
 
@@ -162,11 +209,16 @@ def model_alone(
     return metrics.from_escalation(name, _accepted(ev, run_name, ev.models[name], 1, problems, label))
 
 
-def self_consistency(ev: EvaluationContext) -> ProtocolResult:
-    n = ev.council.samples
+def anchor_draws(ev: EvaluationContext) -> list[EpisodeRecord]:
+    """The anchor's ``samples`` samples on every test problem (self-consistency's episodes, whose
+    anchor turns COMED's gates replay)."""
     anchor = ev.models[ev.council.anchor]
-    records = _accepted(ev, "self_consistency", anchor, n, ev.test, "self_consistency · test")
-    return metrics.from_escalation("self_consistency", records, note=f"plurality of {n} anchor samples")
+    return _accepted(ev, "self_consistency", anchor, ev.council.samples, ev.test, "anchor samples · test")
+
+
+def self_consistency(ev: EvaluationContext) -> ProtocolResult:
+    note = f"plurality of {ev.council.samples} anchor samples"
+    return metrics.from_escalation("self_consistency", ev.anchor_draws, note=note)
 
 
 def routing(ev: EvaluationContext) -> ProtocolResult:
@@ -218,19 +270,18 @@ def gate_outcomes(ev: EvaluationContext, problems: list[Problem], unit: str = "c
 
     ``unit`` is "calls" or "ktokens" (thousands of decoded tokens). The probe_verify run gives
     the signals, anchor, probe and adjudication; probe_escalate run: debate after a
-    disagreeing probe; escalate run: debate straight from the gate. Paths a rule never takes on a
-    problem (e.g. verifying after an agreeing probe) are scored but never chosen by ``gate_paths``.
+    disagreeing probe; escalate run: debate straight from the gate. The last two replay the first
+    run's anchor samples (and probe answer), so a problem's paths are counterfactuals of one draw.
+    Paths a rule never takes on a problem (e.g. verifying after an agreeing probe) are scored but
+    never chosen by ``gate_paths``.
     """
-    samples = ev.council.samples
-    runs = {
-        name: ev.play(
-            f"dev_comed_{name}",
-            _escalation_run(ev, _comed_anchor(ev), ComedController(gate), samples),
-            problems,
-            f"dev fit · comed {name}",
-        )
-        for name, gate in DEV_GATES.items()
-    }
+    samples, anchor = ev.council.samples, _comed_anchor(ev)
+    runs: dict[str, list[EpisodeRecord]] = {}
+    for name, gate in DEV_GATES.items():
+        first = runs.get("probe_verify")
+        replay_probe = name == "probe_escalate"
+        run = _escalation_run(ev, anchor, ComedController(gate), samples, first, probe=replay_probe)
+        runs[name] = ev.play(f"dev_comed_{name}", run, problems, f"dev fit · comed {name}")
     first = runs["probe_verify"]
 
     def cost(records: list[EpisodeRecord], agent: str | None = None) -> np.ndarray:
@@ -279,8 +330,10 @@ def comed_thresholds(ev: EvaluationContext) -> tuple[ComedThresholds, dict[str, 
 
 
 def _gated(ev: EvaluationContext, name: str, controller: Agent, note: str, extra: dict) -> ProtocolResult:
-    """A dev-fitted gate on the test problems, with COMED's anchor and the share of each path."""
-    run = _escalation_run(ev, _comed_anchor(ev), controller, ev.council.samples)
+    """A dev-fitted gate on the test problems, with COMED's anchor (self-consistency's samples
+    replayed, unless the anchor is routed) and the share of each path."""
+    replay = None if ev.council.comed.routed_anchor else ev.anchor_draws
+    run = _escalation_run(ev, _comed_anchor(ev), controller, ev.council.samples, replay)
     records = ev.play(name, run, _comed_problems(ev, "test"), f"{name} · test")
     paths = [r.info["path"] for r in records]
     extra = {**extra, "paths": {p: paths.count(p) / len(paths) for p in sorted(set(paths))}}

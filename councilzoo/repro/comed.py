@@ -32,7 +32,8 @@ the question, no transcript), so ``solver_prompt`` renders every turn in that fo
 seat answers the question independently and the games' own rules do the collaborating (debate:
 plurality of the debaters' final answers; VERIFY: the verifier's answer). Harm here is a wrong
 collaborative answer replacing a right anchor answer, not a peer being talked out of it. Same
-check as above, per seed-averaged row.
+check as above, per seed-averaged row. Each council's seeds are independent cells, run in
+parallel processes on one torch thread each.
 
 Complementary part (``complementary``, pre-registered 2026-12-04 in docs/reproductions.md): the
 first council's peers are weaker copies of the anchor's skill, so there is little for them to
@@ -50,6 +51,7 @@ report lists each part's verdict and reason (``results["parts"]``).
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,7 +71,7 @@ from councilzoo.evaluation.council import CouncilConfig  # noqa: E402
 from councilzoo.evaluation.demo import DEMO_COUNCIL  # noqa: E402
 from councilzoo.evaluation.harness import Evaluation  # noqa: E402
 from councilzoo.evaluation.report import frontier_plot, pareto_frontier, rescue_harm_plot  # noqa: E402
-from councilzoo.repro import tiny_lms  # noqa: E402
+from councilzoo.repro import map_in_processes, tiny_lms  # noqa: E402
 from councilzoo.repro.report import run_sections, save_figure  # noqa: E402
 from councilzoo.repro.verdicts import check as labelled  # noqa: E402
 from councilzoo.repro.verdicts import flag_status, interval_status
@@ -94,11 +96,11 @@ COLORS = {
     "comed": "tab:purple",
 }
 METRICS = ("accuracy", "calls", "tokens", "anchor_accuracy", "rescue", "harm", "net", "escalation_rate")
-# The simulated part: 8 seeds x 100 items since 2026-12-06 (it ran 3 x 200). The tiny-LM councils
-# keep their 3 seeds x 250 items: 8 seeds at those sizes would cost about 180 CPU-s more than
-# `repro all`'s budget leaves, and at 100 items a seed the whole run took 690 s (reproductions.md).
+# 8 seeds since 2026-12-06: the simulated part at 100 items a level (it ran 3 x 200), the tiny-LM
+# councils at their 250 items (they ran 3 seeds; their seeds run in parallel processes and their
+# dev paths and gates replay the anchor's draws, so `repro all` keeps its 10 minutes).
 FULL = {"levels": (0.0, 0.15, 0.3, 0.45, 0.6), "seeds": 8, "test": 100, "dev": 100,
-        "lm_seeds": 3, "lm_test": 250, "lm_dev": 250}
+        "lm_seeds": 8, "lm_test": 250, "lm_dev": 250}
 QUICK = {"levels": (0.0, 0.3, 0.6), "seeds": 2, "test": 80, "dev": 100,
          "lm_seeds": 1, "lm_test": 24, "lm_dev": 24}
 LM_TEMPERATURE = 0.8
@@ -350,14 +352,20 @@ def run_lm_cell(seating: Seating, seed: int, n_test: int, n_dev: int) -> dict[st
     return {row["protocol"]: row for row in ev.rows(LM_PROTOCOLS)}
 
 
+def _lm_cell_job(job: tuple[Seating, int, int, int]) -> dict[str, dict[str, Any]]:
+    """``run_lm_cell`` on one torch thread (a process-pool task: one council and seed)."""
+    with tiny_lms.torch_threads():
+        return run_lm_cell(*job)
+
+
 def council_rows(
     seating: Seating, seeds: int, sizes: dict[str, Any], out_dir: Path, prefix: str
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], dict[str, Any], dict[str, Any]]:
     """Run ``seating`` over ``seeds``: its protocol rows, the seed-averaged table, the results every
     council reports (rows, COMED's fits, frontiers) under ``prefix``, and its setup; saves the
     frontier and rescue-harm figures as ``<prefix>_frontier.png`` / ``<prefix>_rescue_harm.png``."""
-    with tiny_lms.torch_threads():
-        cells = [run_lm_cell(seating, seed, sizes["lm_test"], sizes["lm_dev"]) for seed in range(seeds)]
+    jobs = [(seating, seed, sizes["lm_test"], sizes["lm_dev"]) for seed in range(seeds)]
+    cells = map_in_processes(_lm_cell_job, jobs, os.cpu_count() or 1)  # independent, seeded cells
     table = {p: _aggregate(cells, p) for p in LM_PROTOCOLS}
     rows = [{"protocol": p, "oracle": p == "oracle_gate", **table[p]} for p in LM_PROTOCOLS]
     frontier_plot(rows, out_dir / f"{prefix}_frontier.png")

@@ -36,8 +36,10 @@ answers the reviewer states when it speaks; ``LABEL_FREE``). Seeds and steps com
 calculation on the first run's variance (docs/reproductions.md). The reviewer stays frozen: its
 verdict is computed from its re-solved answer, so no verdict text exists for a reviewer reward to
 grade. Check: the GSPO arm's first proposals are more accurate than the controllers-only arm's
-(seed-paired interval above 0) and its final accuracy is not lower (the gap's interval above -0.02); the
-label-free arms are reported beside them, not checked (neither paper makes a claim about them).
+(seed-paired interval above 0) and its final accuracy is not lower (the gap's interval above -0.02). The
+label-free arms are reported, not checked (neither paper makes a claim about them), and run in their
+own command (``councilzoo repro tracer-label-free``, ``councilzoo.repro.tracer_label_free``): at 8
+seeds they do not fit in ``repro all``'s 10 minutes.
 """
 
 from __future__ import annotations
@@ -96,15 +98,16 @@ LM_METRICS = ("accuracy", "calls_per_question", "correction_rate", "preservation
 FULL = {"seeds": 8, "steps": 15, "problems": 48, "test": 128, "levels": (0.55, 0.7, 0.85, 0.95),
         "lm_seeds": 8, "lm_steps": 8, "lm_problems": 32, "lm_test": 100,
         # the utterance part's steps: the power calculation of 2026-12-04 (docs/lab.md); its checked
-        # arms' seeds: 8 since 2026-12-06 (the 80% design that plan named; it ran 5)
-        "utt_seeds": 8, "utt_label_free_seeds": 3, "utt_steps": 16, "utt_problems": 16, "utt_episodes": 2,
+        # arms' seeds: 8 since 2026-12-06 (the 80% design that plan named; it ran 5); the label-free
+        # arms (they ran 3 seeds) run at 8 in their own command, ``repro tracer-label-free``
+        "utt_seeds": 8, "utt_label_free_seeds": 0, "utt_steps": 16, "utt_problems": 16, "utt_episodes": 2,
         "utt_candidates": 8, "utt_turns": 16, "utt_test": 250,
         # Experiment A (plan 2026-12-06, docs/reproductions.md): seeds from the pilot's power calculation
         "opt_levels": (0.7, 0.95), "opt_seeds": 16, "opt_steps": (1, 2, 4, 8, 16, 32), "opt_problems": 48,
         "opt_test": 128}
 QUICK = {"seeds": 2, "steps": 6, "problems": 24, "test": 96, "levels": (0.6, 0.9),
          "lm_seeds": 2, "lm_steps": 3, "lm_problems": 16, "lm_test": 60,
-         "utt_seeds": 2, "utt_label_free_seeds": 2, "utt_steps": 2, "utt_problems": 8, "utt_episodes": 2,
+         "utt_seeds": 2, "utt_label_free_seeds": 0, "utt_steps": 2, "utt_problems": 8, "utt_episodes": 2,
          "utt_candidates": 4, "utt_turns": 8, "utt_test": 60,
          "opt_levels": (0.7,), "opt_seeds": 2, "opt_steps": (1, 2, 4), "opt_problems": 16, "opt_test": 24}
 LM_PROPOSER, LM_REVIEWER = "solver-qwen-a", "solver-strong"  # tiny_lms.REGISTRY names
@@ -575,7 +578,8 @@ def utterance_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> d
     free = "; ".join(
         f"{name}, consensus right {arm[name]['label_accuracy']:.2f}: first proposals "
         f"{_signed(gap.get((name, 'first_proposal_accuracy')))}, final accuracy "
-        f"{_signed(gap.get((name, 'accuracy')))}" for name in LABEL_FREE if name in arm) or "not run"
+        f"{_signed(gap.get((name, 'accuracy')))}" for name in LABEL_FREE if name in arm) or (
+        "run by `councilzoo repro tracer-label-free`")
     reason = (f"GSPO-trained proposer's first proposals right {gspo['first_proposal_accuracy']:.3f} vs "
               f"{alone['first_proposal_accuracy']:.3f} with the controllers alone, seed-paired "
               f"{_signed(first)} "

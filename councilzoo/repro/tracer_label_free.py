@@ -1,0 +1,31 @@
+"""``councilzoo repro tracer-label-free``: TRACER's utterance layer with its label-free arms, 8 seeds.
+
+The utterance part of ``councilzoo repro tracer`` (``tracer.utterance_part``) with all four arms
+on the same seeds: the controllers alone, GSPO on gold role rewards, and the two label-free
+variants (``tracer.LABEL_FREE``: values and rewards against the consensus of independent samples
+the controllers do not influence). The label-free arms are reported, not checked (neither paper
+makes a claim about them), so the verdict is the utterance part's own. They run here, with their
+own time budget (docs/reproductions.md), because at 8 seeds they do not fit in ``repro all``'s 10
+minutes; the gold arms are the same cells as ``repro tracer``'s (same seeds, same numbers).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from councilzoo.repro import tracer
+from councilzoo.repro.report import run_sections
+
+__all__ = ["CLAIM", "FULL", "QUICK", "run"]
+
+CLAIM = ("TRACER's GSPO utterance layer trains the proposer (gold role rewards), reported beside two "
+         "label-free variants")
+FULL = {**tracer.FULL, "utt_label_free_seeds": tracer.FULL["utt_seeds"]}
+QUICK = {**tracer.QUICK, "utt_label_free_seeds": tracer.QUICK["utt_seeds"]}
+
+
+def run(out_dir: str | Path, seeds: int | None = None, quick: bool = False) -> dict[str, Any]:
+    """The utterance part with every arm at ``seeds`` (default 8, ``--quick`` 2) into ``out_dir``."""
+    sections = (("utterance", tracer.utterance_part),)
+    return run_sections(CLAIM, sections, out_dir, seeds, QUICK if quick else FULL, {"quick": quick})
