@@ -10,7 +10,14 @@ from councilzoo.agents.prompts import render_messages
 from councilzoo.envs import review_v0
 from councilzoo.envs.types import Action, Mode
 from councilzoo.repro.tiny_lms import addition_problems, solver_messages, tiny_lm
-from councilzoo.repro.tracer import LM_REVIEWER, LM_ROUNDS, lm_agents, resolved_verdict, sft_messages
+from councilzoo.repro.tracer import (
+    LABEL_FREE,
+    LM_REVIEWER,
+    LM_ROUNDS,
+    lm_agents,
+    resolved_verdict,
+    sft_messages,
+)
 from councilzoo.repro.verdicts import HELD, conjunction, part_status
 from councilzoo.tasks import answers_equivalent, extract_answer
 
@@ -144,7 +151,7 @@ def test_label_free_command_runs_every_arm_on_the_gold_arms_seeds(quick_repro, t
     report = json.loads((tmp_path / "tracer_label_free" / "report.json").read_text())
     res = report["results"]
     assert [p["part"] for p in res["parts"]] == ["utterance"]
-    _check_utterance(res, report["verdict"]["status"], ("gspo", "gspo_label_free", "gspo_label_free_reviews"))
+    _check_utterance(res, report["verdict"]["status"], ("gspo", *LABEL_FREE))
     # the gold arms are `repro tracer`'s own cells: same seeds, same numbers
     tracer = json.loads((quick_repro / "tracer" / "report.json").read_text())["results"]
     gold = {r["arm"]: r for r in tracer["utterance_arms"]}

@@ -30,9 +30,10 @@ interval below 0) at equal or better accuracy (the seed-paired accuracy gap's in
 
 **Utterance layer** (CPU, minutes). The same proposer and re-solving reviewer, four arms at equal
 episodes: the controllers alone (GSPO off), the controllers with the GSPO utterance layer training
-the proposer on gold role rewards (+1 right answer, -1 wrong or none), and two label-free variants
-(values and rewards against the step's consensus of the proposals, or of the proposals and the
-answers the reviewer states when it speaks; ``LABEL_FREE``). Seeds and steps come from a power
+the proposer on gold role rewards (+1 right answer, -1 wrong or none), and three label-free variants
+(values and rewards against the step's consensus of the proposals, of the proposals and the
+answers the reviewer states when it speaks, or of fresh samples the controllers do not influence;
+``LABEL_FREE``). Seeds and steps come from a power
 calculation on the first run's variance (docs/reproductions.md). The reviewer stays frozen: its
 verdict is computed from its re-solved answer, so no verdict text exists for a reviewer reward to
 grade. Check: the GSPO arm's first proposals are more accurate than the controllers-only arm's
@@ -441,8 +442,10 @@ def tiny_lm_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dic
 
 # The label-free arms and whose answers vote for their consensus label (TracerConfig.consensus_votes):
 # the first (2026-12-04) counts the proposals only; the second, pre-registered after the first had
-# collapsed, also the answers the re-solving reviewer states when it speaks.
-LABEL_FREE = {"gspo_label_free": "proposals", "gspo_label_free_reviews": "proposals_and_reviews"}
+# collapsed, also the answers the re-solving reviewer states when it speaks; the third (2026-12-06)
+# fresh opening samples the controllers do not influence, each GSPO candidate scored leave-one-out.
+LABEL_FREE = {"gspo_label_free": "proposals", "gspo_label_free_reviews": "proposals_and_reviews",
+              "gspo_label_free_samples": "samples"}
 ARMS = ("controllers_only", "gspo", *LABEL_FREE)
 UTT_METRICS = ("first_proposal_accuracy", "accuracy", "correction_rate", "preservation_rate",
                "calls_per_question")
@@ -597,7 +600,8 @@ def utterance_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> d
             "utterance_arms": "controllers_only (GSPO off), gspo (gold role rewards), gspo_label_free "
                               "(consensus of the proposals for values and rewards), gspo_label_free_reviews "
                               "(consensus of the proposals and of the answers the reviewer states when it "
-                              "speaks); same episodes, models, controllers",
+                              "speaks), gspo_label_free_samples (consensus of 8 fresh opening samples a "
+                              "problem, candidates scored leave-one-out); same episodes, models, controllers",
             "utterance_training": f"{sizes['utt_steps']} steps x {sizes['utt_problems']} problems x "
                                   f"{sizes['utt_episodes']} episodes; GSPO on {sizes['utt_turns']} proposer "
                                   f"turns x {sizes['utt_candidates']} candidates per step, full weights, "
