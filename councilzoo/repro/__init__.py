@@ -10,9 +10,10 @@ Each module exposes ``run(out_dir, seeds, quick) -> dict``
 (the result format of ``councilzoo.repro.report``); ``main`` imports it lazily, runs it into
 ``OUT/<module>/`` (``OUT/corl_dose/`` for ``corl-dose``) and writes ``report.md`` + ``report.json``
 there. ``seeds=None`` lets each claim use its own default number of seeds; a number given must be
-at least ``MIN_SEEDS``. ``all`` runs the claims in ``--jobs`` processes (default: one
-per CPU core, at most one per claim; each on one torch thread; longest first). Every claim runs the tiny LMs
-shipped with the package (``councilzoo.repro.tiny_lms``), so its numbers are the same on any machine.
+at least ``MIN_SEEDS``. ``all`` runs the claims in ``--jobs`` processes (default: one per CPU
+core, at most one per claim; each on one torch thread; longest first). Every claim runs the tiny
+LMs shipped with the package (``councilzoo.repro.tiny_lms``), so its numbers are the same on any
+machine.
 """
 
 from __future__ import annotations
