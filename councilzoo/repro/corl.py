@@ -133,9 +133,10 @@ REGIMES: dict[str, Regime] = {
 PRIMARY = "in_regime"  # the claim's verdict is this regime's; "present" is the comparison row
 ARMS = tuple(REGIMES[PRIMARY].arms())
 # 8 seeds since 2026-12-06 (issue 39: 3 seeds made a percentile interval the extreme seeds); the
-# plan of 2026-12-03 ran 3. The first setting ran 20 steps and evaluated 250 items every 5 steps.
+# plan of 2026-12-03 ran 3, and so did the numpy simulation until later that day. The first setting
+# ran 20 steps and evaluated 250 items every 5 steps.
 FULL = {"seeds": 8, "steps": 12, "prompts": 8, "generations": 8, "eval_every": 6, "eval_items": 200,
-        "measure_items": None, "sim": corl_sim.SimConfig(), "sim_seeds": 3}
+        "measure_items": None, "sim": corl_sim.SimConfig(), "sim_seeds": 8}
 QUICK = {"seeds": 2, "steps": 3, "prompts": 4, "generations": 4, "eval_every": 3, "eval_items": 24,
          "measure_items": 48,
          "sim": corl_sim.SimConfig(problems=16, steps=15, correlations=(0.0, 0.5, 1.0),
