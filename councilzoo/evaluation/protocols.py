@@ -276,13 +276,13 @@ def gate_outcomes(ev: EvaluationContext, problems: list[Problem], unit: str = "c
     never chosen by ``gate_paths``.
     """
     samples, anchor = ev.council.samples, _comed_anchor(ev)
-    runs: dict[str, list[EpisodeRecord]] = {}
-    for name, gate in DEV_GATES.items():
-        first = runs.get("probe_verify")
-        replay_probe = name == "probe_escalate"
-        run = _escalation_run(ev, anchor, ComedController(gate), samples, first, probe=replay_probe)
-        runs[name] = ev.play(f"dev_comed_{name}", run, problems, f"dev fit · comed {name}")
-    first = runs["probe_verify"]
+
+    def play(name: str, replay: list[EpisodeRecord] | None = None, probe: bool = False):
+        run = _escalation_run(ev, anchor, ComedController(DEV_GATES[name]), samples, replay, probe)
+        return ev.play(f"dev_comed_{name}", run, problems, f"dev fit · comed {name}")
+
+    first = play("probe_verify")
+    runs = {"probe_escalate": play("probe_escalate", first, probe=True), "escalate": play("escalate", first)}
 
     def cost(records: list[EpisodeRecord], agent: str | None = None) -> np.ndarray:
         c = metrics.costs(records, agent)

@@ -352,20 +352,14 @@ def run_lm_cell(seating: Seating, seed: int, n_test: int, n_dev: int) -> dict[st
     return {row["protocol"]: row for row in ev.rows(LM_PROTOCOLS)}
 
 
-def _lm_cell_job(job: tuple[Seating, int, int, int]) -> dict[str, dict[str, Any]]:
-    """``run_lm_cell`` on one torch thread (a process-pool task: one council and seed)."""
-    with tiny_lms.torch_threads():
-        return run_lm_cell(*job)
-
-
 def council_rows(
     seating: Seating, seeds: int, sizes: dict[str, Any], out_dir: Path, prefix: str
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], dict[str, Any], dict[str, Any]]:
     """Run ``seating`` over ``seeds``: its protocol rows, the seed-averaged table, the results every
     council reports (rows, COMED's fits, frontiers) under ``prefix``, and its setup; saves the
     frontier and rescue-harm figures as ``<prefix>_frontier.png`` / ``<prefix>_rescue_harm.png``."""
-    jobs = [(seating, seed, sizes["lm_test"], sizes["lm_dev"]) for seed in range(seeds)]
-    cells = map_in_processes(_lm_cell_job, jobs, os.cpu_count() or 1)  # independent, seeded cells
+    jobs = [(run_lm_cell, (seating, seed, sizes["lm_test"], sizes["lm_dev"])) for seed in range(seeds)]
+    cells = map_in_processes(tiny_lms.on_one_thread, jobs, os.cpu_count() or 1)  # independent, seeded cells
     table = {p: _aggregate(cells, p) for p in LM_PROTOCOLS}
     rows = [{"protocol": p, "oracle": p == "oracle_gate", **table[p]} for p in LM_PROTOCOLS]
     frontier_plot(rows, out_dir / f"{prefix}_frontier.png")

@@ -52,7 +52,7 @@ import logging
 import re
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,7 +65,7 @@ __all__ = [
     "TASKS", "MAX_OPERAND", "SPLITS", "QUESTION_FORMS", "SOLVER_ROLES", "VERDICTS", "MAX_NEW_TOKENS",
     "DATA_DIR", "needs_carry", "SKILLS", "addition_problems", "solver_messages", "verifier_messages",
     "reviewer_target", "TinyLMSpec", "REGISTRY", "SHA256", "digest", "tiny_lm", "checked", "tiny_lm_info",
-    "build", "torch_threads", "deterministic", "finish", "main",
+    "build", "torch_threads", "on_one_thread", "deterministic", "finish", "main",
 ]
 
 TASKS = ("solver", "verifier", "reviewer")
@@ -384,6 +384,14 @@ def torch_threads(n: int = 1) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def on_one_thread(call: tuple[Callable, tuple]) -> Any:
+    """``fn(*args)`` for ``(fn, args)`` under ``torch_threads()``: a process-pool task (each worker
+    of ``repro.map_in_processes`` runs one seeded cell at a time on one torch thread)."""
+    fn, args = call
+    with torch_threads():
+        return fn(*args)
 
 
 def _batch(tokenizer, examples: Sequence[tuple[list[dict[str, str]], str]]):

@@ -70,6 +70,7 @@ from councilzoo.repro.report import run_sections, save_figure  # noqa: E402
 from councilzoo.repro.tiny_lms import (  # noqa: E402
     MAX_NEW_TOKENS,
     addition_problems,
+    on_one_thread,
     solver_messages,
     tiny_lm,
     tiny_lm_info,
@@ -516,12 +517,6 @@ def _paired_vs(cells: dict[str, list[dict]], arm: str, metric: str) -> tuple[flo
     return mean_ci(diff, seed=0) if len(diff) > 1 else (diff[0], diff[0], diff[0])
 
 
-def _utterance_job(job: tuple) -> dict:
-    """``run_utterance_cell`` on one torch thread (a process-pool task: one arm and seed)."""
-    with torch_threads():
-        return run_utterance_cell(*job)
-
-
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
@@ -540,10 +535,10 @@ def utterance_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> d
     arm_seeds = {arm: seeds or (sizes["utt_label_free_seeds"] if arm in LABEL_FREE else n_seeds)
                  for arm in ARMS}
     paths = {"proposer": tiny_lm(LM_PROPOSER), "reviewer": tiny_lm(LM_REVIEWER)}
-    jobs = [(arm, seed, sizes, paths) for arm in ARMS for seed in range(arm_seeds[arm])]
-    results = map_in_processes(_utterance_job, jobs, os.cpu_count() or 1)  # independent, seeded cells
+    jobs = [(run_utterance_cell, (arm, seed, sizes, paths)) for arm in ARMS for seed in range(arm_seeds[arm])]
+    results = map_in_processes(on_one_thread, jobs, os.cpu_count() or 1)  # independent, seeded cells
     cells: dict[str, list[dict]] = {arm: [] for arm in ARMS}
-    for (arm, *_), result in zip(jobs, results, strict=True):
+    for (_, (arm, *_)), result in zip(jobs, results, strict=True):
         cells[arm].append(result)  # in seed order: jobs are listed arm-major, seeds ascending
     rows, diffs = [], []
     for arm in ARMS:
