@@ -56,15 +56,14 @@ def test_standardised_effect_of_a_pilot():
 
 @pytest.mark.parametrize("units", [3, 8, 16])
 def test_t_interval_over_seeds_keeps_its_coverage(units):
-    """Simulated coverage of the seed-level interval: at least 93% of 4,000 draws hold the truth
-    (normal seed values with the between-run spread of a real run, sd 0.05, plus a skewed case)."""
+    """Simulated coverage of the seed-level interval, at least 93% of 4,000 draws: each unit is a
+    training run whose true accuracy varies between runs (sd 0.05, the between-run spread of a
+    real run) and is measured on 96 items, so unit values carry both levels of noise."""
     rng = np.random.default_rng(units)
-    for draw in (lambda n: rng.normal(0.02, 0.05, n), lambda n: rng.exponential(0.05, n) - 0.05 + 0.02):
-        hits = 0
-        for _ in range(4000):
-            _, lo, hi = t_interval(draw(units))
-            hits += lo <= 0.02 <= hi
-        assert hits / 4000 >= (0.93 if units >= 8 else 0.90), (units, hits / 4000)
+    p = np.clip(rng.normal(0.5, 0.05, size=(4000, units)), 0, 1)
+    values = rng.binomial(96, p) / 96
+    hits = sum(lo <= 0.5 <= hi for _, lo, hi in map(t_interval, values))
+    assert hits / 4000 >= 0.93, (units, hits / 4000)
 
 
 def test_t_interval_refuses_fewer_than_two_units():
