@@ -303,3 +303,15 @@ def test_without_landlock_a_program_cannot_copy_another_workers_printed_answer(w
 
 def test_without_landlock_no_program_can_turn_later_outputs_into_failures_with_a_link(without_landlock):
     assert without_landlock["later"] == [["5"]] * 4
+
+
+def test_an_eval_report_shows_that_weaker_isolation_was_accepted(tmp_path, monkeypatch):
+    from councilzoo.config import run_metadata
+    from councilzoo.evaluation import report
+
+    for accepted, out in ((False, tmp_path / "strict"), (True, tmp_path / "weaker")):
+        monkeypatch.setenv("COUNCILZOO_SANDBOX_ACCEPT_WEAKER", "1" if accepted else "0")
+        report.write([], out, run_metadata(0))
+        shown = "weaker isolation accepted" in (out / "report.md").read_text()
+        recorded = json.loads((out / "report.json").read_text())["run"]["sandbox"]
+        assert shown == accepted and recorded == {"accept_weaker_isolation": accepted}

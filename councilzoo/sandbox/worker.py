@@ -176,8 +176,8 @@ class Worker:
             job = protocol.read_message(self.caller_fd)
             if job is None:
                 return CALLER_GONE
-            flags = self.granted["ipc_namespace"] * isolation.CLONE_NEWIPC
-            flags |= (self.jail is not None) * isolation.CLONE_NEWNS
+            flags = isolation.CLONE_NEWIPC if self.granted["ipc_namespace"] else 0
+            flags |= isolation.CLONE_NEWNS if self.jail is not None else 0
             if flags:
                 isolation.LIBC.unshare(flags)
             reply = self.run(job)
