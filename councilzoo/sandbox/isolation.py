@@ -141,8 +141,8 @@ def _runtime() -> tuple[list[str], list[str]]:
 def _mount_read_only(path: str) -> bool:
     """Make the mount at ``path`` and every mount below it read-only (``mount_setattr``)."""
     attr = (ctypes.c_uint64 * 4)(MOUNT_ATTR_RDONLY, 0, 0, 0)  # struct mount_attr: set, clear, ...
-    path_arg = ctypes.c_char_p(path.encode())
-    return LIBC.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, path_arg, AT_RECURSIVE, attr, ctypes.sizeof(attr)) == 0
+    args = (ctypes.c_long(AT_FDCWD), ctypes.c_char_p(path.encode()), ctypes.c_long(AT_RECURSIVE))
+    return LIBC.syscall(SYS_MOUNT_SETATTR, *args, attr, ctypes.c_size_t(ctypes.sizeof(attr))) == 0
 
 
 def build_minimal_root(root: str) -> str | None:
