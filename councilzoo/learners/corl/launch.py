@@ -135,8 +135,9 @@ def launch_cohort(
     indices = list(range(len(cfg.members))) if members is None else list(members)
     starts = _starts_here(plan, machines, indices, host)
     plan_path, folders = _prepare_run(cfg, plan, learner, resume, overwrite, indices)
-    names = ", ".join(f"{plan.worlds[i].name}" + (f" on {node.host}" if node else "") for i, node in starts)
-    phase(f"starting {len(starts)} member world(s): {names} (each loads its model, then trains)")
+    names = ", ".join(plan.worlds[i].name + (f" on {node.host}" if node else "") for i, node in starts)
+    how = " as srun steps" if machines.slurm_job is not None else ""
+    phase(f"starting {len(starts)} member world(s){how}: {names} (each loads its model, then trains)")
     with _sigterm_interrupts():
         _run_worlds(cfg, plan, plan_path, starts, timeout_s, machines)
     return [_last_row(folders[i]) for i in dict.fromkeys(i for i, _ in starts)]
