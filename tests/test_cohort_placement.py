@@ -109,16 +109,17 @@ def test_one_node_keeps_the_members_apart_and_every_node_shape_keeps_the_update(
         _plan(cfg, "n[1-6]", 3)
 
 
-def test_a_world_across_nodes_meets_at_one_rendezvous_with_the_same_command(tmp_path):
-    """torchrun's c10d rendezvous: every node of a world runs the same command; an accelerate world
-    gets its machines, address and each node's rank from the plan (no edited config file)."""
+def test_a_world_across_nodes_meets_at_one_rendezvous(tmp_path):
+    """torchrun's c10d rendezvous: every node of a world meets at its first node, named by its own
+    address (the rendezvous ranks nodes by it); an accelerate world gets its machines, address and
+    each node's rank from the plan (no edited config file)."""
     cfg = _config(tmp_path)
     cfg.members[0].num_processes = 16
     cfg.members[0].trainer = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2}
     plan = _plan(cfg, "gpu[01-03]", 8)
     spanning = plan.worlds[0]
     assert [n.host for n in spanning.nodes] == ["gpu01", "gpu02"] and spanning.rendezvous == "gpu01:29518"
-    assert spanning.nodes[0].command == spanning.nodes[1].command
+    assert [n.command[n.command.index("--local-addr") + 1] for n in spanning.nodes] == ["gpu01", "gpu02"]
     assert spanning.nodes[0].command[spanning.nodes[0].command.index("--nnodes") + 1] == "2"
     assert [n.host for n in plan.worlds[1].nodes] == ["gpu03"] and plan.link == "gpu01:29517"
     assert spanning.completions_per_step() == 128

@@ -97,7 +97,7 @@ def test_one_sbatch_script_trains_a_cohort_as_srun_steps(slurm, tmp_path, models
     cpu_config(tmp_path, models)
     out = tmp_path / "job.out"
     done = subprocess.run(
-        ["sbatch", "--wait", "--parsable", "--gres=none", f"--output={out}", SCRIPT, GPU_CONFIG,
+        ["sbatch", "--wait", "--parsable", "--gres=none", f"--output={out}", str(ROOT / SCRIPT), GPU_CONFIG,
          "--set", "members.1.num_processes=1", "--set", "trainer.gradient_accumulation_steps=2"],
         cwd=tmp_path, env=_job_env(slurm, COUNCILZOO_ROOT=str(tmp_path), GPUS_PER_NODE="0"),
         capture_output=True, text=True, timeout=900,

@@ -226,7 +226,7 @@ def plan_cohort(cfg: Any, learner: str, machines: Machines, resume: bool = False
     spans = sorted(range(n), key=lambda i: -shapes[i][0])  # worlds on whole hosts first
     hosts = {i: slots.take(cfg.members[i], *shapes[i], where[i]) for i in spans}
     ports = _Ports(machines, cfg.distributed.port, n)
-    link_host = hosts[0][0][0]
+    link_host = cfg.distributed.host if machines.local else hosts[0][0][0]
     resolved = config_to_dict(cfg)
     resolved["distributed"].update(host=link_host, port=ports.link)
     worlds = []
@@ -245,7 +245,7 @@ def plan_cohort(cfg: Any, learner: str, machines: Machines, resume: bool = False
             vllm=_vllm(grpo), model=member.model or str(cfg.tiny_model_dir(i)), grpo=grpo,
         )  # fmt: skip
         entry = ["-m", "councilzoo.learners.corl.member", str(out / PLAN_FILE), "--world", str(i)]
-        world.nodes = [Node(host, devices, _command(world, member, rank, len(hosts[i]), entry))
+        world.nodes = [Node(host, devices, _command(world, member, rank, host, len(hosts[i]), entry))
                        for rank, (host, devices) in enumerate(hosts[i])]  # fmt: skip
         worlds.append(world)
     return Placement(
@@ -280,21 +280,24 @@ def _vllm(grpo: Mapping[str, Any]) -> str:
             f"weight-sync group port {grpo['vllm_group_port']}")  # fmt: skip
 
 
-def _command(world: World, member: Any, rank: int, nodes: int, entry: list[str]) -> list[str]:
-    """How one node of ``world`` starts: python (one process), torchrun (c10d rendezvous, the same
-    command on every node) or accelerate launch (its config file's machines and address replaced
-    by the plan's, so no node edits a config)."""
+def _command(world: World, member: Any, rank: int, host: str, nodes: int, entry: list[str]) -> list[str]:
+    """How one node of ``world`` starts: python (one process), torchrun (c10d rendezvous; across
+    nodes each names its address, by which the rendezvous orders the ranks, so the plan's first
+    node holds rank 0) or accelerate launch (its config file's machines and address replaced by the
+    plan's, so no node edits a config)."""
     python = sys.executable
     if world.launcher == "python":
         return [python, *entry]
-    host, port = world.rendezvous.rsplit(":", 1)
+    main, port = world.rendezvous.rsplit(":", 1)
     if world.launcher == "torchrun":
+        local = ["--local-addr", host] if nodes > 1 else []
         return [python, "-m", "torch.distributed.run", "--nnodes", str(nodes),
                 "--nproc-per-node", str(world.per_node), "--rdzv-backend", "c10d",
-                "--rdzv-endpoint", world.rendezvous, "--rdzv-id", f"{world.name}-{port}", *entry]  # fmt: skip
+                "--rdzv-endpoint", world.rendezvous, "--rdzv-id", f"{world.name}-{port}", *local,
+                *entry]  # fmt: skip
     return [python, "-m", "accelerate.commands.launch", "--config_file", member.accelerate_config,
             "--num_processes", str(world.processes), "--num_machines", str(nodes),
-            "--machine_rank", str(rank), "--main_process_ip", host, "--main_process_port", port,
+            "--machine_rank", str(rank), "--main_process_ip", main, "--main_process_port", port,
             *entry]  # fmt: skip
 
 
