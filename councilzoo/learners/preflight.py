@@ -528,7 +528,5 @@ def preflight(
             lines.append(f"  {level}: {text}")
             if level == "error":
                 errors.append(f"{plan.where}: {text}")
-    if placement is not None:
-        lines += placement.describe()
     verdict = f"{len(errors)} error(s): the run would start wrong" if errors else "no errors"
-    return "\n".join([*lines, verdict]), errors
+    return "\n".join([*lines, verdict, *(placement.describe() if placement is not None else [])]), errors
