@@ -342,6 +342,8 @@ class _Slots:
             return len(self.free[host]) >= per_node
 
         chosen = sorted((h for h in self.machines.hosts if fits(h)), key=self.load.get)[:nodes]
+        if nodes > 1:
+            chosen.sort()  # the order torchrun's rendezvous ranks nodes in (by address): rank 0 first
         if len(chosen) < nodes:
             kind = f"{per_node} free GPU(s)" if self.machines.gpu else "no other world"
             raise ConfigError(f"{where}: needs {nodes} node(s) with {kind}, but the machines "

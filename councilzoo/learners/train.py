@@ -18,6 +18,7 @@ import contextlib
 import inspect
 import json
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -171,6 +172,8 @@ def main(args: argparse.Namespace) -> int:
     if machines is not None:
         kwargs.update(machines=machines, host=args.host)
     lock = f".councilzoo-members-{'-'.join(map(str, members))}.lock" if members is not None else LOCK_FILE
+    if args.hosts:  # each host's launcher of a run on named hosts (one folder they all share)
+        lock = f".councilzoo-host-{args.host or socket.gethostname().split('.')[0]}.lock"
     # each node of a multi-node cohort locks its members; the other ranks of a torchrun world
     # (TRACER on N processes) run under their rank 0's lock
     main_rank = os.environ.get("RANK", "0") == "0"
