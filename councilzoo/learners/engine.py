@@ -45,7 +45,8 @@ __all__ = [
     "rounds_needed",
     "current_world_size",
     "completion_text", "cut_at_token_limit", "build_trainer", "processing_class", "leave_world",
-    "latest_trainer_checkpoint", "checkpoint_steps", "MetricsFile", "CheckpointManifest", "StepProgress",
+    "latest_trainer_checkpoint", "checkpoint_steps", "trainer_class", "MetricsFile", "CheckpointManifest",
+    "StepProgress",
 ]
 
 # Keys a learner sets itself; a config's ``trainer:`` mapping may not override them.
@@ -215,7 +216,8 @@ def cut_at_token_limit(trainer: Any, completion_ids: Sequence[Sequence[int]]) ->
     a trainer (a reward called outside TRL) or ids (empty), none did."""
     if trainer is None or not any(completion_ids):
         return [False] * len(completion_ids)
-    ends = {*trainer.eos_token_ids, trainer._tokenizer.pad_token_id}
+    tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)  # a VLM's processor
+    ends = {*trainer.eos_token_ids, tokenizer.pad_token_id}
     return [bool(ids) and ids[-1] not in ends for ids in completion_ids]
 
 
@@ -235,7 +237,6 @@ def build_trainer(
     after them, so each checkpoint's manifest lists what they wrote.
     """
     from datasets import Dataset
-    from trl import GRPOTrainer
 
     peft_config = None
     if peft:
@@ -246,7 +247,7 @@ def build_trainer(
     if args.chat_template_kwargs and "date_string" not in chat_template_kwargs(tokenizer):
         # a template that reads no date is given none (a processor would pass it to its tokenizer)
         args.chat_template_kwargs = {k: v for k, v in args.chat_template_kwargs.items() if k != "date_string"}
-    trainer = GRPOTrainer(
+    trainer = trainer_class()(
         model=model,
         reward_funcs=reward_funcs,
         args=args,
@@ -300,23 +301,54 @@ def _log_masked_fraction(trainer: Any) -> None:
     longer ones more often, since their ratio is a product over more tokens."""
     import torch
 
-    generate = trainer._generate_and_score_completions
     args = trainer.args
 
-    def generate_and_log(inputs: Any) -> Any:
-        out = generate(inputs)
-        if out.get("importance_sampling_ratio") is not None:
-            hit, total = masked_fraction(
-                out["importance_sampling_ratio"], out["completion_mask"], args.vllm_importance_sampling_mode,
-                args.vllm_importance_sampling_clip_min, args.vllm_importance_sampling_clip_max,
-            )  # fmt: skip
-            local = torch.tensor([[hit, total]], device=trainer.accelerator.device)
-            hit, total = trainer.accelerator.gather(local).sum(dim=0).tolist()
-            metrics = trainer._metrics["train" if trainer.model.training else "eval"]
-            metrics["sampling/importance_sampling_masked_fraction"].append(hit / max(total, 1.0))
-        return out
+    def log(out: Any) -> None:
+        if out.get("importance_sampling_ratio") is None:
+            return
+        hit, total = masked_fraction(
+            out["importance_sampling_ratio"], out["completion_mask"], args.vllm_importance_sampling_mode,
+            args.vllm_importance_sampling_clip_min, args.vllm_importance_sampling_clip_max,
+        )  # fmt: skip
+        local = torch.tensor([[hit, total]], device=trainer.accelerator.device)
+        hit, total = trainer.accelerator.gather(local).sum(dim=0).tolist()
+        trainer.log_metric("sampling/importance_sampling_masked_fraction", hit / max(total, 1.0))
 
-    trainer._generate_and_score_completions = generate_and_log
+    trainer.generation_hooks.append(log)
+
+
+_TRAINER_CLASS: list[type] = []
+
+
+def trainer_class() -> type:
+    """``GRPOTrainer`` with the two extension points councilzoo needs and TRL has no public hook for,
+    written to be upstreamed (docs/ARCHITECTURE.md lists the private names it relies on;
+    tests/test_trl_surface.py fails when TRL changes them):
+
+    - ``generation_hooks``: callables given each generation round's batch (what
+      ``_generate_and_score_completions`` returns: completion mask, advantages, importance ratios);
+    - ``log_metric(name, value, mode=None)``: a figure averaged into the step's logged row exactly as
+      TRL's own metrics are (TRL's ``_metrics``), so it reaches ``metrics.jsonl`` and every tracker.
+    """
+    if not _TRAINER_CLASS:
+        from trl import GRPOTrainer
+
+        class CouncilGRPOTrainer(GRPOTrainer):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **kwargs)
+                self.generation_hooks: list[Any] = []
+
+            def log_metric(self, name: str, value: float, mode: str | None = None) -> None:
+                self._metrics[mode or ("train" if self.model.training else "eval")][name].append(value)
+
+            def _generate_and_score_completions(self, inputs: Any) -> Any:
+                out = super()._generate_and_score_completions(inputs)
+                for hook in self.generation_hooks:
+                    hook(out)
+                return out
+
+        _TRAINER_CLASS.append(CouncilGRPOTrainer)
+    return _TRAINER_CLASS[0]
 
 
 def processing_class(path: str) -> Any:

@@ -123,8 +123,8 @@ class HeldOutAccuracy(engine.MetricsFile):
         if state.global_step % self.every == 0 or state.global_step == state.max_steps:
             accuracy = self._evaluate(state)
             if accuracy is not None:
-                # GRPOTrainer averages its ``_metrics`` into the row it logs right after this callback
-                self.trainer._metrics["train"]["eval_accuracy"].append(accuracy)
+                # averaged into the row the trainer logs right after this callback (engine.trainer_class)
+                self.trainer.log_metric("eval_accuracy", accuracy, "train")
 
 
 def member_model_path(cfg: CoRLConfig, index: int) -> str:
