@@ -168,7 +168,7 @@ class Placement:
         path = Path(out) / PLAN_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(self.to_json())
-        return path
+        return path.absolute()
 
     @classmethod
     def read(cls, path: str | Path) -> Placement:
