@@ -135,7 +135,8 @@ def launch_cohort(
     indices = list(range(len(cfg.members))) if members is None else list(members)
     starts = _starts_here(plan, machines, indices, host)
     plan_path, folders = _prepare_run(cfg, plan, learner, resume, overwrite, indices)
-    names = ", ".join(plan.worlds[i].name + (f" on {node.host}" if node else "") for i, node in starts)
+    named = not machines.local and machines.slurm_job is None  # a host's part of a run on named hosts
+    names = ", ".join(plan.worlds[i].name + (f" on {node.host}" if named else "") for i, node in starts)
     how = " as srun steps" if machines.slurm_job is not None else ""
     phase(f"starting {len(starts)} member world(s){how}: {names} (each loads its model, then trains)")
     with _sigterm_interrupts():
