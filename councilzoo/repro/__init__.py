@@ -24,6 +24,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from datetime import datetime, timezone
 from pathlib import Path
 
 from councilzoo.config import check_output_dir
@@ -53,8 +54,9 @@ def run_claim(claim: str, out: str | Path, seeds: int | None = None, quick: bool
                          f"got {seeds!r}")
     out_dir = Path(out) / claim_folder(claim)
     out_dir.mkdir(parents=True, exist_ok=True)
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     result = importlib.import_module(f"councilzoo.repro.{claim_folder(claim)}").run(out_dir, seeds, quick)
-    write_report(out_dir, result)
+    write_report(out_dir, result, started_at=started_at)
     return result
 
 

@@ -76,7 +76,7 @@ from councilzoo.repro.report import run_sections, save_figure  # noqa: E402
 from councilzoo.repro.verdicts import check as labelled  # noqa: E402
 from councilzoo.repro.verdicts import flag_status, interval_status
 from councilzoo.tasks import synthetic_problems  # noqa: E402
-from councilzoo.theory.stats import mean_ci  # noqa: E402
+from councilzoo.theory.stats import seed_interval  # noqa: E402
 
 __all__ = [
     "CLAIM", "PROTOCOLS", "COLORS", "METRICS", "FULL", "QUICK", "LM_TEMPERATURE", "COMPLEMENTARY_COUNCIL",
@@ -155,7 +155,7 @@ def _aggregate(cells: list[dict[str, dict[str, Any]]], protocol: str) -> dict[st
     """Mean and 95% bootstrap CI over seeds of each metric of ``protocol``."""
     out: dict[str, Any] = {}
     for metric in METRICS:
-        mean, lo, hi = mean_ci([c[protocol][metric] for c in cells])
+        mean, lo, hi = seed_interval([c[protocol][metric] for c in cells])
         out[metric], out[f"{metric}_ci"] = mean, [lo, hi]
     out["accuracy_ci_seeds"] = out["accuracy_ci"]
     return out
@@ -416,7 +416,7 @@ def tiny_lms_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> di
     """The first tiny-LM council (correlated skills): rows with rescue/harm, frontier, sub-verdict."""
     lm_seeds = seeds or sizes["lm_seeds"]
     cells, table, results, setup = council_rows(FIRST_COUNCIL, lm_seeds, sizes, out_dir, "tiny_lm")
-    gap = mean_ci([c["comed"]["accuracy"] - c["debate"]["accuracy"] for c in cells])
+    gap = seed_interval([c["comed"]["accuracy"] - c["debate"]["accuracy"] for c in cells])
     check = {**_comed_check(table["comed"], table["debate"]), "acc_gap_ci_seeds": [gap[1], gap[2]]}
     comed, debate = table["comed"], table["debate"]
     wanted = {"accuracy": "higher", "calls": "lower", "tokens": "lower", "harm": "lower"}
@@ -448,7 +448,7 @@ def complementary_check(cells: list[dict[str, dict[str, Any]]], table: dict[str,
     least as accurate as dense debate, with fewer calls than debate; COMED's rescues above its
     harms; each learned gate's accuracy between COMED's and the oracle gate's."""
     comed, debate, oracle = table["comed"], table["debate"], table["oracle_gate"]
-    over_anchor = mean_ci([c["comed"]["accuracy"] - c["single"]["accuracy"] for c in cells])
+    over_anchor = seed_interval([c["comed"]["accuracy"] - c["single"]["accuracy"] for c in cells])
     checks = {
         "beats_anchor": over_anchor[1] > 0,
         "at_least_debate": comed["accuracy"] >= debate["accuracy"],

@@ -76,9 +76,9 @@ from councilzoo.repro.tiny_lms import (  # noqa: E402
     tiny_lm_info,
     torch_threads,
 )
-from councilzoo.repro.verdicts import check, conjunction, describe, flag_status, interval_status  # noqa: E402
+from councilzoo.repro.verdicts import HELD, check, conjunction, describe, flag_status, interval_status  # noqa: E402
 from councilzoo.tasks import Problem, answers_equivalent, extract_answer  # noqa: E402
-from councilzoo.theory.stats import mean_ci, paired_cis  # noqa: E402
+from councilzoo.theory.stats import paired_cis, seed_interval  # noqa: E402
 
 __all__ = [
     "CLAIM", "PROTOCOLS", "METRICS", "FULL", "QUICK", "LM_TEMPERATURE", "LM_ROUNDS", "run_cell",
@@ -186,16 +186,16 @@ def simulated(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dict[s
                 values = [v for v in values if v is not None]
                 row[metric] = float(np.mean(values)) if values else None
                 if metric == "objective" and len(values) > 1:
-                    row["objective_ci"] = tuple(mean_ci(values, seed=0)[1:])
+                    row["objective_ci"] = tuple(seed_interval(values)[1:])
             rows.append(row)
             table[r][protocol] = row
         obj, acc = ({p: np.array([run["protocols"][p][m] for run in runs]) for p in PROTOCOLS}
                     for m in ("objective", "accuracy"))
         helps[r] = bool(acc["always_speak"].mean() > acc["never_review"].mean() + 0.02)
         diff = acc["tracer"] - acc["never_review"]
-        learns[r] = bool(mean_ci(diff, seed=0)[1] > 0) if len(diff) > 1 else bool(diff.mean() > 0)
+        learns[r] = interval_status(*seed_interval(diff)[1:]) == HELD
         gap = obj["tracer"] - np.maximum(obj["always_speak"], obj["never_review"])  # seed-paired
-        close[r] = mean_ci(gap, seed=0) if len(gap) > 1 else (float(gap[0]),) * 3
+        close[r] = seed_interval(gap)
     _plot_regret(cells[levels[-1]][0]["curve"], out_dir / "regret_vs_bound.png")
     _plot_frontier(table, out_dir / "accuracy_vs_calls.png")
     runs = [run for rs in cells.values() for run in rs]
@@ -357,7 +357,7 @@ def _plot_policies(runs: dict[str, list[dict]], bars: Sequence[str], title: str,
 def _paired(cells: list[dict], metric: str) -> tuple[float, float, float]:
     """Seed-paired mean difference tracer - always_speak of ``metric`` and its bootstrap interval."""
     diff = [c["tracer"][metric] - c["always_speak"][metric] for c in cells]
-    return mean_ci(diff, seed=0) if len(diff) > 1 else (diff[0], diff[0], diff[0])
+    return seed_interval(diff)
 
 
 def tiny_lm_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dict[str, Any]:
@@ -375,7 +375,7 @@ def tiny_lm_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dic
             values = [c[protocol][metric] for c in cells if c[protocol][metric] is not None]
             row[metric] = float(np.mean(values)) if values else None
             if metric in ("accuracy", "calls_per_question") and len(values) > 1:
-                row[f"{metric}_ci"] = tuple(mean_ci(values, seed=0)[1:])
+                row[f"{metric}_ci"] = tuple(seed_interval(values)[1:])
         rows.append(row)
     acc, calls = _paired(cells, "accuracy"), _paired(cells, "calls_per_question")
     fewer = interval_status(calls[1], calls[2], 0.0, above=False)
@@ -514,7 +514,7 @@ def _paired_vs(cells: dict[str, list[dict]], arm: str, metric: str) -> tuple[flo
     if not pairs:
         return None
     diff = [a - b for a, b in pairs]
-    return mean_ci(diff, seed=0) if len(diff) > 1 else (diff[0], diff[0], diff[0])
+    return seed_interval(diff)
 
 
 def _fmt(value: float | None) -> str:
@@ -549,7 +549,7 @@ def utterance_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> d
             values = [c[metric] for c in cells[arm] if c[metric] is not None]
             row[metric] = float(np.mean(values)) if values else None
             if metric in ("first_proposal_accuracy", "accuracy") and len(values) > 1:
-                row[f"{metric}_ci"] = tuple(mean_ci(values, seed=0)[1:])
+                row[f"{metric}_ci"] = tuple(seed_interval(values)[1:])
         if arm == "controllers_only":
             rows.append(row)
             continue
@@ -660,7 +660,7 @@ def _plot_optimum(cells: list[dict], path: Path) -> None:
         steps = [p["steps"] for p in runs[0]["curve"]]
         for ax, key in zip(axes, ("gap", "exploitability"), strict=True):
             values = np.array([[p[key] for p in c["curve"]] for c in runs])
-            ci = np.array([mean_ci(v, seed=0) for v in values.T]) if len(runs) > 1 else None
+            ci = np.array([seed_interval(v) for v in values.T]) if len(runs) > 1 else None
             ax.plot(steps, values.mean(axis=0), marker="o", color=f"C{k}", label=f"r = {level:g}")
             if ci is not None:
                 ax.fill_between(steps, ci[:, 1], ci[:, 2], color=f"C{k}", alpha=0.2)
@@ -684,15 +684,15 @@ def team_optimum_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -
     for level in sizes["opt_levels"]:
         runs = [c for c in cells if c["reliability"] == level]
         for k, t in enumerate(sizes["opt_steps"]):
-            gap = mean_ci([c["curve"][k]["gap"] for c in runs], seed=0)
-            exp = mean_ci([c["curve"][k]["exploitability"] for c in runs], seed=0)
+            gap = seed_interval([c["curve"][k]["gap"] for c in runs])
+            exp = seed_interval([c["curve"][k]["exploitability"] for c in runs])
             rows.append({"reliability": level, "steps": t,
                          "optimum": float(np.mean([c["optimum"] for c in runs])),
                          "learned": float(np.mean([c["curve"][k]["value"] for c in runs])),
                          "gap": gap[0], "gap_ci": gap[1:], "exploitability": exp[0],
                          "exploitability_ci": exp[1:]})
-        final = mean_ci([c["curve"][-1]["gap"] for c in runs], seed=0)
-        shrink = mean_ci([c["curve"][0]["gap"] - c["curve"][-1]["gap"] for c in runs], seed=0)
+        final = seed_interval([c["curve"][-1]["gap"] for c in runs])
+        shrink = seed_interval([c["curve"][0]["gap"] - c["curve"][-1]["gap"] for c in runs])
         gaps = np.array([c["final_problem_gap"] for c in runs])  # (seeds, problems): V*'s - learned's reward
         over = paired_cis(gaps, np.zeros_like(gaps))
         checks[f"final_gap_near_zero_r{level:g}"] = check(
@@ -704,7 +704,7 @@ def team_optimum_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -
             "paper", interval_status(shrink[1], shrink[2]),
             f"95% CI of the seed-paired (gap after {sizes['opt_steps'][0]} - after {sizes['opt_steps'][-1]} "
             "steps) above 0", list(shrink))
-        exp = mean_ci([c["curve"][-1]["exploitability"] for c in runs], seed=0)
+        exp = seed_interval([c["curve"][-1]["exploitability"] for c in runs])
         checks[f"final_exploitability_r{level:g}"] = check(
             "extension", interval_status(exp[1], exp[2], OPT_TOL, above=False),
             f"95% CI of the exploitability after {sizes['opt_steps'][-1]} steps below {OPT_TOL} (reported: "
