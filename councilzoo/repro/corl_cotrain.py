@@ -1,8 +1,9 @@
 """Co-RL decided by co-training: one learner, partners that update too, against TTRL.
 
-``councilzoo repro corl-cotrain [--quick] [--seeds N] --out OUT`` (into ``OUT/corl_cotrain/``)
-writes ``report.md``, ``report.json`` and the cells (``cotrain_cells.json``); the plan, registered
-before any run, is in docs/lab.md ("Co-RL by co-training").
+``councilzoo repro corl-cotrain [--quick] [--seeds N] --out OUT`` (into ``OUT/corl_cotrain/``), or
+``python -m councilzoo.repro.corl_cotrain --out DIR [--quick] [--seeds N] [--first-seed S]`` (the
+pilot: seeds 100 on), writes ``report.md``, ``report.json`` and the cells (``cotrain_cells.json``);
+the plan, registered before any run, is in docs/lab.md ("Co-RL by co-training").
 
 Every arm trains the learner ``LEARNER`` (view 0) from the shipped checkpoint on the same unlabeled
 ``rl`` items, seeded alike, and grades it on the same held-out ``test`` items (paired by seed):
@@ -23,6 +24,7 @@ Co-RL's diversity claim) diverse minus copy, HELD above 0, NOT HELD below 0.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from pathlib import Path
@@ -32,13 +34,13 @@ import numpy as np
 
 from councilzoo.learners.corl.config import EvalConfig
 from councilzoo.learners.data import DataConfig
-from councilzoo.repro import map_in_processes
+from councilzoo.repro import MIN_SEEDS, map_in_processes
 from councilzoo.repro.cohort_runs import seed_ci, train_cohort
-from councilzoo.repro.report import combine_parts
+from councilzoo.repro.report import combine_parts, write_report
 from councilzoo.repro.tiny_lms import addition_problems, tiny_lm
 from councilzoo.repro.verdicts import THRESHOLDS, check, describe, interval_status
 
-__all__ = ["CLAIM", "LEARNER", "ARMS", "FULL", "QUICK", "run_arm", "summarise", "run"]
+__all__ = ["CLAIM", "LEARNER", "ARMS", "FULL", "QUICK", "run_arm", "summarise", "run", "main"]
 
 CLAIM = ("Co-training with a partner of another family (both updating, each rewarded by the other's "
          "labels) raises a learner's held-out accuracy more than TTRL, and more than a copy of itself.")
@@ -104,8 +106,10 @@ def summarise(cells: list[dict[str, Any]]) -> tuple[list[dict], dict[str, dict]]
     return rows, checks
 
 
-def run(out_dir: str | Path, seeds: int | None = None, quick: bool = False) -> dict[str, Any]:
-    """Every arm x seed (one process per core) and the report's result, part ``cotrain``."""
+def run(out_dir: str | Path, seeds: int | None = None, quick: bool = False,
+        first_seed: int = 0) -> dict[str, Any]:
+    """Every arm x seed (seeds ``first_seed`` on; one process per core) and the report's result,
+    part ``cotrain``."""
     settings = QUICK if quick else FULL
     n_seeds = seeds or settings["seeds"]
     out = Path(out_dir)
@@ -114,7 +118,7 @@ def run(out_dir: str | Path, seeds: int | None = None, quick: bool = False) -> d
     (out / "rl_items.jsonl").write_text("".join(json.dumps(p.to_dict()) + "\n" for p in rl))
     test = addition_problems("test", settings["eval_items"])
     (out / "test_items.jsonl").write_text("".join(json.dumps(p.to_dict()) + "\n" for p in test))
-    jobs = [(arm, seed, settings, out) for seed in range(n_seeds) for arm in ARMS]
+    jobs = [(arm, seed, settings, out) for seed in range(first_seed, first_seed + n_seeds) for arm in ARMS]
     cells = map_in_processes(run_arm, jobs, os.cpu_count() or 1)
     (out / "cotrain_cells.json").write_text(json.dumps(cells, indent=1))
     rows, checks = summarise(cells)
@@ -124,8 +128,31 @@ def run(out_dir: str | Path, seeds: int | None = None, quick: bool = False) -> d
                                        f"{settings['generations']} completions at T {TEMPERATURE:g}, lr "
                                        f"{LEARNING_RATE:g}; learner's held-out greedy accuracy on "
                                        f"{settings['eval_items']} test items"),
-                  "seeds": n_seeds},
+                  "seeds": n_seeds, "first_seed": first_seed},
         "results": {"cotrain_arms": rows, "cotrain_cells_file": "cotrain_cells.json"},
         "checks": checks, "reason": describe(checks), "figures": [],
     }
     return combine_parts(CLAIM, {"cotrain": part}, {"quick": quick})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m councilzoo.repro.corl_cotrain",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--quick", action="store_true", help="small sizes: a pipeline check, not a verdict")
+    parser.add_argument("--seeds", type=int, default=None, help="seeds (default: 16, --quick 2)")
+    parser.add_argument("--first-seed", type=int, default=0, help="first seed (default 0; the pilot: 100)")
+    args = parser.parse_args(argv)
+    if args.seeds is not None and args.seeds < MIN_SEEDS:
+        parser.error(f"--seeds must be >= {MIN_SEEDS} (the checks are intervals over seeds), "
+                     f"got {args.seeds}")
+    if args.first_seed < 0:
+        parser.error(f"--first-seed must be >= 0, got {args.first_seed}")
+    result = run(args.out, args.seeds, args.quick, args.first_seed)
+    write_report(args.out, result)
+    print(f"[corl co-training] {result['verdict']['status']}: {result['verdict']['reason']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
