@@ -100,3 +100,15 @@ def test_a_finished_run_is_read_back_and_a_changed_one_runs_again(tmp_path, monk
     with pytest.raises(FileNotFoundError):  # other settings: trained again (the stand-in writes no members)
         real._run_job(("grpo", 0, {**settings, "steps": 3}, tmp_path))
     assert len(ran) == 1
+
+
+def test_each_corl_member_is_reported_apart():
+    start = np.r_[np.ones(8), np.zeros(8)]
+    runs = _runs(start, {"corl": [start, start], "ttrl": [start, start], "grpo": [start, start]})
+    for k, run in enumerate(runs["corl"]):
+        run["member_accuracy"] = [[0.5, 0.40 + 0.02 * k], [0.5, 0.60 + 0.02 * k]]  # view 0, view 1
+    rows, _ = summarise(runs)
+    by_arm = {r["arm"]: r for r in rows}
+    assert by_arm["corl member 0 (view 0)"]["final_accuracy"] == pytest.approx(0.41)
+    assert by_arm["corl member 1 (view 1)"]["final_accuracy"] == pytest.approx(0.61)
+    assert "ttrl member 0 (view 0)" not in by_arm  # one member: its row is the arm's

@@ -82,7 +82,8 @@ QUICK = {"seeds": 1, "steps": 2, "prompts": 2, "generations": 4, "eval_every": 1
 
 def run_arm(arm: str, seed: int, settings: dict, out: Path) -> dict[str, Any]:
     """Train one arm from SmolLM2 (``train_cohort``, LoRA); its members' held-out evaluations:
-    ``{"steps": [...], "accuracy": [...], "hits": items x evaluations}`` (Co-RL: member means)."""
+    ``{"steps": [...], "accuracy": [...], "hits": items x evaluations}`` (Co-RL: member means) and
+    ``member_accuracy``, each member's accuracy per evaluation (Co-RL's two are reported apart)."""
     kind, rule, views = ARMS[arm]
     folder = out / f"{arm}-seed{seed}"
     level = settings["difficulty"]
@@ -96,7 +97,8 @@ def run_arm(arm: str, seed: int, settings: dict, out: Path) -> dict[str, Any]:
     evaluations = [read_metrics(member / "eval.jsonl") for member in sorted((folder / "members").iterdir())]
     steps = [row["step"] for row in evaluations[0]]
     hits = np.mean([[row["hits"] for row in member] for member in evaluations], axis=0).T
-    return {"steps": steps, "accuracy": hits.mean(axis=0).tolist(), "hits": hits.tolist()}
+    return {"steps": steps, "accuracy": hits.mean(axis=0).tolist(), "hits": hits.tolist(),
+            "member_accuracy": [[row["accuracy"] for row in member] for member in evaluations]}
 
 
 def held_out_seat(adapter: str | None = None, max_new_tokens: int = 32) -> Any:
@@ -225,6 +227,11 @@ def summarise(runs: dict[str, list[dict[str, Any]]]) -> tuple[list[dict], dict[s
         rows.append({"arm": arm, "start_accuracy": float(start.mean()), "final_accuracy": acc[0],
                      "final_accuracy_ci_seeds": (acc[1], acc[2]), "gain": gain[0],
                      "gain_ci_problems": (gain[1], gain[2])})
+        members = [r["member_accuracy"] for r in runs[arm] if "member_accuracy" in r]
+        for m in range(len(members[0]) if len(members) == len(runs[arm]) and len(members[0]) > 1 else 0):
+            member = seed_ci([seed[m][-1] for seed in members])  # each member apart: (view m)
+            rows.append({"arm": f"{arm} member {m} (view {ARMS[arm][2][m]})", "final_accuracy": member[0],
+                         "final_accuracy_ci_seeds": (member[1], member[2])})
     per_item = {arm: hits.ravel() for arm, hits in final.items()}  # (seed, item) units, paired
     over_problems = paired_difference(per_item["corl"], per_item["ttrl"])
     diff = final["corl"] - final["ttrl"]  # (seeds, items): each seed its own items (nested)
