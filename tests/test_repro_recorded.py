@@ -15,8 +15,11 @@ PINNED = {
     ("COMED", "complementary council, 3 seeds"): ("NOT HELD", ["HELD"]),
     ("COMED", "complementary council, 8 seeds"): ("HELD", ["HELD"]),
     ("COMED", "first tiny-LM council"): ("HELD", []),
+    ("TRACER", "simulated, 3 seeds"): ("NOT HELD", ["INCONCLUSIVE"]),
+    ("TRACER", "simulated, 8 seeds"): ("HELD", []),
+    ("TRACER", "utterance layer, 5 seeds"): ("NOT HELD", []),
     ("TRACER", "tiny LMs"): ("HELD", []),
-    ("TRACER", "utterance layer"): ("INCONCLUSIVE", []),
+    ("TRACER", "utterance layer, 8 seeds"): ("INCONCLUSIVE", []),
     ("TRACER", "team optimum"): ("INCONCLUSIVE", []),
 }
 
