@@ -28,7 +28,7 @@ from councilzoo.repro.verdicts import (
 )
 from councilzoo.theory.stats import seed_interval
 
-__all__ = ["Reading", "Record", "RECORDS", "real_model_seed_reading"]
+__all__ = ["Reading", "Record", "RECORDS", "REAL_MODEL_FINALS", "real_model_seed_reading"]
 
 
 @dataclass(frozen=True)
