@@ -25,11 +25,10 @@ import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from datetime import datetime, timezone
 from pathlib import Path
 
 from councilzoo.config import check_output_dir
-from councilzoo.repro.report import status_of, write_report
+from councilzoo.repro.report import status_of, utc_now, write_report
 
 __all__ = ["MIN_SEEDS", "claim_folder", "run_claim", "map_in_processes", "apply", "main"]
 
@@ -56,7 +55,7 @@ def run_claim(claim: str, out: str | Path, seeds: int | None = None, quick: bool
                          f"got {seeds!r}")
     out_dir = Path(out) / claim_folder(claim)
     out_dir.mkdir(parents=True, exist_ok=True)
-    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started_at = utc_now()
     result = importlib.import_module(f"councilzoo.repro.{claim_folder(claim)}").run(out_dir, seeds, quick)
     write_report(out_dir, result, started_at=started_at)
     return result

@@ -36,7 +36,7 @@ from councilzoo.learners.corl.config import EvalConfig
 from councilzoo.learners.data import DataConfig
 from councilzoo.repro import MIN_SEEDS, map_in_processes
 from councilzoo.repro.cohort_runs import seed_ci, train_cohort
-from councilzoo.repro.report import combine_parts, write_report
+from councilzoo.repro.report import combine_parts, utc_now, write_report
 from councilzoo.repro.tiny_lms import addition_problems, tiny_lm
 from councilzoo.repro.verdicts import THRESHOLDS, check, describe, interval_status
 
@@ -143,13 +143,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=None, help="seeds (default: 16, --quick 2)")
     parser.add_argument("--first-seed", type=int, default=0, help="first seed (default 0; the pilot: 100)")
     args = parser.parse_args(argv)
+    started_at = utc_now()
     if args.seeds is not None and args.seeds < MIN_SEEDS:
         parser.error(f"--seeds must be >= {MIN_SEEDS} (the checks are intervals over seeds), "
                      f"got {args.seeds}")
     if args.first_seed < 0:
         parser.error(f"--first-seed must be >= 0, got {args.first_seed}")
     result = run(args.out, args.seeds, args.quick, args.first_seed)
-    write_report(args.out, result)
+    write_report(args.out, result, started_at=started_at)
     print(f"[corl co-training] {result['verdict']['status']}: {result['verdict']['reason']}")
     return 0
 

@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from councilzoo.config import run_metadata
 from councilzoo.repro.verdicts import HELD, NOT_HELD, STATUSES, check_rows, conjunction, describe, part_status
 
-__all__ = ["KEYS", "PIPELINE_CHECK", "save_figure", "combine_parts", "run_sections", "write_report"]
+__all__ = [
+    "KEYS", "PIPELINE_CHECK", "utc_now", "save_figure", "combine_parts", "run_sections", "write_report",
+]
 
 # What a ``--quick`` verdict says first, in the printed line and the report: too few seeds and steps
 PIPELINE_CHECK = "PIPELINE CHECK, NOT EVIDENCE (--quick: too few seeds and steps to test the claim). "
@@ -99,6 +102,11 @@ def render_markdown(result: dict[str, Any], metadata: dict[str, Any]) -> str:
         lines += ["## Figures", ""] + [f"![{f}]({f})" for f in result["figures"]] + [""]
     lines += ["## Run", ""] + [f"- {k}: {v}" for k, v in metadata.items()]
     return "\n".join(lines) + "\n"
+
+
+def utc_now() -> str:
+    """The time now, UTC, to the second: what a run records as ``started_at`` before it starts."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def save_figure(fig: Any, path: str | Path) -> None:
