@@ -162,3 +162,17 @@ def test_comed_paths_and_gates_replay_one_anchor_draw(tmp_path):
     assert turns("dev_comed_probe_escalate", "anchor") == first == turns("dev_comed_escalate", "anchor")
     assert turns("dev_comed_probe_escalate", "probe") == turns("dev_comed_probe_verify", "probe")
     assert turns("comed_learned", "anchor") == turns("self_consistency", "anchor")
+
+
+def test_a_one_seed_council_draws_its_frontier_without_an_interval():
+    """``--quick`` runs a council on one seed: its rows have no interval over seeds (None), and the
+    frontier shows the points without error bars instead of failing."""
+    import matplotlib.pyplot as plt
+
+    from councilzoo.evaluation.report import frontier_figure
+
+    rows = [{"protocol": p, "accuracy": a, "calls": c, "tokens": 10 * c, "oracle": False,
+             "accuracy_ci": [None, None]} for p, a, c in (("single", 0.4, 1.0), ("comed", 0.5, 3.0))]
+    fig = frontier_figure(rows)
+    assert all(len(ax.texts) == 2 for ax in fig.axes)
+    plt.close(fig)
