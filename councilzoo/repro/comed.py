@@ -470,7 +470,7 @@ def complementary_check(cells: list[dict[str, dict[str, Any]]], table: dict[str,
     routed = (seed_interval([c["comed_routed"]["accuracy"] - c["routing"]["accuracy"] for c in cells])
               if "comed_routed" in cells[0] else [None, None, None])
     checks = {
-        "beats_anchor": over_anchor[1] > 0,
+        "beats_anchor": interval_status(*over_anchor[1:]) == "HELD",  # no interval (one seed): not shown
         "at_least_debate": comed["accuracy"] >= debate["accuracy"],
         "fewer_calls_than_debate": comed["calls"] < debate["calls"],
         "rescue_above_harm": comed["rescue"] > comed["harm"],
