@@ -51,6 +51,12 @@ def test_a_quick_report_is_a_pipeline_check_stamped_with_its_start(tmp_path):
     assert "PIPELINE CHECK, NOT EVIDENCE" in paths["markdown"].read_text()
 
 
+def test_an_interval_that_cannot_be_computed_is_not_printed(tmp_path):
+    result = _result(results={"table": [{"arm": "a", "mean": 0.5, "ci": (None, None)}]})
+    md = write_report(tmp_path, result)["markdown"].read_text()
+    assert "| a | 0.5 | no interval |" in md and "None" not in md and "nan" not in md
+
+
 @pytest.mark.parametrize(
     "bad, match",
     [

@@ -62,6 +62,8 @@ def _cell(value: Any) -> str:
         return f"{value:.4g}"
     if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, float) for v in value):
         return f"[{value[0]:.4g}, {value[1]:.4g}]"  # a confidence interval
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(v is None for v in value):
+        return "no interval"  # one seed: none can be computed
     return str(value)
 
 
