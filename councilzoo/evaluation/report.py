@@ -92,7 +92,7 @@ def frontier_figure(rows: Sequence[dict[str, Any]]) -> Any:
             ax.errorbar(
                 r[cost],
                 r["accuracy"],
-                yerr=[[r["accuracy"] - lo], [hi - r["accuracy"]]],
+                yerr=None if lo is None else [[r["accuracy"] - lo], [hi - r["accuracy"]]],  # None: one seed
                 fmt="o",
                 capsize=3,
                 **style,

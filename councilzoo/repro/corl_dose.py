@@ -50,7 +50,7 @@ from councilzoo.learners.corl.config import EvalConfig  # noqa: E402
 from councilzoo.learners.data import DataConfig  # noqa: E402
 from councilzoo.repro import MIN_SEEDS, map_in_processes  # noqa: E402
 from councilzoo.repro.cohort_runs import sample_answers, seed_ci, train_cohort  # noqa: E402
-from councilzoo.repro.report import combine_parts, save_figure, write_report  # noqa: E402
+from councilzoo.repro.report import combine_parts, save_figure, utc_now, write_report  # noqa: E402
 from councilzoo.repro.tiny_lms import addition_problems, tiny_lm  # noqa: E402
 from councilzoo.repro.verdicts import check, describe, interval_status  # noqa: E402
 from councilzoo.tasks import Problem, answers_equivalent  # noqa: E402
@@ -287,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--summarise", action="store_true",
                         help="train nothing: report the seeds whose runs all finished in --out")
     args = parser.parse_args(argv)
+    started_at = utc_now()
     if args.seeds is not None and args.seeds < MIN_SEEDS:
         parser.error(f"--seeds must be >= {MIN_SEEDS} (the checks are intervals over seeds), "
                      f"got {args.seeds}")
@@ -304,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
                                {"quick": args.quick, "summarised_from_runs": True})
     else:
         result = run(args.out, args.seeds, args.quick, args.first_seed, args.jobs)
-    write_report(args.out, result)
+    write_report(args.out, result, started_at=started_at)
     print(f"[corl dose-response] {result['verdict']['status']}: {result['verdict']['reason']}")
     return 0
 
