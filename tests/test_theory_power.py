@@ -5,7 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from councilzoo.theory.stats import paired_cis, paired_power, seeds_for_power, standardised_effect, t_interval
+from councilzoo.theory.stats import (
+    cluster_interval,
+    paired_cis,
+    paired_power,
+    seed_interval,
+    seeds_for_power,
+    standardised_effect,
+    t_interval,
+)
 
 
 def test_paired_power_matches_the_textbook_values():
@@ -56,17 +64,57 @@ def test_standardised_effect_of_a_pilot():
 
 @pytest.mark.parametrize("units", [3, 8, 16])
 def test_t_interval_over_seeds_keeps_its_coverage(units):
-    """Simulated coverage of the seed-level interval, at least 93% of 4,000 draws: each unit is a
-    training run whose true accuracy varies between runs (sd 0.05, the between-run spread of a
-    real run) and is measured on 96 items, so unit values carry both levels of noise."""
+    """Simulated coverage of the seed-level interval over 4,000 draws of normal seed values with the
+    between-run spread of a real run (sd 0.05): at least 93% (the exact value is 95%). A strongly
+    skewed spread (exponential, skewness 2) leaves the t interval short at few seeds, measured
+    about 90% at 3 and 8 seeds and 92% at 16: it must stay above 87%."""
     rng = np.random.default_rng(units)
-    p = np.clip(rng.normal(0.5, 0.05, size=(4000, units)), 0, 1)
-    values = rng.binomial(96, p) / 96
-    hits = sum(lo <= 0.5 <= hi for _, lo, hi in map(t_interval, values))
-    assert hits / 4000 >= 0.93, (units, hits / 4000)
+    draws = {0.93: lambda n: rng.normal(0.02, 0.05, n),
+             0.87: lambda n: rng.exponential(0.05, n) - 0.05 + 0.02}
+    for floor, draw in draws.items():
+        hits = 0
+        for _ in range(4000):
+            _, lo, hi = t_interval(draw(units))
+            hits += lo <= 0.02 <= hi
+        assert hits / 4000 >= floor, (units, floor, hits / 4000)
 
 
 def test_t_interval_refuses_fewer_than_two_units():
     with pytest.raises(ValueError, match="at least 2 units"):
         t_interval([0.1])
     assert t_interval([0.2, 0.2]) == (0.2, 0.2, 0.2)
+
+
+def test_seed_interval_shows_no_interval_for_one_seed():
+    assert seed_interval([0.3]) == [0.3, None, None]
+    mean, lo, hi = seed_interval([0.1, 0.2, 0.3])
+    assert (mean, lo, hi) == pytest.approx(t_interval([0.1, 0.2, 0.3]))
+
+
+@pytest.mark.parametrize("seeds", [3, 8, 16])
+@pytest.mark.parametrize("items_shared", [False, True])
+def test_cluster_interval_keeps_its_coverage_where_runs_and_items_both_vary(seeds, items_shared):
+    """Simulated coverage of the two-level interval: paired differences with a between-run spread
+    (sd 0.05 around +0.02), per-item noise (sd 0.4) and, where every seed is scored on the same
+    items, an item effect shared by all seeds (sd 0.2); at least 93% of 1,000 draws hold the truth
+    at 8 and 16 seeds (90% at 3)."""
+    rng = np.random.default_rng(seeds + 100 * items_shared)
+    hits = 0
+    for _ in range(1000):
+        shift = rng.normal(0.02, 0.05, (seeds, 1))
+        item = rng.normal(0, 0.2, (1, 20)) if items_shared else 0.0
+        diffs = shift + item + rng.normal(0, 0.4, (seeds, 20))
+        _, lo, hi = cluster_interval(diffs, items_shared=items_shared, n_boot=500, seed=rng)
+        hits += lo <= 0.02 <= hi
+    assert hits / 1000 >= (0.93 if seeds >= 8 else 0.90), (seeds, items_shared, hits / 1000)
+
+
+def test_cluster_interval_refuses_a_single_seed():
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        cluster_interval(np.zeros((1, 5)), items_shared=False)
+
+
+def test_paired_cis_over_seeds_is_the_t_interval_of_seed_differences():
+    a, b = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]), np.zeros((3, 2))
+    assert paired_cis(a, b)["over_seeds"] == pytest.approx(t_interval(a.mean(axis=1))[1:])
+    assert paired_cis(a[:1], b[:1])["over_seeds"] is None
