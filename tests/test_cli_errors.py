@@ -451,7 +451,7 @@ CASES = {
                                            "--set", "trainer.temperature=0"),
     "train --dry-run member NaN temperature": tr(
         "members[1].trainer.temperature: must be a finite number", "--dry-run",
-        "--set", "members.1.trainer={temperature: .nan}",
+        "--set", "members.1.trainer={{temperature: .nan}}",  # braces doubled: the argv is formatted
     ),
     "train vLLM memory share": tr("trainer.vllm_gpu_memory_utilization: must be <= 1", "--dry-run",
                                   "--set", "trainer.vllm_gpu_memory_utilization=1.5"),

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from councilzoo.cli import main as cli_main
+from councilzoo.evaluation.report import table_cells
 from councilzoo.viewer import OutputFolder, ViewerServer
 from councilzoo.viewer.browser import CHROMIUM, launch_chromium
 from councilzoo.viewer.folder import HARMED, RESCUED, RIGHT
@@ -469,3 +470,42 @@ HOSTILE_REPORT = """# Claim
 |---|---|
 | 1 | 2 |
 """
+
+
+@pytest.mark.browser
+def test_the_page_rounds_numbers_as_report_md_does(page, server, runs):
+    _open(page, server, "")
+    report = json.loads((runs / "visual" / "report.json").read_text())["protocols"]
+    section = page.locator("section[data-section='visual']")
+    for protocol, row in report.items():
+        cells = section.locator(f"tr[data-protocol='{protocol}'] td").all_inner_texts()
+        accuracy, ci, calls, tokens, anchor, rescue, harm, net, escalation = table_cells(row)
+        assert cells[1:10] == [accuracy, ci, calls, f"{int(tokens):,}", anchor, rescue, harm, net, escalation]
+    values = [1 / 16, 3 / 16, 0.125, 0.375, 2.5, -0.0625, 1 / 3, 0.1, 0.0005, 0.9995]
+    for digits in (0, 2, 3):
+        page_says = page.evaluate(f"{values}.map((v) => fmt(v, {digits}))")
+        assert page_says == [f"{v:.{digits}f}" for v in values], digits
+
+
+@pytest.mark.browser
+def test_the_final_answer_column_is_in_view_at_1400_px(page, server):
+    _open(page, server, "#episodes")
+    page.wait_for_selector("table.episodes tbody td.answer")
+    right_edge = page.evaluate("document.querySelector('.list').getBoundingClientRect().right")
+    answers = page.locator("table.episodes tbody td.answer").evaluate_all(
+        "cells => cells.map(c => c.getBoundingClientRect().right)")
+    assert answers and max(answers) <= right_edge + 0.5
+
+
+@pytest.mark.browser
+def test_a_hostile_report_runs_nothing_in_the_page(page, hostile):
+    server = ViewerServer(OutputFolder(hostile), port=0).start()
+    try:
+        page.goto(server.url + "#reports")
+        page.wait_for_selector(".markdown h1")
+        assert page.evaluate("window.pwned") is None
+        assert '<img src=x onerror="window.pwned = 1">' in page.inner_text(".markdown")
+        assert page.locator(".markdown img, .markdown script, .markdown a").count() == 0
+    finally:
+        server.shutdown()
+        server.server_close()
