@@ -52,7 +52,10 @@ MAX_YAML_NODES = 100_000  # nodes a YAML file may expand to through its aliases 
 
 def quoted(value: Any) -> str:
     """``repr(value)`` cut to about ``MAX_QUOTED`` characters, for error messages."""
-    short = reprlib.Repr(maxstring=MAX_QUOTED, maxother=MAX_QUOTED, maxlist=6, maxdict=6, maxlevel=2)
+    short = reprlib.Repr()  # its keyword arguments need Python 3.12
+    short.maxstring = short.maxother = MAX_QUOTED
+    short.maxlist = short.maxtuple = short.maxdict = 6
+    short.maxlevel = 2
     return short.repr(value)
 
 
