@@ -66,7 +66,6 @@ KEYWORD_RANGES: dict[str, dict[str, float]] = {
     "learning_rate": {"above": 0},
     "temperature": {"minimum": 0},  # 0: greedy (a trainer's temperature must be above 0: _LIBRARY_RANGES)
     "top_p": {"above": 0, "maximum": 1},
-    "top_k": {"minimum": 0},
     "max_new_tokens": {"minimum": 1},
     "max_completion_length": {"minimum": 1},
     "max_prompt_length": {"minimum": 1},
