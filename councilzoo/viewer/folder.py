@@ -263,6 +263,7 @@ class OutputFolder:
         ]
         if wrong:
             raise MalformedRecord(f"{where}: not an episode the page can show ({'; '.join(wrong[:3])})")
+        images = record.get("images") if isinstance(record.get("images"), list) else []  # else: none shown
         run = self.locations[index][0]
         section = self.evals[self.run_section[run]]
         data = section.problems.get(record["problem_id"])
@@ -280,7 +281,7 @@ class OutputFolder:
             run=self.run_names[run],
             outcome=self.rows["outcome"][index],
             problem=data,
-            image_urls=[f"/api/image/{index}/{k}" for k in range(len(record.get("images") or ()))],
+            image_urls=[f"/api/image/{index}/{k}" for k in range(len(images))],
         )
         return record
 
