@@ -96,11 +96,11 @@ def check_number(value: Any, where: str, minimum: float | None = None, above: fl
     if not math.isfinite(value):
         raise ConfigError(f"{where}: must be a finite number, got {value}")
     if minimum is not None and value < minimum:
-        raise ConfigError(f"{where}: must be >= {minimum:g} (leave it out for its default), got {value:g}")
+        raise ConfigError(f"{where}: must be >= {minimum} (leave it out for its default), got {value}")
     if above is not None and value <= above:
-        raise ConfigError(f"{where}: must be > {above:g} (leave it out for its default), got {value:g}")
+        raise ConfigError(f"{where}: must be > {above} (leave it out for its default), got {value}")
     if maximum is not None and value > maximum:
-        raise ConfigError(f"{where}: must be <= {maximum:g} (leave it out for its default), got {value:g}")
+        raise ConfigError(f"{where}: must be <= {maximum} (leave it out for its default), got {value}")
 
 
 def _check_numbers(value: Any, where: str) -> None:
