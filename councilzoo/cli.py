@@ -6,7 +6,8 @@ a config file, an agent spec, a dataset, a model, an endpoint, a missing extra) 
 on stderr, ``councilzoo <cmd>: error: <what and where, how to fix>``, with exit status 2 (a file
 with several mistakes: one such line per mistake, all from one run);
 ``COUNCILZOO_TRACEBACK=1`` re-raises it with its traceback instead. Ctrl-C ends as one line too
-(what rerunning does) with exit status 130, and so does a full disk (exit status 2). Each
+(what rerunning does) with exit status 130, and so do a full disk and a file that cannot be
+read or written (exit status 2, naming the file). Each
 subcommand is one ``_add_<name>`` function listed in ``SUBCOMMANDS``; its help states every
 option's default.
 """
@@ -42,6 +43,21 @@ def _at_least(minimum: int):
 
     parse.__name__ = f"integer >= {minimum}"
     return parse
+
+
+def _positive_number(text: str) -> float:
+    """An argparse type: a finite number > 0, checked by the configs' own number check."""
+    from councilzoo.config import check_number
+
+    try:
+        value = float(text)
+        check_number(value, "", above=0)
+    except ValueError:  # the check's ConfigError included
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}") from None
+    return value
+
+
+_positive_number.__name__ = "number > 0"
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -91,11 +107,14 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _paraphrase(args: argparse.Namespace) -> int:
+    from councilzoo.config import check_output_file
     from councilzoo.tasks import load_problems
     from councilzoo.tasks.rephrase import write_paraphrases
 
+    out = check_output_file(args.out)  # before the dataset is read
     problems = load_problems(args.dataset, args.split, path=args.path, limit=args.limit)
-    counts = write_paraphrases(problems, args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    counts = write_paraphrases(problems, out)
     summary = ", ".join(f"{n} with {k} paraphrase(s)" for k, n in counts.items())
     print(f"{len(problems)} items -> {args.out}: {summary}")
     return 0
@@ -232,7 +251,7 @@ def _add_train(sub) -> None:
         help="train nothing: print each trained model's world size, batch, rounds, memory, sharding, "
         "held-out set and every warning; exit 2 on a setting the docs call wrong (no GPU, no download)",
     )
-    tr.add_argument("--gpu-memory", type=float, default=80.0, metavar="GIB",
+    tr.add_argument("--gpu-memory", type=_positive_number, default=80.0, metavar="GIB",
                     help="--dry-run: memory of one GPU in GiB (default 80)")
     again = tr.add_mutually_exclusive_group()
     again.add_argument("--resume", action="store_true", help="continue the run in the output folder")
@@ -352,6 +371,9 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
             print(f"councilzoo {args.command}: error: {_full_disk(err, args.on_interrupt)}", file=sys.stderr)
             return 2
+        if isinstance(err, OSError) and err.filename and not isinstance(err, _user_errors()):
+            print(f"councilzoo {args.command}: error: {err.filename}: {err.strerror}", file=sys.stderr)
+            return 2  # a file that cannot be written or read (read-only, a file where a folder was)
         if not isinstance(err, _user_errors()):
             raise
         for problem in str(err).splitlines() or [""]:  # several mistakes: one line each

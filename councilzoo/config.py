@@ -3,8 +3,15 @@
 Every config in councilzoo is a dataclass whose fields carry ``metadata={"help": ...}`` (as TRL's
 configs do). ``load_config`` builds one from a YAML file or a mapping and rejects, with the
 dotted path of the offending key, unknown keys, missing required keys, values of the wrong
-type and numbers below a field's ``metadata["minimum"]``; a dataclass may add its own checks in
-``__post_init__`` (raise ``ValueError``).
+type, and numbers out of range: every number anywhere in a config must be finite (no NaN, no
+infinity), a field's within its ``metadata`` ``minimum`` / ``above`` / ``maximum``, and a
+library's keyword given through a mapping (``trainer:``, a model's ``kwargs:`` and ``agent:``)
+within ``KEYWORD_RANGES``: one place, which ``--dry-run`` and training both go through, before
+any model loads. A dataclass may add its own checks in ``__post_init__`` (raise ``ValueError``).
+
+A YAML file is read with its aliases bounded (``MAX_YAML_NODES``: a 600-byte "billion laughs"
+file would expand to gigabytes) and only if it is text (a NUL byte is refused in one line); an
+error quotes a value only up to ``MAX_QUOTED`` characters.
 ``dump_config`` writes the resolved config back, and ``run_metadata`` records what produced a run
 (seed, package version, git revision), so results can always be traced to their inputs.
 """
@@ -19,6 +26,7 @@ import math
 import os
 import platform
 import re
+import reprlib
 import subprocess
 import sys
 import types
@@ -33,10 +41,85 @@ import yaml
 
 __all__ = [
     "ConfigError", "load_config", "config_to_dict", "dump_config", "run_metadata", "write_run_files",
-    "check_output_dir", "cache_home", "spec_dir", "cached_build", "MissingExtraError",
+    "check_output_dir", "check_output_file", "check_number", "cache_home", "spec_dir", "cached_build",
+    "MissingExtraError",
 ]
 
 T = TypeVar("T")
+MAX_QUOTED = 80  # characters of a value an error quotes: a value may be huge
+MAX_YAML_NODES = 100_000  # nodes a YAML file may expand to through its aliases (the configs: < 1,000)
+
+
+def quoted(value: Any) -> str:
+    """``repr(value)`` cut to about ``MAX_QUOTED`` characters, for error messages."""
+    short = reprlib.Repr()  # its keyword arguments need Python 3.12
+    short.maxstring = short.maxother = MAX_QUOTED
+    short.maxlist = short.maxtuple = short.maxdict = 6
+    short.maxlevel = 2
+    return short.repr(value)
+
+
+# Ranges of a library's keywords, by name, wherever a config passes them on through a mapping: a
+# learner's ``trainer:`` (TRL's GRPOConfig), a model's ``kwargs:`` and ``agent: {sampling: ...}``.
+# The library takes these values and then divides by zero, samples nothing or never moves.
+KEYWORD_RANGES: dict[str, dict[str, float]] = {
+    "learning_rate": {"above": 0},
+    "temperature": {"minimum": 0},  # 0: greedy (a trainer's temperature must be above 0: _LIBRARY_RANGES)
+    "top_p": {"above": 0, "maximum": 1},
+    "max_new_tokens": {"minimum": 1},
+    "max_completion_length": {"minimum": 1},
+    "max_prompt_length": {"minimum": 1},
+    "num_generations": {"minimum": 2},
+    "per_device_train_batch_size": {"minimum": 1},
+    "gradient_accumulation_steps": {"minimum": 1},
+    "num_iterations": {"minimum": 1},
+    "num_train_epochs": {"above": 0},
+    "beta": {"minimum": 0},
+    "epsilon": {"minimum": 0},
+    "epsilon_high": {"minimum": 0},
+    "max_grad_norm": {"minimum": 0},
+    "weight_decay": {"minimum": 0},
+    "warmup_ratio": {"minimum": 0, "maximum": 1},
+    "adam_epsilon": {"above": 0},
+    "vllm_gpu_memory_utilization": {"above": 0, "maximum": 1},
+    "gpu_memory_utilization": {"above": 0, "maximum": 1},
+}
+_LIBRARY_RANGES = {"GRPOConfig": {"temperature": {"above": 0}}}  # TRL divides the logits by it
+
+
+def check_number(value: Any, where: str, minimum: float | None = None, above: float | None = None,
+                 maximum: float | None = None) -> None:
+    """The one check of a numeric setting: a ``ConfigError`` naming ``where`` unless ``value`` is
+    finite and within the bounds given (``above``: strictly)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    if not math.isfinite(value):
+        raise ConfigError(f"{where}: must be a finite number, got {value}")
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{where}: must be >= {minimum} (leave it out for its default), got {value}")
+    if above is not None and value <= above:
+        raise ConfigError(f"{where}: must be > {above} (leave it out for its default), got {value}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{where}: must be <= {maximum} (leave it out for its default), got {value}")
+
+
+def _check_numbers(value: Any, where: str) -> None:
+    """Every number inside ``value`` (a mapping passed on to a library) finite, and a keyword of
+    ``KEYWORD_RANGES`` within its range; one ``ConfigError`` line per number that is not."""
+    problems: list[str] = []
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            gather(problems, check_number, item, f"{where}.{key}", **KEYWORD_RANGES.get(str(key), {}))
+            if isinstance(item, (Mapping, list, tuple)):
+                gather(problems, _check_numbers, item, f"{where}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            gather(problems, _check_numbers if isinstance(item, (Mapping, list, tuple)) else check_number,
+                   item, f"{where}[{i}]")
+    else:
+        gather(problems, check_number, value, where)
+    if problems:
+        raise ConfigError("\n".join(problems))
 
 
 class MissingExtraError(ImportError):
@@ -80,6 +163,7 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if tp is Any:
+        _check_numbers(value, where)
         return value
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
@@ -92,34 +176,42 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
                 return _convert(value, arg, where)
             except ConfigError:
                 continue
-        raise ConfigError(f"{where}: expected {' or '.join(_type_name(a) for a in args)}, got {value!r}")
+        expected = " or ".join(_type_name(a) for a in args)
+        raise ConfigError(f"{where}: expected {expected}, got {quoted(value)}")
     if origin is typing.Literal:
         if value not in args:
-            raise ConfigError(f"{where}: expected one of {list(args)}, got {value!r}")
+            hint = did_you_mean(value, args)
+            raise ConfigError(f"{where}: expected one of {list(args)}, got {quoted(value)}{hint}")
         return value
     if dataclasses.is_dataclass(tp):
         return _build(value, tp, where)
     if origin in (list, tuple) or tp in (list, tuple):
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where}: expected a list, got {value!r}")
+            raise ConfigError(f"{where}: expected a list, got {quoted(value)}")
         item_tp = args[0] if args else Any
         items = _each(enumerate(value), lambda iv: _convert(iv[1], item_tp, f"{where}[{iv[0]}]"))
         return tuple(items) if (origin or tp) is tuple else items
     if origin is dict or tp is dict:
         if not isinstance(value, Mapping):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+            raise ConfigError(f"{where}: expected a mapping, got {quoted(value)}")
         val_tp = args[1] if args else Any
+        if val_tp is Any:  # keywords passed on to a library: checked by name
+            _check_numbers(value, where)
+            return {str(key): item for key, item in value.items()}
         pairs = _each(value.items(), lambda kv: (str(kv[0]), _convert(kv[1], val_tp, f"{where}.{kv[0]}")))
         return dict(pairs)
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if tp is float and isinstance(value, str) and _YAML11_FLOAT.fullmatch(value.strip()):
-        return float(value)  # YAML 1.1 reads 1e-6 (no dot) as text
+        value = float(value)  # YAML 1.1 reads 1e-6 (no dot) as text
+    if tp is float and isinstance(value, float):
+        check_number(value, where)
+        return value
     if tp is Path and isinstance(value, str):
         return Path(value)
     if isinstance(tp, type) and isinstance(value, tp) and not (tp is int and isinstance(value, bool)):
         return value
-    raise ConfigError(f"{where}: expected {_type_name(tp)}, got {type(value).__name__} {value!r}")
+    raise ConfigError(f"{where}: expected {_type_name(tp)}, got {type(value).__name__} {quoted(value)}")
 
 
 _YAML11_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
@@ -131,6 +223,7 @@ def check_fields(data: Mapping[str, Any], cls: type, where: str, what: str | Non
     ``ConfigError`` line per unknown name (with a did-you-mean) and per value of the wrong type."""
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls) if f.init]
+    ranges = {**KEYWORD_RANGES, **_LIBRARY_RANGES.get(cls.__name__, {})}
     what = what or cls.__name__
     problems = [
         f"{where}.{key}: not a {what} field{did_you_mean(key, names)} (see {cls.__module__}.{cls.__name__})"
@@ -141,6 +234,7 @@ def check_fields(data: Mapping[str, Any], cls: type, where: str, what: str | Non
         if key in names:
             try:
                 _convert(value, hints[key], f"{where}.{key}")
+                check_number(value, f"{where}.{key}", **ranges.get(key, {}))
             except ConfigError as err:
                 problems += err.problems
     if problems:
@@ -151,7 +245,7 @@ def _build(data: Any, cls: type[T], where: str) -> T:
     if isinstance(data, cls):
         return data
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{where}: expected a mapping for {cls.__name__}, got {data!r}")
+        raise ConfigError(f"{where}: expected a mapping for {cls.__name__}, got {quoted(data)}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     # a field's older names (metadata "aliases") still read as the field; errors name the key written
@@ -178,11 +272,8 @@ def _build(data: Any, cls: type[T], where: str) -> T:
             except ConfigError as err:
                 problems += err.problems
                 continue
-            minimum = f.metadata.get("minimum")
-            if minimum is not None and kwargs[name] is not None and kwargs[name] < minimum:
-                problems.append(
-                    f"{key}: must be >= {minimum} (leave it out for its default), got {kwargs[name]}"
-                )
+            bounds = {bound: f.metadata.get(bound) for bound in ("minimum", "above", "maximum")}
+            gather(problems, check_number, kwargs[name], key, **bounds)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             what = f.metadata.get("help", _type_name(hints[name]))
             problems.append(f"{key}: missing required key ({what})")
@@ -264,9 +355,20 @@ def read_yaml(path: str | Path, what: str = "config file", problems: list[str] |
     of a syntax error, or one line per key given twice (appended to ``problems`` instead when it
     is given, so that they are reported with the file's other mistakes)."""
     path = check_file(path, what)
-    loader = _UniqueKeyLoader(path.read_text())
+    text = _text(path)
     try:
-        data = loader.get_single_data()
+        loader = _UniqueKeyLoader(text)
+    except yaml.reader.ReaderError as err:  # a character YAML does not allow (a control character)
+        raise ConfigError(f"{path}: not valid YAML: {err.reason} (character {err.character!r} at offset "
+                          f"{err.position})") from None
+    try:
+        node = loader.get_single_node()
+        if node is not None and _expanded_size(node, {}) > MAX_YAML_NODES:
+            raise ConfigError(
+                f"{path}: its aliases (*name) expand to more than {MAX_YAML_NODES:,} values; write the "
+                "values out instead of nesting aliases"
+            )
+        data = None if node is None else loader.construct_document(node)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}, line {mark.line + 1}" if mark is not None else str(path)
@@ -278,6 +380,30 @@ def read_yaml(path: str | Path, what: str = "config file", problems: list[str] |
         raise ConfigError("\n".join(repeated))
     (problems if problems is not None else []).extend(repeated)
     return data
+
+
+def _text(path: Path) -> str:
+    """The file's text; a ``ConfigError`` naming it when it is not UTF-8 text (a NUL byte, a binary)."""
+    data = path.read_bytes()
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise ConfigError(f"{path}: not a text file (a NUL byte at offset {nul}); give a YAML file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}); save it as UTF-8") from None
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """How many nodes ``node`` stands for once every alias is expanded (each shared node counted
+    once per use, computed once: linear in the file, however large the expansion)."""
+    if id(node) not in sizes:
+        sizes[id(node)] = 1  # a node that holds itself (``&a [*a]``) counts once
+        children = node.value if isinstance(node, yaml.SequenceNode) else (
+            [part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode) else []
+        )
+        sizes[id(node)] = 1 + sum(_expanded_size(child, sizes) for child in children)
+    return sizes[id(node)]
 
 
 @contextmanager
@@ -431,6 +557,16 @@ def check_output_dir(path: str | Path, flag: str = "--out") -> Path:
         Path(tempfile.mkdtemp(prefix=".councilzoo-probe-", dir=existing)).rmdir()
     except OSError as err:
         raise ConfigError(f"{flag} {out}: {existing} is not writable ({err.strerror})") from None
+    return out
+
+
+def check_output_file(path: str | Path, flag: str = "--out") -> Path:
+    """``path`` as a file that can be written, checked before any work: not a folder, and its
+    folder one that can be made and written (``check_output_dir``)."""
+    out = Path(path)
+    if out.is_dir():
+        raise ConfigError(f"{flag} {out}: a folder is there, not a file; name a file")
+    check_output_dir(out.parent, f"{flag} {out}: its folder")
     return out
 
 

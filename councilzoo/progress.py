@@ -11,7 +11,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 
-__all__ = ["phase", "Progress"]
+__all__ = ["phase", "Progress", "LockstepProgress"]
+NO_ESTIMATE = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"  # tqdm's bar without its ETA
 
 
 def _on_terminal() -> bool:
@@ -56,3 +57,35 @@ class Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+class LockstepProgress:
+    """A bar over episodes that ``wave`` envs play in lockstep (``rollout.RolloutEngine``). They
+    end together, so a count of finished episodes stands still for minutes, and an estimate from
+    the first to end is off by a whole wave (hours, where the run takes minutes). So the bar also
+    shows the turns played so far, progress inside the episodes, and shows its time estimate only
+    once a whole wave has finished. ``enabled=False``: nothing is drawn."""
+
+    def __init__(self, total: int, initial: int, wave: int, desc: str, enabled: bool = True) -> None:
+        from tqdm.auto import tqdm
+
+        self.estimate_from = initial + max(wave, 1)
+        self.bar = tqdm(total=total, initial=initial, desc=desc, unit="ep", disable=not enabled,
+                        dynamic_ncols=True, bar_format=NO_ESTIMATE)
+
+    def played(self, turns: int) -> None:
+        """``turns`` turns played so far (redrawn at tqdm's own pace)."""
+        self.bar.set_postfix_str(f"{turns:,} turns played", refresh=False)
+        self.bar.update(0)
+
+    def finished(self) -> None:
+        """One more episode finished; after a whole wave the bar estimates the time left."""
+        self.bar.update(1)
+        if self.bar.n >= self.estimate_from and self.bar.bar_format is not None:
+            self.bar.bar_format = None  # tqdm's default: with the estimate
+
+    def __enter__(self) -> LockstepProgress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bar.close()

@@ -212,3 +212,19 @@ def test_help_lists_every_protocol_and_learner_and_the_top_level_reads_plainly(c
 def test_version(capsys):
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"councilzoo {councilzoo.__version__}"
+
+
+def test_a_misspelt_protocol_is_reported_before_any_model_class_is_imported(tmp_path):
+    """The flags are checked first: the agents file's check imports its models' classes (seconds)."""
+    agents = tmp_path / "agents.yaml"
+    agents.write_text("models:\n  m: {type: transformers, kwargs: {model: /nonexistent}}\n"
+                      "anchor: m\npeers: [m, m]\nverifier: m\n")
+    argv = ["eval", "--protocol", "singel", "--agents", str(agents), "--dataset", "synthetic:numeric",
+            "--out", str(tmp_path / "out")]
+    code = ("import sys; from councilzoo.cli import main; "
+            f"print(main({argv!r}), 'transformers' in sys.modules)")
+    repo = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": repo})
+    assert done.stdout.split() == ["2", "False"], done.stderr
+    assert "unknown protocol 'singel' (did you mean 'single'?)" in done.stderr

@@ -99,6 +99,12 @@ trainer: {learning_rate: 0.001}
 """
 
 
+# "billion laughs": 420 bytes whose aliases expand to 9^9 strings
+ALIAS_BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
+    f"{b}: &{b} [{', '.join(['*' + a] * 9)}]\n" for a, b in zip("abcdefgh", "bcdefghi", strict=True)
+) + "max_steps: *i\n"
+
+
 def tr(expected: str, *flags: str, config: str = GOOD_CORL, learner: str = "corl") -> Case:
     """``councilzoo train LEARNER`` on ``config`` (written as corl.yaml) with ``flags``."""
     return Case(
@@ -424,6 +430,38 @@ CASES = {
     "train --members": tr("--members: expected member indices", "--members", "one"),
     "train tracer unknown key": tr("stpes: unknown key for TracerConfig", learner="tracer",
                                    config="stpes: 3\n"),
+    "demo model misspelt": cmd("model 'smollm2-135m-instrut' (did you mean 'smollm2-135m-instruct'?) is not",
+                               "demo", "--model", "smollm2-135m-instrut"),
+    "paraphrase --out read-only": Case(["paraphrase", "synthetic:numeric", "--out", "/sys/councilzoo.jsonl"],
+                                       "--out /sys/councilzoo.jsonl: its folder /sys: /sys is not writable"),
+    "paraphrase --out a folder": Case(["paraphrase", "synthetic:numeric", "--out", "{dir}"],
+                                      "a folder is there, not a file"),
+    # a config's text and numbers: checked once, before any model loads, with --dry-run as without
+    "train NUL byte": tr("corl.yaml: not a text file (a NUL byte at offset",
+                         config=GOOD_CORL + "seed: 1\0\n"),
+    "train control character": tr("corl.yaml: not valid YAML: special characters are not allowed",
+                                  config=GOOD_CORL + "seed: 1\x01\n"),
+    "train alias bomb": tr("corl.yaml: its aliases (*name) expand to more than 100,000 values",
+                           config=ALIAS_BOMB),
+    "train --dry-run NaN learning rate": tr("trainer.learning_rate: must be a finite number, got nan",
+                                            "--dry-run", "--set", "trainer.learning_rate=.nan"),
+    "train --dry-run negative learning rate": tr("trainer.learning_rate: must be > 0", "--dry-run",
+                                                 "--set", "trainer.learning_rate=-0.001"),
+    "train --dry-run zero temperature": tr("trainer.temperature: must be > 0", "--dry-run",
+                                           "--set", "trainer.temperature=0"),
+    "train --dry-run member NaN temperature": tr(
+        "members[1].trainer.temperature: must be a finite number", "--dry-run",
+        "--set", "members.1.trainer={{temperature: .nan}}",  # braces doubled: the argv is formatted
+    ),
+    "train vLLM memory share": tr("trainer.vllm_gpu_memory_utilization: must be <= 1", "--dry-run",
+                                  "--set", "trainer.vllm_gpu_memory_utilization=1.5"),
+    "train infinite tau": tr("tau: must be a finite number, got inf", "--set", "tau=.inf"),
+    "train --gpu-memory NaN": tr("argument --gpu-memory: expected a finite number > 0, got 'nan'",
+                                 "--dry-run", "--gpu-memory", "nan"),
+    "train --gpu-memory 0": tr("argument --gpu-memory: expected a finite number > 0, got '0'",
+                               "--dry-run", "--gpu-memory", "0"),
+    "train tracer NaN temperature": tr("agents.temperature: must be a finite number", "--dry-run",
+                                       "--set", "agents.temperature=.nan", learner="tracer", config=TRACER),
 }
 
 

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from councilzoo.cli import main as cli_main
+from councilzoo.evaluation.report import table_cells
 from councilzoo.viewer import OutputFolder, ViewerServer
 from councilzoo.viewer.browser import CHROMIUM, launch_chromium
 from councilzoo.viewer.folder import HARMED, RESCUED, RIGHT
@@ -318,6 +321,191 @@ def test_cohort_curves_and_reports_of_a_repro_folder(page, quick_repro):
         assert page.inner_text(".markdown h1").startswith("Claim")
         page.wait_for_function("[...document.querySelectorAll('.markdown img')].every(i => i.complete)")
         assert page.evaluate("[...document.querySelectorAll('.markdown img')].every(i => i.naturalWidth > 0)")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# -- a folder someone sent you ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_eval(tmp_path_factory) -> Path:
+    """One protocol on six problems with images: seconds, for the tests that tamper with it."""
+    out = tmp_path_factory.mktemp("viewer_small") / "visual"
+    args = ["eval", "--protocol", "single", "--agents", AGENTS, "--dataset", "synthetic:visual",
+            "--limit", "6", "--out", str(out)]
+    assert cli_main(args) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def small_server(small_eval):
+    server = ViewerServer(OutputFolder(small_eval), port=0).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture()
+def sent(small_eval, tmp_path) -> Path:
+    """A copy of a small evaluation, to be tampered with as a folder someone sent might be."""
+    copy = tmp_path / "sent"
+    shutil.copytree(small_eval, copy)
+    return copy
+
+
+def _get(server, route: str, host: str | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(server.url + route, headers={"Host": host} if host else {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+def _rewrite(path: Path, edits: dict[int, Callable[[dict], object]]) -> None:
+    """Apply ``edits`` (line number -> change of the parsed record) to a JSONL file."""
+    lines = path.read_text().splitlines()
+    for number, edit in edits.items():
+        record = json.loads(lines[number - 1])
+        edit(record)
+        lines[number - 1] = json.dumps(record)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_an_image_path_outside_the_folder_is_never_served(sent, tmp_path):
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"token": "s3cret"}')
+    log = sent / "episodes" / "single.jsonl"
+    _rewrite(log, {1: lambda r: r.update(images=[str(secret), "../secret.json"])})
+    server = ViewerServer(OutputFolder(sent), port=0).start()
+    try:
+        assert [_get(server, f"api/image/0/{k}")[0] for k in (0, 1)] == [404, 404]
+        record = json.loads(log.read_text().splitlines()[1])  # an image inside the folder still comes
+        picture = Path(record["images"][0])
+        _rewrite(log, {1: lambda r: r.update(images=[str(picture)])})
+        assert _get(server, "api/image/0/0") == (200, picture.read_bytes())
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_only_requests_for_its_own_host_and_port_are_answered(small_server):
+    port = small_server.server_address[1]
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}"):
+        assert _get(small_server, "api/index", host)[0] == 200
+    for host in (f"evil.example:{port}", "127.0.0.1", f"127.0.0.1:{port + 1}", f"rebind.example.com:{port}"):
+        for route in ("api/index", "", "files/report.md"):  # DNS rebinding: the page's own origin
+            status, body = _get(small_server, route, host)
+            assert status == 421 and b'"episodes"' not in body and b"<script" not in body, (host, route)
+
+
+def test_malformed_episode_lines_are_named_once_and_the_rest_shown(sent):
+    log = sent / "episodes" / "single.jsonl"
+    n = len(log.read_text().splitlines())
+    _rewrite(log, {2: lambda r: r.update(correct="yes"), 3: lambda r: r.pop("problem_id"),
+                   4: lambda r: r.update(cost="free"), 5: lambda r: r["info"].update(path=[1])})
+    log.write_text(log.read_text() + '{"env_id": "councilzoo/escalation-v0", "problem_id": "vis')  # cut short
+    folder = OutputFolder(sent)
+    assert folder.skipped == [
+        f"{log}, line 2: correct: expected bool or null, got str",
+        f"{log}, line 3: problem_id: missing",
+        f"{log}, line 4: cost: expected dict, got str",
+        f"{log}, line 5: info.path: expected str, got list",
+        f"{log}, line {n + 1}: not valid JSON (cut short by a crash?)",
+    ]
+    single = folder.run_names.index("single")
+    assert folder.rows["run"].count(single) == n - 4
+    assert folder.index()["skipped"] == folder.skipped
+
+
+def test_an_episode_the_page_cannot_show_answers_with_its_file_and_line(sent):
+    log = sent / "episodes" / "single.jsonl"
+    _rewrite(log, {1: lambda r: r["turns"][0].update(answer=["a", "list"]), 2: lambda r: r.update(images=7)})
+    server = ViewerServer(OutputFolder(sent), port=0).start()
+    try:
+        status, body = _get(server, "api/episode/0")
+        assert status == 422 and json.loads(body)["error"] == f"{log}, line 1: not an episode the page can " \
+            "show (turns[0].answer: expected str or null, got list)"
+        assert _get(server, "api/episode/1")[0] == 200  # the server goes on; a bad images field shows none
+        assert json.loads(_get(server, "api/episode/1")[1])["image_urls"] == []
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_interrupted_empty_log_is_not_listed_as_a_run(sent):
+    (sent / "episodes" / "comed.jsonl").write_text("")  # interrupted before its first episode
+    (sent / "episodes" / "debate.jsonl").write_text("\n")
+    folder = OutputFolder(sent)
+    assert "comed" not in folder.run_names and "debate" not in folder.run_names and folder.skipped == []
+
+
+@pytest.fixture()
+def hostile(tmp_path) -> Path:
+    """A folder whose report.md holds live HTML and a javascript: link."""
+    (tmp_path / "hostile").mkdir()
+    (tmp_path / "hostile" / "report.md").write_text(HOSTILE_REPORT)
+    return tmp_path / "hostile"
+
+
+def test_report_md_is_rendered_with_its_html_escaped(small_server, hostile):
+    report = json.loads(_get(small_server, "api/report/0")[1])
+    assert report["path"] == "." and report["html"].startswith("<h1>") and "<table>" in report["html"]
+    html = OutputFolder(hostile).report(0)["html"]
+    assert "<img" not in html and "<script" not in html and "&lt;img src=x onerror" in html
+    assert "<a " not in html and "<table>" in html  # no link to javascript:, the table still a table
+
+
+HOSTILE_REPORT = """# Claim
+
+<img src=x onerror="window.pwned = 1">
+
+<script>window.pwned = 2</script>
+
+[x](javascript:window.pwned=3)
+
+| a | b |
+|---|---|
+| 1 | 2 |
+"""
+
+
+@pytest.mark.browser
+def test_the_page_rounds_numbers_as_report_md_does(page, server, runs):
+    _open(page, server, "")
+    report = json.loads((runs / "visual" / "report.json").read_text())["protocols"]
+    section = page.locator("section[data-section='visual']")
+    for protocol, row in report.items():
+        cells = section.locator(f"tr[data-protocol='{protocol}'] td").all_inner_texts()
+        accuracy, ci, calls, tokens, anchor, rescue, harm, net, escalation = table_cells(row)
+        assert cells[1:10] == [accuracy, ci, calls, f"{int(tokens):,}", anchor, rescue, harm, net, escalation]
+    values = [1 / 16, 3 / 16, 0.125, 0.375, 2.5, -0.0625, 1 / 3, 0.1, 0.0005, 0.9995]
+    for digits in (0, 2, 3):
+        page_says = page.evaluate(f"{values}.map((v) => fmt(v, {digits}))")
+        assert page_says == [f"{v:.{digits}f}" for v in values], digits
+
+
+@pytest.mark.browser
+def test_the_final_answer_column_is_in_view_at_1400_px(page, server):
+    _open(page, server, "#episodes")
+    page.wait_for_selector("table.episodes tbody td.answer")
+    right_edge = page.evaluate("document.querySelector('.list').getBoundingClientRect().right")
+    answers = page.locator("table.episodes tbody td.answer").evaluate_all(
+        "cells => cells.map(c => c.getBoundingClientRect().right)")
+    assert answers and max(answers) <= right_edge + 0.5
+
+
+@pytest.mark.browser
+def test_a_hostile_report_runs_nothing_in_the_page(page, hostile):
+    server = ViewerServer(OutputFolder(hostile), port=0).start()
+    try:
+        page.goto(server.url + "#reports")
+        page.wait_for_selector(".markdown h1")
+        assert page.evaluate("window.pwned") is None
+        assert '<img src=x onerror="window.pwned = 1">' in page.inner_text(".markdown")
+        assert page.locator(".markdown img, .markdown script, .markdown a").count() == 0
     finally:
         server.shutdown()
         server.server_close()

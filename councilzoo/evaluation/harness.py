@@ -317,6 +317,8 @@ def main(args: argparse.Namespace) -> int:
     names = config.gather(problems, _parse_protocols, args.protocol) or []
     config.gather(problems, _check_options, args, names)
     config.gather(problems, config.check_output_dir, args.out)
+    if problems:  # the flags' mistakes at once: checking the agents file imports its models' classes
+        raise ValueError("\n".join(problems))
     council = config.gather(problems, load_council, args.agents)
     difficulty = getattr(args, "difficulty", None)
     test = config.gather(

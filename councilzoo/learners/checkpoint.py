@@ -19,6 +19,11 @@ Manifests: a crash, a full disk or a later copy can still leave a checkpoint fol
 damaged, here or in TRL's ``checkpoint-N`` folders (``engine.CheckpointManifest`` writes theirs).
 ``verified`` keeps the folders whose files all match their manifest and names every other one in
 a ``DamagedCheckpointWarning``, so a resume starts from the newest good checkpoint.
+
+Before the first step, ``check_checkpoint_folder`` makes sure checkpoints can be written (the
+folder is not a file, nor read-only) and, on ``--resume``, that a checkpoint the folder seems to
+hold can be resumed from: a run never trains for hours to die at its first save, nor starts
+again from step 0 over the work of a run whose checkpoints were replaced or damaged.
 """
 
 from __future__ import annotations
@@ -39,12 +44,16 @@ import torch
 from safetensors.numpy import load_file as load_numpy
 from safetensors.numpy import save_file as save_numpy
 
+from councilzoo.config import ConfigError, check_output_dir
+
 __all__ = [
     "MANIFEST", "DamagedCheckpointWarning", "write_manifest", "checkpoint_problem", "verified",
-    "Checkpoint", "save_checkpoint", "list_checkpoints", "latest_checkpoint", "load_checkpoint",
+    "check_checkpoint_folder", "Checkpoint", "save_checkpoint", "list_checkpoints", "latest_checkpoint",
+    "load_checkpoint",
 ]
 
 _STEP_RE = re.compile(r"^step-(\d+)$")
+TRAINER_CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")  # TRL's
 MANIFEST = "manifest.json"
 
 
@@ -113,6 +122,32 @@ def verified(folders: Iterable[Path]) -> list[Path]:
             message = f"checkpoint {folder} is damaged and skipped: {problem}"
             warnings.warn(message, DamagedCheckpointWarning, stacklevel=2)
     return good
+
+
+def check_checkpoint_folder(root: str | Path, resume: bool, names: re.Pattern = _STEP_RE) -> None:
+    """Before the first step: a ``ConfigError`` in one line unless checkpoints can be written
+    into ``root`` and, with ``resume``, the entries of ``root`` named like checkpoints (``names``)
+    are either none (a fresh start) or include one intact checkpoint (damaged newer ones are
+    skipped, with a warning, when the run resumes)."""
+    root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"{root}: a file, where this run writes its checkpoints; move it away (the run's "
+                          "checkpoints are not in it), then rerun")
+    check_output_dir(root, "checkpoints folder")
+    if not resume or not root.is_dir():
+        return
+    entries = sorted((int(m.group(1)), p) for p in root.iterdir() if (m := names.match(p.name)))
+    problems = []
+    for _, path in reversed(entries):  # newest first, up to the first intact one
+        problem = checkpoint_problem(path) if path.is_dir() else "not a folder"
+        if problem is None:
+            return
+        problems.append(f"{path.name}: {problem}")
+    if problems:
+        raise ConfigError(
+            f"--resume: no intact checkpoint in {root} ({'; '.join(problems[:3])}); nothing was changed: "
+            "restore the checkpoint, or pass --overwrite to start again"
+        )
 
 
 @dataclass

@@ -44,6 +44,7 @@ from councilzoo.agents.binding import AgentBinding, bind_agents
 from councilzoo.agents.controllers import Controller, is_silent
 from councilzoo.agents.llm import call_sampling, generate_requests
 from councilzoo.envs.types import Action, EpisodeRecord, Mode, Turn, TurnContext
+from councilzoo.progress import LockstepProgress
 from councilzoo.rollout.log import EpisodeLog, Key
 from councilzoo.tasks import Problem
 
@@ -70,10 +71,11 @@ class _Control:
 
 @dataclass
 class RolloutStats:
-    """Counters since the last ``run`` began (``play`` adds to them): ticks, generate calls, episodes
-    finished by ``run``, tokens generated."""
+    """Counters since the last ``run`` began (``play`` adds to them): ticks, turns played, generate
+    calls, episodes finished by ``run``, tokens generated."""
 
     ticks: int = 0
+    turns: int = 0
     generate_calls: int = 0
     episodes: int = 0
     completion_tokens: int = 0
@@ -139,7 +141,7 @@ class RolloutEngine:
         queue = [k for k in keys if k not in done]
         self.stats = RolloutStats()
         slots = [self._slot(i) for i in range(min(self.num_envs, len(queue)))]
-        bar = _progress(len(keys), len(keys) - len(queue), self.label, self.progress)
+        bar = LockstepProgress(len(keys), len(keys) - len(queue), len(slots), self.label, self.progress)
         with bar, self.log if self.log else nullcontext():
             live = []
             for slot in slots:
@@ -147,13 +149,14 @@ class RolloutEngine:
                 live.append(slot)
             while live:
                 self._tick(live)
+                bar.played(self.stats.turns)
                 still = []
                 for slot in live:
                     if not self._finished(slot.env):
                         still.append(slot)
                         continue
                     done[slot.key] = self._finish(slot)
-                    bar.update(1)
+                    bar.finished()
                     if queue:
                         self._start(slot, queue.pop(0), by_id)
                         still.append(slot)
@@ -261,6 +264,7 @@ class RolloutEngine:
         """One lockstep step of every live env."""
         self.stats.ticks += 1
         turns = [(slot, ctx) for slot in live for ctx in self._pending(slot, together=control is None)]
+        self.stats.turns += len(turns)
         if control is None:
             actions = self._act([ctx for _, ctx in turns])
         else:
@@ -348,8 +352,3 @@ def _attach(turn: Turn, completion: Completion | None) -> None:
     turn.token_ids = list(completion.token_ids)
     turn.logprobs = None if completion.logprobs is None else list(completion.logprobs)
 
-
-def _progress(total: int, initial: int, desc: str, enabled: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=initial, desc=desc, unit="ep", disable=not enabled, dynamic_ncols=True)

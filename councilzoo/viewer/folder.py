@@ -15,7 +15,10 @@ several runs opens too):
 
 The index holds one compact row per episode (its run, problem, outcome, escalation path and
 cost) and where its line starts, so the page filters 10,000 episodes at once and asks for one
-conversation at a time.
+conversation at a time. A folder may come from anyone: a line that is not an episode record (cut
+short by a crash, a field missing or of the wrong type) is skipped and named in ``skipped`` with
+its file and line, a log with no episode is not listed, and no file outside the folder is served,
+whatever path a record names.
 """
 
 from __future__ import annotations
@@ -28,12 +31,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from markdown_it import MarkdownIt
+
 from councilzoo.envs.council_env import grade
 from councilzoo.learners.logging import read_metrics
 from councilzoo.tasks.grading import ERROR_PREFIX, SIGNATURE_PREFIX, extract_program
 from councilzoo.tasks.problem import Problem
 
-__all__ = ["MAX_DEPTH", "OutputFolder", "outcome"]
+__all__ = ["MAX_DEPTH", "MalformedRecord", "OutputFolder", "outcome"]
 
 # Outcome bits of an episode (an episode may be right and rescued, wrong and harmed).
 RIGHT, WRONG, RESCUED, HARMED = 1, 2, 4, 8
@@ -44,6 +49,17 @@ AGENT_COSTS_MARK, TURNS_MARK, INFO_MARK = ', "cost_by_agent": ', ', "turns": [',
 TURN_MARK = '{"agent": '
 _DECODER = json.JSONDecoder()
 HEAVY_TURN_FIELDS = ("prompt_token_ids", "token_ids", "logprobs")  # token lists the page never shows
+FILE_SUFFIXES = {".md", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp", ".json"}  # what /files/ sends
+SKIPPED_SHOWN = 20  # malformed lines named one by one; the rest are counted
+# What the index and the page read of a record and of a turn (``EpisodeRecord.to_dict`` writes them)
+_NONE = type(None)
+RECORD_SHAPE = {"problem_id": (str,), "final_answer": (str, _NONE), "correct": (bool, _NONE), "cost": (dict,),
+                "info": (dict, _NONE)}
+TURN_SHAPE = {"agent": (str,), "role": (str,), "mode": (str,), "text": (str,), "answer": (str, _NONE),
+              "cost": (dict,)}
+COST_SHAPE = {"calls": (int, float), "completion_tokens": (int, float)}
+# report.md as HTML: raw HTML in it is escaped, links are checked (no javascript: URLs)
+_MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
 
 
 @dataclass
@@ -169,28 +185,44 @@ class OutputFolder:
         self._path_index: dict[str, int] = {}
         columns = ("run", "problem", "outcome", "path", "calls", "tokens", "turns", "final")
         self.rows: dict[str, list[Any]] = {name: [] for name in columns}
-        self.locations: list[tuple[int, int]] = []  # (run, byte offset of the line)
+        self.locations: list[tuple[int, int, int]] = []  # (run, byte offset of the line, line number)
+        self.skipped: list[str] = []  # "<file>, line <n>: <what is wrong>", once each
+        malformed = 0
         for s, section in enumerate(self.evals):
-            self._index_section(s, section)
+            malformed += self._index_section(s, section)
+        if malformed > SKIPPED_SHOWN:
+            self.skipped.append(f"{malformed - SKIPPED_SHOWN:,} more malformed episode lines")
 
-    def _index_section(self, s: int, section: _EvalSection) -> None:
-        """The section's runs, the report's protocols first (in its order), then the others."""
+    def _index_section(self, s: int, section: _EvalSection) -> int:
+        """The section's runs, the report's protocols first (in its order), then the others; a log
+        with no episode (a run interrupted before its first) is left out. Returns how many lines
+        were not episode records."""
         prefix = "" if section.path == self.root else self.relative(section.path) + "/"
-        records = {f.stem: list(self._lines(f)) for f in sorted((section.path / "episodes").glob("*.jsonl"))}
+        records, malformed = {}, 0
+        for file in sorted((section.path / "episodes").glob("*.jsonl")):
+            records[file.stem] = []
+            for number, offset, record in self._lines(file):
+                if isinstance(record, str):
+                    malformed += 1
+                    if len(self.skipped) < SKIPPED_SHOWN:
+                        self.skipped.append(f"{file}, line {number}: {record}")
+                else:
+                    records[file.stem].append((number, offset, record))
+        records = {name: lines for name, lines in records.items() if lines}
         protocols = list(section.report.get("protocols", {}))
         order = sorted(records, key=lambda r: (protocols.index(r) if r in protocols else len(protocols), r))
-        anchor = {rec["problem_id"]: bool(rec["correct"]) for _, rec in records.get("single", [])}
+        anchor = {rec["problem_id"]: bool(rec["correct"]) for _, _, rec in records.get("single", [])}
         for name in order:
             run = len(self.run_names)
             self.run_names.append(prefix + name)
             self.run_section.append(s)
             self.run_files.append(section.path / "episodes" / f"{name}.jsonl")
             section.runs.append(run)
-            for offset, record in records[name]:
-                problem = _intern(str(record.get("problem_id")), self.problem_ids, self._problem_index)
+            for number, offset, record in records[name]:
+                problem = _intern(record["problem_id"], self.problem_ids, self._problem_index)
                 path = (record.get("info") or {}).get("path")
                 path = None if path is None else _intern(path, self.paths, self._path_index)
-                cost = record.get("cost") or {}
+                cost = record["cost"]
                 self.rows["run"].append(run)
                 self.rows["problem"].append(problem)
                 self.rows["outcome"].append(outcome(record, anchor))
@@ -199,30 +231,44 @@ class OutputFolder:
                 self.rows["tokens"].append(cost.get("completion_tokens", 0))
                 self.rows["turns"].append(record["turn_count"])
                 self.rows["final"].append(_short(record.get("final_answer")))
-                self.locations.append((run, offset))
+                self.locations.append((run, offset, number))
+        return malformed
 
     @staticmethod
-    def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-        """(byte offset, summary) of each readable line; a line cut off by a crash is skipped."""
+    def _lines(path: Path) -> Iterator[tuple[int, int, dict[str, Any] | str]]:
+        """(line number, byte offset, summary) of each line that is not blank; in place of the
+        summary, what is wrong with a line that is not an episode record."""
         offset = 0
         with open(path, "rb") as file:
-            for line in file:
-                record = _summary(line)
-                if record is not None:
-                    yield offset, record
+            for number, line in enumerate(file, start=1):
+                if line.strip():
+                    yield number, offset, _summary(line)
                 offset += len(line)
+
+    def _record(self, index: int) -> tuple[dict[str, Any], str]:
+        """Episode ``index``'s record as written, and where it is (``<file>, line <n>``)."""
+        run, offset, number = _item(self.locations, index, "episode")
+        with open(self.run_files[run], "rb") as file:
+            file.seek(offset)
+            return json.loads(file.readline()), f"{self.run_files[run]}, line {number}"
 
     def episode(self, index: int) -> dict[str, Any]:
         """Episode ``index`` in full, with its problem and what the page shows per turn: whether
         its answer is right and, for code, the program it states and how its tests went."""
-        run, offset = _item(self.locations, index, "episode")
-        with open(self.run_files[run], "rb") as file:
-            file.seek(offset)
-            record = json.loads(file.readline())
+        record, where = self._record(index)
+        turns = record.get("turns")
+        wrong = ["turns: expected a list"] if not isinstance(turns, list) else [
+            problem for k, turn in enumerate(turns) for problem in
+            _wrong_fields(turn, TURN_SHAPE, f"turns[{k}]")
+        ]
+        if wrong:
+            raise MalformedRecord(f"{where}: not an episode the page can show ({'; '.join(wrong[:3])})")
+        images = record.get("images") if isinstance(record.get("images"), list) else []  # else: none shown
+        run = self.locations[index][0]
         section = self.evals[self.run_section[run]]
-        data = section.problems.get(str(record.get("problem_id")))
+        data = section.problems.get(record["problem_id"])
         problem = Problem.from_dict({**data, "images": ()}) if data else None
-        for turn in record.get("turns", []):
+        for turn in turns:
             for name in HEAVY_TURN_FIELDS:
                 turn.pop(name, None)
             graded = problem is not None and turn.get("answer") is not None
@@ -235,25 +281,38 @@ class OutputFolder:
             run=self.run_names[run],
             outcome=self.rows["outcome"][index],
             problem=data,
-            image_urls=[f"/api/image/{index}/{k}" for k in range(len(record.get("images") or ()))],
+            image_urls=[f"/api/image/{index}/{k}" for k in range(len(images))],
         )
         return record
 
     def image_file(self, index: int, k: int) -> Path | None:
         """Episode ``index``'s k-th image on disk: its recorded path, else the same file name in
         the run's image folder (a folder moved after the run)."""
-        run, offset = _item(self.locations, index, "episode")
-        with open(self.run_files[run], "rb") as file:
-            file.seek(offset)
-            images = json.loads(file.readline()).get("images") or []
-        if not 0 <= k < len(images):
+        images = self._record(index)[0].get("images")
+        if not isinstance(images, list) or not 0 <= k < len(images) or not isinstance(images[k], str):
             return None
         recorded = Path(images[k])
-        beside = self.run_files[run].parent / recorded.parent.name / recorded.name
+        beside = self.run_files[self.locations[index][0]].parent / recorded.parent.name / recorded.name
         for candidate in (recorded, beside):
-            if candidate.is_file():
-                return candidate
+            inside = self.file_inside(candidate)
+            if inside is not None:
+                return inside
         return None
+
+    def file_inside(self, path: Path) -> Path | None:
+        """``path`` when it is a file of a kind the page shows inside the folder (links resolved):
+        a folder someone sent may name any file on this machine in its records."""
+        try:
+            resolved = (self.root / path).resolve()
+        except (OSError, ValueError):  # a loop of links, a NUL byte
+            return None
+        inside = resolved.is_relative_to(self.root) and resolved.suffix.lower() in FILE_SUFFIXES
+        return resolved if inside and resolved.is_file() else None
+
+    def report(self, index: int) -> dict[str, Any]:
+        """``report.md`` number ``index`` as HTML (markdown-it: raw HTML escaped, links checked)."""
+        folder = _item(self.reports, index, "report")
+        return {"path": self.relative(folder), "html": _MARKDOWN.render((folder / "report.md").read_text())}
 
     # -- training runs -----------------------------------------------------------------------
 
@@ -298,11 +357,16 @@ class OutputFolder:
                 {"path": self.relative(t.path), "kind": t.kind, "members": t.members} for t in self.trainings
             ],
             "reports": [self.relative(r) for r in self.reports],
+            "skipped": self.skipped,
         }
 
 
 class NotInFolder(LookupError):
     """An episode or training run the folder does not hold (a link from an earlier run of it)."""
+
+
+class MalformedRecord(ValueError):
+    """An episode line whose turns the page cannot show; the message names its file and line."""
 
 
 def _item(items: list, index: int, noun: str) -> Any:
@@ -313,12 +377,12 @@ def _item(items: list, index: int, noun: str) -> Any:
     return items[index]
 
 
-def _summary(line: bytes) -> dict[str, Any] | None:
+def _summary(line: bytes) -> dict[str, Any] | str:
     """What the index needs of a record: the fields before ``cost_by_agent``, the ``info`` after
     the turns, and how many turns there are. Decoding only these is 3-10x faster than decoding
     the whole line (the turns' text is most of its bytes). ``EpisodeRecord.to_dict`` writes the
     keys in this order, and a quote inside a string is escaped, so the markers cannot occur in
-    the text; any other layout is decoded whole. None for a line that is not a record."""
+    the text; any other layout is decoded whole. For a line that is not a record: what is wrong."""
     text = line.decode("utf-8", errors="replace")
     head_end = text.find(AGENT_COSTS_MARK)
     turns_at = text.find(TURNS_MARK, max(head_end, 0))
@@ -326,14 +390,36 @@ def _summary(line: bytes) -> dict[str, Any] | None:
     try:
         if min(head_end, turns_at, info_at) < 0:
             record = json.loads(text)
-            record["turn_count"] = len(record.get("turns") or ())
-            return record if isinstance(record.get("turns"), list) else None
-        record = json.loads(text[:head_end] + "}")
-        record["info"], _ = _DECODER.raw_decode(text, info_at + len(INFO_MARK))
-    except (ValueError, AttributeError):
-        return None
-    record["turn_count"] = text.count(TURN_MARK, turns_at, info_at)
-    return record
+            turns = record.get("turns") if isinstance(record, dict) else None
+            if not isinstance(turns, list):
+                return "not an episode record (no list of turns)"
+            record["turn_count"] = len(turns)
+        else:
+            record = json.loads(text[:head_end] + "}")
+            record["info"], _ = _DECODER.raw_decode(text, info_at + len(INFO_MARK))
+            record["turn_count"] = text.count(TURN_MARK, turns_at, info_at)
+    except ValueError:
+        return "not valid JSON (cut short by a crash?)"
+    wrong = [w.removeprefix(".") for w in _wrong_fields(record, RECORD_SHAPE)]
+    if not wrong:
+        wrong = _wrong_fields(record["cost"], COST_SHAPE, "cost")
+        path = (record["info"] or {}).get("path")
+        if not isinstance(path, (str, _NONE)):
+            wrong.append(f"info.path: expected str, got {type(path).__name__}")
+    return "; ".join(wrong[:3]) if wrong else record
+
+
+def _wrong_fields(data: Any, shape: dict[str, tuple[type, ...]], where: str = "") -> list[str]:
+    """What is missing or of the wrong type in ``data`` against ``shape`` (key -> allowed types)."""
+    if not isinstance(data, dict):
+        return [f"{where or 'the line'}: expected an object, got {type(data).__name__}"]
+    return [
+        f"{where}.{key}: missing" if key not in data else
+        f"{where}.{key}: expected {' or '.join('null' if t is _NONE else t.__name__ for t in kinds)}, "
+        f"got {type(data[key]).__name__}"
+        for key, kinds in shape.items()
+        if key not in data or not isinstance(data[key], kinds)
+    ]
 
 
 def outcome(record: dict[str, Any], anchor_correct: dict[str, bool]) -> int:

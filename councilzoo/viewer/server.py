@@ -5,11 +5,18 @@ of records: the page loads a compact index once and asks for one conversation at
 reads training curves afresh, so a run still training shows its latest steps on reload.
 
 Routes: ``/`` the page and ``/static/*`` its scripts and styles (package data, nothing from the
-network); ``/api/index``; ``/api/episode/<i>``; ``/api/training/<i>``; ``/api/image/<i>/<k>`` (an
-episode's k-th image); ``/files/<path>`` (reports and their figures, only inside the folder).
+network); ``/api/index``; ``/api/episode/<i>``; ``/api/training/<i>``; ``/api/report/<i>`` (a
+``report.md`` as HTML); ``/api/image/<i>/<k>`` (an episode's k-th image); ``/files/<path>``
+(reports' figures). Every file it sends is inside the folder, whatever a record names.
 An ``/api/`` route for an episode or run the folder does not hold answers 404 with JSON
-``{"error": "<what the folder holds>"}``, which the page shows in place of the content.
-It listens on 127.0.0.1 only.
+``{"error": "<what the folder holds>"}``, which the page shows in place of the content; a record
+the page cannot show answers 422 the same way, never a dropped connection.
+
+A folder someone sent you is untrusted: it listens on 127.0.0.1 only, answers only requests whose
+``Host`` is its own (``127.0.0.1:<port>`` or ``localhost:<port>``: a web page that points its own
+name at 127.0.0.1, DNS rebinding, gets 421), and the page renders every text of the folder as
+text; ``report.md`` becomes HTML here, through markdown-it with raw HTML off (it is escaped) and
+its link check (no ``javascript:`` URLs).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import mimetypes
+import sys
 import threading
 from functools import cached_property
 from http import HTTPStatus
@@ -25,13 +33,13 @@ from importlib import resources
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from councilzoo.viewer.folder import NotInFolder, OutputFolder
+from councilzoo.viewer.folder import MalformedRecord, NotInFolder, OutputFolder
 
 __all__ = ["HOST", "ViewerServer", "serve"]
 
 HOST = "127.0.0.1"
+HOST_NAMES = (HOST, "localhost")  # the names a request may give in Host:, with the port
 DEFAULT_PORT = 8765
-FILE_SUFFIXES = {".md", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp", ".json"}
 STATIC = resources.files("councilzoo.viewer") / "static"
 
 
@@ -60,6 +68,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802  (http.server's name)
         route = unquote(urlsplit(self.path).path)
         folder = self.server.folder
+        if self.headers.get("Host") not in self.server.hosts:
+            self.send_error(HTTPStatus.MISDIRECTED_REQUEST, "this server answers only to " + self.server.url)
+            return
         try:
             if route == "/favicon.ico":
                 self.send_response(HTTPStatus.NO_CONTENT)
@@ -75,25 +86,24 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(folder.episode(int(route.rsplit("/", 1)[1])))
             elif route.startswith("/api/training/"):
                 self._json(folder.training(int(route.rsplit("/", 1)[1])))
+            elif route.startswith("/api/report/"):
+                self._json(folder.report(int(route.rsplit("/", 1)[1])))
             elif route.startswith("/api/image/"):
                 index, k = (int(part) for part in route.removeprefix("/api/image/").split("/"))
                 self._file(folder.image_file(index, k))
             elif route.startswith("/files/"):
-                self._file(self._inside_folder(route.removeprefix("/files/")))
+                self._file(folder.file_inside(folder.root / route.removeprefix("/files/")))
             else:
                 self.send_error(HTTPStatus.NOT_FOUND)
         except NotInFolder as err:  # the page shows this message instead of waiting for the episode
             self._json({"error": str(err)}, HTTPStatus.NOT_FOUND)
+        except MalformedRecord as err:
+            self._json({"error": str(err)}, HTTPStatus.UNPROCESSABLE_ENTITY)
         except (ValueError, IndexError, FileNotFoundError):
             if route.startswith("/api/"):
                 self._json({"error": f"{route}: not found in this folder"}, HTTPStatus.NOT_FOUND)
             else:
                 self.send_error(HTTPStatus.NOT_FOUND)
-
-    def _inside_folder(self, relative: str) -> Path | None:
-        path = (self.server.folder.root / relative).resolve()
-        inside = path.is_relative_to(self.server.folder.root) and path.suffix.lower() in FILE_SUFFIXES
-        return path if inside else None
 
     def _file(self, path: Path | None) -> None:
         if path is None or not path.is_file():
@@ -127,6 +137,11 @@ class ViewerServer(ThreadingHTTPServer):
             raise ValueError(f"--port {port}: cannot listen ({reason}); --port 0 takes a free one") from None
 
     @cached_property
+    def hosts(self) -> frozenset[str]:
+        """The ``Host`` headers it answers: its own names and port (DNS rebinding gives another)."""
+        return frozenset(f"{name}:{self.server_address[1]}" for name in HOST_NAMES)
+
+    @cached_property
     def index_json(self) -> bytes:
         return _to_json(self.folder.index())
 
@@ -147,7 +162,10 @@ def serve(out: str, port: int = DEFAULT_PORT, open_browser: bool = False) -> int
     found = [(len(folder.locations), "episode"), (len(folder.run_names), "episode log"),
              (len(folder.trainings), "training run"), (len(folder.reports), "report")]
     counts = ", ".join(f"{n:,} {noun}{'' if n == 1 else 's'}" for n, noun in found)
-    print(f"councilzoo view: {folder.root}: {counts}\nopen {server.url}  (Ctrl-C stops)", flush=True)
+    print(f"councilzoo view: {folder.root}: {counts}", flush=True)
+    for problem in folder.skipped:
+        print(f"councilzoo view: skipped {problem}", file=sys.stderr, flush=True)
+    print(f"open {server.url}  (Ctrl-C stops)", flush=True)
     if open_browser:
         import webbrowser
 

@@ -9,7 +9,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from councilzoo.tiny_models import TINY_PREFIX, tiny_model_path
+from councilzoo.config import did_you_mean
+from councilzoo.tiny_models import FAMILIES, TINY_PREFIX, VLM_FAMILIES, tiny_model_path
 
 __all__ = ["ModelNotCachedError", "is_vision_language", "offline_loading_defaults", "resolve_model_path"]
 
@@ -66,16 +67,17 @@ def resolve_model_path(name_or_path: str | os.PathLike) -> str:
     except Exception:  # any failure here means "not in the cache"
         pass
     remedy = "pass a local model directory (one written by save_pretrained) instead"
+    hint = did_you_mean(name, [*real_models.REAL_MODELS, *(TINY_PREFIX + f for f in FAMILIES + VLM_FAMILIES)])
     if constants.HF_HUB_OFFLINE:
         raise ModelNotCachedError(
-            f"model {name!r} is not a local directory and is not in the Hugging Face cache "
+            f"model {name!r}{hint} is not a local directory and is not in the Hugging Face cache "
             f"({constants.HF_HUB_CACHE}), and the hub is offline (HF_HUB_OFFLINE=1): {remedy}"
         )
     try:
         return snapshot_download(name, allow_patterns=_MODEL_FILES)
     except Exception as exc:  # network, auth and missing-repo errors alike
         raise ModelNotCachedError(
-            f"model {name!r} is not cached locally and could not be downloaded "
+            f"model {name!r}{hint} is not cached locally and could not be downloaded "
             f"({type(exc).__name__}): {remedy}"
         ) from exc
 

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from councilzoo.config import ConfigError, write_run_files
 from councilzoo.learners import engine
+from councilzoo.learners.checkpoint import TRAINER_CHECKPOINT_RE, check_checkpoint_folder
 from councilzoo.learners.corl.config import CoRLConfig, MemberConfig
 from councilzoo.learners.corl.member import (
     LAUNCHER_ENV,
@@ -82,6 +83,8 @@ def _prepare_run(
     if overwrite and not resume:
         for folder in folders:
             shutil.rmtree(folder, ignore_errors=True)
+    for i in indices:  # writable, and on --resume something intact to resume from
+        check_checkpoint_folder(folders[i], resume, TRAINER_CHECKPOINT_RE)
     phase(f"loading training data ({cfg.data.dataset})")
     problems = load_items(cfg.data, cfg.seed, cfg.views)
     for i, member in enumerate(cfg.members):

@@ -101,7 +101,7 @@ class AgentsConfig:
         default=None,
     )
     max_new_tokens: int = _help("LLM: tokens per utterance.", default=256)
-    temperature: float = _help("LLM: sampling temperature.", default=1.0)
+    temperature: float = _help("LLM: sampling temperature (0: greedy).", minimum=0.0, default=1.0)
     stop: list[str] = _help("LLM: stop strings of every utterance.", default_factory=list)
     device: str = _help("LLM: torch device ('cpu', 'cuda', 'cuda:1', ...).", default="cpu")
     dtype: Literal["float32", "bfloat16", "float16"] = _help("LLM: weight dtype.", default="float32")

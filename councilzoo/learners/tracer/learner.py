@@ -50,7 +50,13 @@ from councilzoo.config import ConfigError, write_run_files
 from councilzoo.envs import review_v0
 from councilzoo.envs.types import Mode
 from councilzoo.learners.base import Learner, register_learner
-from councilzoo.learners.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from councilzoo.learners.checkpoint import (
+    TRAINER_CHECKPOINT_RE,
+    check_checkpoint_folder,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 from councilzoo.learners.data import load_items
 from councilzoo.learners.engine import StepProgress, checkpoint_steps, latest_trainer_checkpoint, leave_world
 from councilzoo.learners.logging import MetricsLogger, read_metrics
@@ -494,6 +500,10 @@ class TracerLearner(Learner):
         if overwrite and not resume and main:
             shutil.rmtree(out, ignore_errors=True)
         if main:
+            if cfg.generation.enabled:  # TRL's checkpoint-N folders, else the controllers' own
+                check_checkpoint_folder(out, resume, TRAINER_CHECKPOINT_RE)
+            else:
+                check_checkpoint_folder(out / "checkpoints", resume)
             write_run_files(out, cfg, seed=cfg.seed, learner="tracer")
         tracer = Tracer(cfg)
         resume_from = tracer.resume() if resume else None

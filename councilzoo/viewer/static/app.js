@@ -46,8 +46,20 @@ function getJSON(url) {
   return cache.get(url);
 }
 
-const fmt = (v, digits = 3) => (v == null ? "–" : Number(v).toFixed(digits));
-const signed = (v) => (v == null ? "–" : (v >= 0 ? "+" : "") + Number(v).toFixed(3));
+// Numbers as report.md writes them (Python's format): the exact binary value rounded to the
+// nearest, a tie to the even digit. toFixed breaks a tie away from zero, so 1/16 = 0.0625 would
+// read 0.063 here and 0.062 in the report.
+function fixed(v, digits) {
+  const x = Number(v);
+  const exact = Math.abs(x).toFixed(100);  // every digit of a double's value this side of 1e-100
+  const point = exact.indexOf(".");
+  if (!/^50*$/.test(exact.slice(point + 1 + digits))) return x.toFixed(digits);
+  const kept = exact.slice(0, point + 1 + digits).replace(/\.$/, "");
+  return Number(kept.at(-1)) % 2 ? x.toFixed(digits) : (x < 0 ? "-" : "") + kept;
+}
+
+const fmt = (v, digits = 3) => (v == null ? "–" : fixed(v, digits));
+const signed = (v) => (v == null ? "–" : (v >= 0 ? "+" : "") + fixed(v, 3));
 const count = (n) => Number(n).toLocaleString("en");
 
 function route() {
@@ -91,11 +103,15 @@ function viewProtocols(view) {
     const about = [meta.dataset, meta.split, meta.n && `${meta.n} problems`, meta.seed != null && `seed ${meta.seed}`];
     const protocols = new Set(section.protocols.map((p) => p.protocol));
     const others = section.runs.filter((r) => !protocols.has(INDEX.runs[r].split("/").pop()));
+    const auxiliary = others.filter((r) => /^(dev_|test_single_)/.test(INDEX.runs[r].split("/").pop()));
+    const unreported = others.filter((r) => !auxiliary.includes(r));
+    const runLinks = (runs) => runs.map((r) => [h("a", {href: link("episodes", {run: r})}, INDEX.runs[r].split("/").pop()), " "]);
     view.append(h("section", {"data-section": section.path},
       h("h2", {}, where + (about.filter(Boolean).join(" · ") || "protocols")),
       protocolTable(section, runByName), frontierChart(section, runByName),
-      others.length ? h("p", {class: "others"}, "Auxiliary runs (the dev fits and single models): ",
-        others.map((r) => [h("a", {href: link("episodes", {run: r})}, INDEX.runs[r].split("/").pop()), " "])) : null));
+      auxiliary.length ? h("p", {class: "others"}, "Auxiliary runs (the dev fits and single models): ", runLinks(auxiliary)) : null,
+      unreported.length ? h("p", {class: "others unreported"},
+        "Runs with no row in report.json (played after it was written, or interrupted): ", runLinks(unreported)) : null));
   }
 }
 
@@ -109,7 +125,7 @@ function protocolTable(section, runByName) {
                     title: open ? "list its episodes" : "an oracle: read off the other runs, no episodes of its own"},
       h("td", {}, p.protocol + (p.oracle ? " (oracle)" : "")), h("td", {}, fmt(p.accuracy)),
       h("td", {}, `[${fmt(p.accuracy_ci[0])}, ${fmt(p.accuracy_ci[1])}]`), h("td", {}, fmt(p.calls, 2)),
-      h("td", {}, count(Math.round(p.tokens))), h("td", {}, fmt(p.anchor_accuracy)), h("td", {}, fmt(p.rescue)),
+      h("td", {}, count(fmt(p.tokens, 0))), h("td", {}, fmt(p.anchor_accuracy)), h("td", {}, fmt(p.rescue)),
       h("td", {}, fmt(p.harm)), h("td", {}, signed(p.net)), h("td", {}, fmt(p.escalation_rate, 2)),
       h("td", {}, run == null ? "–" : count(INDEX.episodes.run.filter((r) => r === run).length)));
   });
@@ -128,7 +144,7 @@ function frontierChart(section, runByName) {
       return {
         label: p.protocol, x: p[axis], y: p.accuracy, hollow: p.oracle,
         tip: [p.protocol + (p.oracle ? " (oracle)" : ""), `accuracy ${fmt(p.accuracy)} [${fmt(p.accuracy_ci[0])}, ${fmt(p.accuracy_ci[1])}]`,
-              `${fmt(p.calls, 2)} calls/q · ${count(Math.round(p.tokens))} tokens/q`,
+              `${fmt(p.calls, 2)} calls/q · ${count(fmt(p.tokens, 0))} tokens/q`,
               `rescue ${fmt(p.rescue)} · harm ${fmt(p.harm)}`],
         onClick: run == null ? null : () => go("episodes", {run}),
       };
@@ -372,16 +388,6 @@ function viewTraining(view, params) {
 
 // -- reports ---------------------------------------------------------------------------------
 
-let markedLoaded = null;
-
-function markdownParser() {
-  // The markdown library is loaded with the first report, not with every page.
-  markedLoaded ??= new Promise((resolve, reject) => {
-    document.head.append(h("script", {src: "/static/vendor/marked.umd.js", onload: resolve, onerror: reject}));
-  });
-  return markedLoaded;
-}
-
 function viewReports(view, params) {
   if (!INDEX.reports.length) { view.append(h("p", {class: "empty"}, "No report.md in this folder.")); return; }
   const index = +(params.get("r") || 0);
@@ -391,13 +397,13 @@ function viewReports(view, params) {
   const body = h("article", {class: "markdown"});
   view.append(body);
   const base = folder === "." ? "/files/" : `/files/${folder}/`;
-  Promise.all([fetch(base + "report.md").then((r) => r.text()), markdownParser()]).then(([text]) => {
-    body.innerHTML = marked.parse(text);
+  getJSON(`/api/report/${index}`).then((report) => {
+    body.innerHTML = report.html;  // the server's markdown-it output: the report's own HTML escaped
     for (const img of body.querySelectorAll("img")) {
       const src = img.getAttribute("src");
       if (!/^(\/|[a-z]+:)/i.test(src)) img.src = base + src;
     }
-  });
+  }).catch((err) => body.replaceChildren(failure(err)));
 }
 
 // -- the page --------------------------------------------------------------------------------
@@ -414,6 +420,9 @@ function render() {
   const view = document.getElementById("view");
   view.replaceChildren();
   view.dataset.view = name;
+  if (INDEX.skipped.length) {  // lines of the episode logs that are not records: said, not hidden
+    view.append(h("details", {class: "skipped error"}, h("summary", {}, "Episode lines skipped: not records the page can show"), h("ul", {}, INDEX.skipped.map((s) => h("li", {}, s)))));
+  }
   (VIEWS[name] || viewProtocols)(view, params);
 }
 
