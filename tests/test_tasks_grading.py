@@ -293,3 +293,20 @@ def test_extraction_reads_real_smollm2_replies_as_hand_labelled():
     precision = hits / sum(g is not None for g in got)
     recall = hits / sum(r["label"] is not None for r in rows)
     assert len(rows) >= 100 and precision >= 0.9 and recall >= 0.8, (precision, recall)
+
+
+@pytest.mark.parametrize(
+    ("text", "label"),
+    [
+        # a council's real replies (issue 50): the final stated result wins
+        ("Ada has 2 cards and gets 2 more, so she has 2 + 2 = 4 cards.\n\nIn total, Ada has 2 + 4 = 6 cards.", "6"),
+        ("10\n\nThere are 10 apples left in the basket, because 14 - 4 = 10.", "10"),
+        ("10\n\nThere are 10 apples left after Tom eats 4 of them.", "10"),
+        ("12 apples.\n\nGoro had 9 and got 3 more.", "12"),
+        # still reasoning: a later paragraph that is not a conclusion does not override the first
+        ("Ada has 2 + 5 = 7 cards now.\n\nIf she gets 5 more, 7 + 5 = 12 cards.", "7"),
+        ("10 + 4 is the sum.", None),
+    ],
+)
+def test_the_final_stated_result_wins(text, label):
+    assert extract_answer(text, "numeric") == label
