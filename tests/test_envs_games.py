@@ -221,7 +221,7 @@ def test_escalation_paths(moves, path, final, escalated):
 
 @pytest.mark.parametrize(("anchor_says", "probe_says", "final"), [("42", "42", "42"), ("42", "41", "42"),
                                                                (None, "42", "42")])
-def test_a_verifier_that_states_no_answer_leaves_the_answer_it_was_asked_to_check(anchor_says, probe_says, final):
+def test_a_verifier_stating_no_answer_leaves_the_answer_it_checked(anchor_says, probe_says, final):
     """A verifier reply cut before it answers ("Ben has 3 + 4 = 7 books now. Ben has 3 + 4 =") is
     no verdict: the anchor's answer stands (the probe's where the anchor stated none), and no harm
     is counted where the anchor was right."""

@@ -299,7 +299,8 @@ def test_extraction_reads_real_smollm2_replies_as_hand_labelled():
     ("text", "label"),
     [
         # a council's real replies (issue 50): the final stated result wins
-        ("Ada has 2 cards and gets 2 more, so she has 2 + 2 = 4 cards.\n\nIn total, Ada has 2 + 4 = 6 cards.", "6"),
+        ("Ada has 2 cards and gets 2 more, so she has 2 + 2 = 4 cards.\n\n"
+         "In total, Ada has 2 + 4 = 6 cards.", "6"),
         ("10\n\nThere are 10 apples left in the basket, because 14 - 4 = 10.", "10"),
         ("10\n\nThere are 10 apples left after Tom eats 4 of them.", "10"),
         ("12 apples.\n\nGoro had 9 and got 3 more.", "12"),

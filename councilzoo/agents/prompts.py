@@ -81,8 +81,10 @@ FEW_SHOT_INSTRUCTIONS: dict[str, str] = {
     **dict.fromkeys(("peer", "proposer", "anchor", "probe", "member"), "End with: The answer is N."),
 }
 EXEMPLARS: tuple[tuple[str, str], ...] = (
-    ("Mia has 4 stickers and gets 3 more. How many stickers does Mia have now?", "4 + 3 = 7. The answer is 7."),
-    ("Leo has 9 marbles and gives away 5. How many marbles does Leo have left?", "9 - 5 = 4. The answer is 4."),
+    ("Mia has 4 stickers and gets 3 more. How many stickers does Mia have now?",
+     "4 + 3 = 7. The answer is 7."),
+    ("Leo has 9 marbles and gives away 5. How many marbles does Leo have left?",
+     "9 - 5 = 4. The answer is 4."),
 )
 EXEMPLAR_ROLES = frozenset({"peer", "proposer", "anchor", "probe", "member"})
 PROMPT_STYLES = {
@@ -195,8 +197,8 @@ def render_messages(
     ``role_prompts`` / ``instructions`` override the texts of ``style`` (``PROMPT_STYLES``) per
     role (code problems default to ``CODE_INSTRUCTIONS`` for the answering roles); an unknown role
     uses the ``peer`` texts. The ``few_shot`` style puts ``EXEMPLARS`` before the question of an
-    answering role, as earlier user and assistant turns. The problem's images lead the user message (``with_images=False``: a
-    note instead, for text-only models).
+    answering role, as earlier user and assistant turns. The problem's images lead the user
+    message (``with_images=False``: a note instead, for text-only models).
     """
     check_prompt_style(style)
     style_prompts, style_instructions = PROMPT_STYLES[style]

@@ -187,7 +187,7 @@ def run_member(
         raise ConfigError(f"member {member.name!r}: held-out evaluation through a vLLM server is for text "
                           "models; use vllm_mode: colocate for a VLM, or no eval")
     style = cfg.member_style(index)
-    as_text = (lambda messages: messages) if vlm else completion_prompts(model_path)  # VLMs: processor templates
+    as_text = (lambda messages: messages) if vlm else completion_prompts(model_path)  # VLMs: processors
     rows = problem_rows(
         problems, cfg.seed, engine.rounds_needed(args), cfg.prompts_per_step,
         lambda p: as_text(member_prompt(p, view, vlm, style)),
