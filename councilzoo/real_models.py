@@ -217,6 +217,7 @@ def real_model_path(name: str) -> Path:
 
 
 def _convert_checked(name: str, out: Path) -> None:
+    """``convert_gguf`` of the checked GGUF file, whose joined copy (if any) is deleted afterwards."""
     joined = out.with_name(f"{out.name}.gguf")
     try:
         convert_gguf(joined_gguf(name, joined), out)
