@@ -74,7 +74,7 @@ REAL_MODELS = {
                      ("gemma3.attention.head_count_kv", 1), ("gemma3.attention.key_length", 256),
                      ("tokenizer.ggml.tokens", 262144)),
         licence="Gemma Terms of Use", prompt_style="few_shot", max_new_tokens=32,
-        stop=("\nQuestion:",),  # chat_template.COMPLETION_STOP: it goes on to pose the next question
+        stop=("\nQuestion:",),  # after its answer it goes on to pose the next question itself
     ),
 }
 

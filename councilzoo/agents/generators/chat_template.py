@@ -10,7 +10,7 @@ comparable token for token.
 from __future__ import annotations
 
 __all__ = [
-    "TEMPLATE_DATE", "COMPLETION_STOP", "chat_template_kwargs", "check_template_date", "apply_chat_template",
+    "TEMPLATE_DATE", "chat_template_kwargs", "check_template_date", "apply_chat_template",
     "completion_text", "prompt_text", "render_prompt",
 ]
 
@@ -18,8 +18,6 @@ __all__ = [
 # unless given ``date_string`` (through transformers' ``strftime_now``), so prompt tokens would
 # change at midnight and a resumed run would read other prompts than an uninterrupted one.
 TEMPLATE_DATE = "26 Jul 2024"  # Llama-3.1's own fallback
-# Where a completion-form reply ends: a base model goes on to write the next question itself.
-COMPLETION_STOP = ("\nQuestion:",)
 
 
 def chat_template_kwargs(processing=None) -> dict:
