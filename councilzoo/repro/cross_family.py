@@ -63,7 +63,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SMOLLM2, GEMMA = "smollm2-135m-instruct", "gemma-3-270m"
+SMOLLM2 = "smollm2-135m-instruct"
+GEMMA = "gemma-3-270m"
 ARMS = {  # arm: (learner, reward rule, members as (name, model, view))
     "ttrl_smollm2": ("ttrl", "self_majority", (("smollm2", SMOLLM2, 0),)),
     "corl_same": ("corl", "ring", (("smollm2", SMOLLM2, 0), ("smollm2b", SMOLLM2, 1))),
