@@ -128,7 +128,9 @@ def _construct(name: str, spec: ModelSpec, generators: dict[str, Any]) -> Agent:
 
         options = dict(spec.agent)
         if isinstance(options.get("sampling"), dict):
-            options["sampling"] = Sampling(**options["sampling"])
+            sampling = dict(options["sampling"])
+            sampling["stop"] = tuple(sampling.get("stop", ()))  # YAML's list: the engine hashes Sampling
+            options["sampling"] = Sampling(**sampling)
         if spec.type == "openai":
             generator = make_generator({"backend": "openai", **spec.kwargs})
             return LLMAgent(name=name, generator=generator, **options)

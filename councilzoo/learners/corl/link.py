@@ -231,10 +231,13 @@ class CohortLink:
         if not clean:
             return
         grace = 3 * self.cfg.heartbeat_timeout_s
+        # a slower member (a larger model of another family) may still be in its last step: wait as
+        # long as a step may take; a member that dies meanwhile is stopped by the launcher
+        last_step = max(grace, self.cfg.step_timeout_s)
         try:
             self.store.set(self.key(f"done/{self.member}"), "1")
             self.store.wait(
-                [self.key(f"done/{m}") for m in range(self.num_members)], timedelta(seconds=grace)
+                [self.key(f"done/{m}") for m in range(self.num_members)], timedelta(seconds=last_step)
             )
             self.store.set(self.key(f"left/{self.member}"), "1")
             if self.member == 0:
