@@ -100,3 +100,32 @@ def test_resume_uses_the_newest_intact_checkpoint_and_stops_without_one(tmp_path
     (tmp_path / "trl" / "checkpoint-10").write_text("")
     with pytest.raises(ConfigError, match="checkpoint-10: not a folder"):
         check_checkpoint_folder(tmp_path / "trl", resume=True, names=TRAINER_CHECKPOINT_RE)
+
+
+CORL = str(REPO / "configs" / "corl_cpu.yaml")
+
+
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [("folder", "a file, where this run writes its checkpoints"), ("only", "no intact checkpoint in")],
+    ids=["member folder a file", "only checkpoint a file"],
+)
+def test_a_cohort_resumed_over_a_broken_member_folder_stops_before_any_model_loads(
+    tmp_path, capsys, fault, expected
+):
+    """Co-RL's launcher checks every member's checkpoint folder before data, models or worlds."""
+    out = tmp_path / "run"
+    member = out / "members" / "qwen"
+    if fault == "folder":
+        member.parent.mkdir(parents=True)
+        member.write_text("not a folder")
+    else:
+        member.mkdir(parents=True)
+        (member / "checkpoint-2").write_text("not a folder")
+    before = snapshot(out)
+    capsys.readouterr()
+    assert cli_main(["train", "corl", CORL, "--out", str(out), "--resume"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("councilzoo train: error: ") and expected in line, line
+    after = {name: data for name, data in snapshot(out).items() if name != ".councilzoo.lock"}  # the run lock
+    assert after == before and not (out / "plan.json").exists()
