@@ -1,7 +1,8 @@
 """Sandbox throughput: programs/s of the worker pool vs a plain one-subprocess-per-program loop.
 
 Subject: ``councilzoo.sandbox.Sandbox`` (one worker per core, each forking one isolated
-child per program: rlimits, Landlock, seccomp, its own temporary folder) grading N programs x M
+child per program: a read-only minimal root, rlimits, Landlock, seccomp, its own temporary
+folder) grading N programs x M
 inputs each: the synthetic:code solutions and distractors, called on their generated inputs.
 Baseline, measured in the same run on the same programs: a loop that starts one plain
 ``python -c harness`` subprocess per program (no isolation beyond the process), sequentially, as a

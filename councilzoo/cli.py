@@ -50,11 +50,12 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from councilzoo.agents.generators.checks import GenerationError
     from councilzoo.agents.generators.model_lookup import ModelNotCachedError
     from councilzoo.config import MissingExtraError
+    from councilzoo.sandbox import SandboxRefused
     from councilzoo.tasks.datasets import DatasetUnavailableError
 
     return (
         ValueError, FileNotFoundError, GenerationError, MissingExtraError, ModelNotCachedError,
-        DatasetUnavailableError,
+        DatasetUnavailableError, SandboxRefused,
     )
 
 

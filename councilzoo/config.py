@@ -383,8 +383,10 @@ def _short(value: Any) -> str:
 
 
 def run_metadata(seed: int | None = None, **extra: Any) -> dict[str, Any]:
-    """What produced a run: seed, councilzoo version, git revision, Python and key library versions."""
+    """What produced a run: seed, councilzoo version, git revision, Python and key library versions,
+    and whether its code sandbox accepts weaker isolation where the kernel lacks a layer."""
     import councilzoo
+    from councilzoo.sandbox.pool import settings as sandbox_settings
 
     versions = {}
     for name in ("torch", "transformers", "trl", "peft", "vllm"):
@@ -397,6 +399,7 @@ def run_metadata(seed: int | None = None, **extra: Any) -> dict[str, Any]:
         "git_revision": _git_revision(),
         "python": platform.python_version(),
         "libraries": versions,
+        "sandbox": sandbox_settings(),
         "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         **extra,
     }

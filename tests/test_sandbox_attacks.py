@@ -254,7 +254,7 @@ def leftovers(sandbox: Sandbox) -> tuple[list[psutil.Process], list[Path]]:
         top = psutil.Process(pid).children() if sandbox.isolation["pid_namespace"] else [psutil.Process(pid)]
         for process in top:
             processes += process.children(recursive=True)
-    folders = [d for d in Path(sandbox._root).glob("w*/*") if not d.name.startswith("io-")]
+    folders = [d for d in Path(sandbox._root).glob("w*/*") if not d.name.startswith("root-")]
     return processes, folders
 
 

@@ -185,6 +185,16 @@ def rescue_harm_plot(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
     return path
 
 
+def _weaker_sandbox_note(meta: dict[str, Any]) -> str:
+    """A line for a run whose code sandbox accepted weaker isolation (``run_metadata``'s choice)."""
+    if not meta.get("sandbox", {}).get("accept_weaker_isolation"):
+        return ""
+    return (
+        "\n**Code sandbox: weaker isolation accepted** (COUNCILZOO_SANDBOX_ACCEPT_WEAKER=1): where the "
+        "kernel lacked an isolation layer, graded programs ran without it.\n"
+    )
+
+
 def write(
     rows: Sequence[dict[str, Any]], out: str | Path, meta: dict[str, Any], title: str = "Protocol comparison"
 ) -> dict[str, Path]:
@@ -203,6 +213,7 @@ def write(
         + "\n## Frontier (non-oracle)\n\n"
         + "".join(f"- {COST_KEYS[c]}: {' -> '.join(names)}\n" for c, names in frontier.items())
         + "\n![frontier](frontier.png)\n![rescue-harm](rescue_harm.png)\n"
+        + _weaker_sandbox_note(meta)
     )
     paths["markdown"].write_text(doc)
     protocols = {r["protocol"]: r for r in rows}

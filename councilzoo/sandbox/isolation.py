@@ -1,20 +1,25 @@
 """The sandbox's isolation layers, set up by its worker process (``councilzoo.sandbox.worker``).
 
 Once per worker (``enter_namespaces``): a new user namespace (our own uid mapped to itself)
-holding a network namespace (no interface but a down loopback), a mount namespace (each program
-gets a fresh tmpfs: the disk quota, ``mount_quota``, and a cleanup that is one unmount), an IPC
+holding a network namespace (no interface but a down loopback), a mount namespace, an IPC
 namespace (each run then enters one of its own, so System V segments, queues and semaphores die
-with the run) and a PID namespace whose init is the worker. A kernel that refuses user namespaces
-(a container's seccomp profile, Ubuntu's AppArmor restriction) gets the other layers.
+with the run) and a PID namespace whose init is the worker. In the mount namespace the worker
+builds a minimal root (``build_minimal_root``): a read-only tree of the runtime alone, where each
+program's folder is a fresh tmpfs at ``JOB_DIR`` (the disk quota, ``mount_quota``, and a cleanup
+that is one unmount), so a program sees nothing of the machine's files, not even their metadata.
+A kernel that refuses user namespaces (a container's seccomp profile, Ubuntu's AppArmor
+restriction) gets the other layers; the pool refuses untrusted code there unless told to accept
+weaker isolation.
 
-Each child, before the program (``confine``): its own process group, its folder, rlimits (CPU,
-address space, file size, open files, processes), no capabilities, a Landlock ruleset (read-only
-below the interpreter and system libraries, full access below its folder) and a seccomp filter
-(``build_seccomp``: no new processes, no leaving its process group or session, no rlimit change
-but the stack's, no signals to others, ptrace, sockets, mounts, namespaces, System V and POSIX
-message-queue IPC...). Without a tmpfs the worker measures a program's folder (``over_quota``);
-``remove_tree`` deletes whatever a program left. Standard library only (pyseccomp and landlock
-are imported where present).
+Each child, before the program (``confine``): its own process group, the minimal root and its
+folder, rlimits (CPU, address space, file size, open files, processes), no capabilities, a
+Landlock ruleset (read-only below the interpreter and system libraries, full access below its
+folder) and a seccomp filter (``build_seccomp``: no new processes, no leaving its process group or
+session, no rlimit change but the stack's, no signals to others, ptrace, sockets, mounts,
+namespaces, System V and POSIX message-queue IPC...; without a minimal root also no extended
+attributes or timestamps set, which Landlock does not cover). Without a tmpfs the worker
+measures a program's folder (``over_quota``); ``remove_tree`` deletes whatever a program left.
+Standard library only (pyseccomp and landlock are imported where present).
 """
 
 from __future__ import annotations
@@ -31,18 +36,20 @@ import sys
 import tempfile
 
 __all__ = [
-    "enter_namespaces", "mount_quota", "quota_works", "build_seccomp", "landlock_available", "over_quota",
-    "remove_tree", "confine",
+    "JOB_DIR", "enter_namespaces", "mount_quota", "quota_works", "build_minimal_root", "build_seccomp",
+    "landlock_available", "over_quota", "remove_tree", "confine",
 ]
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x10000000, 0x20000000, 0x40000000
 CLONE_NEWIPC = 0x08000000
-MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE, MNT_DETACH = 0x2, 0x4, 0x4000, 0x40000, 0x2
+MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 0x2, 0x4, 0x1000, 0x4000, 0x40000, 0x2
+SYS_MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = 442, -100, 0x8000, 0x1  # Linux >= 5.12
+JOB_DIR = "/job"  # a program's folder inside the minimal root
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
 CAPABILITY_VERSION_3 = 0x20080522
 OPEN_FILES = 64
 READ_ONLY_DIRS = ("/usr", "/lib", "/lib64", "/bin", "/etc/alternatives")
-READ_ONLY_FILES = ("/dev/null", "/dev/urandom", "/dev/zero")
+READ_ONLY_FILES = ("/dev/null", "/dev/urandom", "/dev/zero", "/etc/ld.so.cache", "/etc/localtime")
 DENIED_SYSCALLS = (
     "fork", "vfork", "execve", "execveat", "socket", "socketpair", "connect", "bind", "listen",
     "accept", "accept4", "sendto", "sendmsg", "kill", "tkill", "tgkill", "rt_sigqueueinfo",
@@ -59,6 +66,13 @@ DENIED_SYSCALLS = (
     "shmget", "shmat", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop",
     "semtimedop", "semctl", "ipc", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive",
     "mq_notify", "mq_getsetattr",
+)  # fmt: skip
+# Metadata a program could change outside its folder where no minimal root hides the files
+# (Landlock does not cover these calls); the ``*at`` forms newer than libseccomp by number (the
+# same on every architecture): setxattrat, removexattrat, file_setattr.
+METADATA_SYSCALLS = (
+    "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr", "utime",
+    "utimes", "futimesat", "utimensat", 463, 466, 469,
 )  # fmt: skip
 LIBC = ctypes.CDLL(None, use_errno=True)
 
@@ -115,6 +129,64 @@ def quota_works(root: str) -> bool:
         remove_tree(probe)
 
 
+def _runtime() -> tuple[list[str], list[str]]:
+    """What a program may read: the interpreter's prefixes and the system library folders that
+    exist, and a few device and loader files."""
+    interpreter = os.path.dirname(os.path.realpath(sys.executable))
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, interpreter}
+    folders = [path for path in sorted(prefixes | set(READ_ONLY_DIRS)) if os.path.isdir(path)]
+    return folders, [path for path in READ_ONLY_FILES if os.path.exists(path)]
+
+
+def _mount_read_only(path: str) -> bool:
+    """Make the mount at ``path`` and every mount below it read-only (``mount_setattr``)."""
+    attr = (ctypes.c_uint64 * 4)(MOUNT_ATTR_RDONLY, 0, 0, 0)  # struct mount_attr: set, clear, ...
+    path_arg = ctypes.c_char_p(path.encode())
+    return LIBC.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, path_arg, AT_RECURSIVE, attr, ctypes.sizeof(attr)) == 0
+
+
+def build_minimal_root(root: str) -> str | None:
+    """Once per worker, in its mount namespace: a folder under ``root`` holding a tmpfs with the
+    runtime (``_runtime``) bound at its own paths (a symlinked path as the same symlink), an empty
+    ``JOB_DIR`` where each program's folder is mounted, and ``/tmp`` pointing to it; all of it
+    read-only. A child ``chroot``s into it (``confine``): the user's files, the dataset cache, the
+    pool's and other workers' folders do not exist there, so neither reads, writes nor metadata
+    calls (``stat``, extended attributes, timestamps) reach them. None where the kernel refuses a
+    step."""
+    jail = tempfile.mkdtemp(prefix="root-", dir=root)
+    if LIBC.mount(b"tmpfs", jail.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=1m,mode=0755") != 0:
+        os.rmdir(jail)
+        return None
+    try:
+        folders, files = _runtime()
+        real = {os.path.realpath(path) for path in folders + files}
+        for source in sorted(real):  # a path below another one comes with it
+            if any(source.startswith(other + "/") for other in real):
+                continue
+            target = jail + source
+            if os.path.isdir(source):
+                os.makedirs(target, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o444))
+            if LIBC.mount(source.encode(), target.encode(), None, MS_BIND | MS_REC, None) != 0:
+                raise OSError(ctypes.get_errno(), f"cannot bind {source}")
+        for path in folders + files:
+            if os.path.realpath(path) != path and not os.path.lexists(jail + path):
+                os.makedirs(os.path.dirname(jail + path), exist_ok=True)
+                os.symlink(os.path.realpath(path), jail + path)
+        os.mkdir(jail + JOB_DIR)
+        with contextlib.suppress(FileExistsError):  # a runtime below /tmp keeps its own
+            os.symlink(JOB_DIR, jail + "/tmp")
+        if not _mount_read_only(jail):
+            raise OSError(ctypes.get_errno(), "cannot make the minimal root read-only")
+        return jail
+    except OSError:
+        LIBC.umount2(jail.encode(), MNT_DETACH)
+        os.rmdir(jail)
+        return None
+
+
 def _drop_capabilities() -> None:
     """Empty effective, permitted and inheritable sets: the namespace's root powers stay with the
     worker, so a child cannot reach another child's /proc entries or undo its limits."""
@@ -122,15 +194,16 @@ def _drop_capabilities() -> None:
     LIBC.capset(header, (ctypes.c_uint32 * 6)())
 
 
-def build_seccomp():
-    """The syscall filter (pyseccomp over libseccomp), built once and loaded in every child."""
+def build_seccomp(deny_metadata: bool):
+    """The syscall filter (pyseccomp over libseccomp), built once and loaded in every child;
+    ``deny_metadata`` where no minimal root hides the machine's files (``METADATA_SYSCALLS``)."""
     try:
         import pyseccomp as seccomp
     except (ImportError, OSError, RuntimeError):
         return None
     deny = seccomp.ERRNO(errno.EPERM)
     filt = seccomp.SyscallFilter(seccomp.ALLOW)
-    for name in DENIED_SYSCALLS:
+    for name in DENIED_SYSCALLS + (METADATA_SYSCALLS if deny_metadata else ()):
         with contextlib.suppress(OSError, ValueError):  # a syscall this kernel/arch lacks
             filt.add_rule(deny, name)
     clone_thread = 0x00010000  # threads are allowed, new processes are not
@@ -160,14 +233,11 @@ def _apply_landlock(workdir: str) -> None:
 
     read = FSAccess.READ_FILE | FSAccess.READ_DIR | FSAccess.EXECUTE
     ruleset = Ruleset()
-    interpreter = os.path.dirname(os.path.realpath(sys.executable))
-    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, interpreter}
-    for path in sorted(prefixes | set(READ_ONLY_DIRS)):
-        if os.path.isdir(path):
-            ruleset.allow(path, rules=read)
-    for path in READ_ONLY_FILES:
-        if os.path.exists(path):
-            ruleset.allow(path, rules=FSAccess.READ_FILE)
+    folders, files = _runtime()
+    for path in folders:
+        ruleset.allow(path, rules=read)
+    for path in files:
+        ruleset.allow(path, rules=FSAccess.READ_FILE)
     ruleset.allow(workdir)
     ruleset.apply()
 
@@ -274,12 +344,17 @@ def _limit(which: int, soft: int, hard: int | None = None) -> None:
         resource.setrlimit(which, (soft, soft if hard is None else hard))
 
 
-def confine(job: dict, workdir: str, seccomp_filter, use_landlock: bool) -> None:
-    """In a program's child, before the program: every layer that is per process (its group, its
-    folder, rlimits, no capabilities, Landlock, seccomp), bound to the worker's life."""
+def confine(job: dict, workdir: str, jail: str | None, seccomp_filter, use_landlock: bool) -> None:
+    """In a program's child, before the program: every layer that is per process (its group, the
+    minimal root ``jail`` where there is one, its folder, rlimits, no capabilities, Landlock,
+    seccomp), bound to the worker's life."""
     LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the worker's death ends the child
     os.setpgid(0, 0)
+    if jail is not None:
+        os.chroot(jail)
+        workdir = JOB_DIR
     os.chdir(workdir)
+    os.environ["TMPDIR"] = os.environ["HOME"] = workdir
     cpu = max(1, math.ceil(job["timeout_s"]))
     _limit(resource.RLIMIT_CPU, cpu, cpu + 1)
     _limit(resource.RLIMIT_AS, job["memory_mb"] * 2**20)

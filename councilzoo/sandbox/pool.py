@@ -6,12 +6,16 @@ is data: an infinite loop, a crash, a fork bomb or a memory hog comes back as a 
 ``status`` says what happened; ``run`` itself raises only on a caller's mistake (a bad ``Job``).
 
 Isolation (``worker`` and ``isolation`` for the layers): each worker starts from a scrubbed environment
-in its own session, enters user + network + IPC + mount + PID namespaces where the kernel allows
-them, and runs each job in a fresh process forked from a template that never saw a job (jobs
-share no memory); that process forks one child per program that takes rlimits, a Landlock
-filesystem ruleset and a seccomp filter, runs in a fresh tmpfs of bounded size and an IPC
-namespace of its run, and dies with everything it started at the wall-clock limit.
-``Sandbox.isolation`` reports which layers the kernel granted.
+in its own session, enters user + network + IPC + mount + PID namespaces, builds a read-only
+minimal root of the runtime alone, and runs each job in a fresh process forked from a template
+that never saw a job (jobs share no memory); that process forks one child per program that
+enters the minimal root, takes rlimits, a Landlock filesystem ruleset and a seccomp filter, runs
+in a fresh tmpfs of bounded size and an IPC namespace of its run, and dies with everything it
+started at the wall-clock limit. ``Sandbox.isolation`` reports which layers the kernel granted.
+Where one is missing the pool refuses to run programs (``SandboxRefused``, one line naming the
+layer) unless the caller accepts weaker isolation: ``Sandbox(accept_weaker_isolation=True)`` or
+``COUNCILZOO_SANDBOX_ACCEPT_WEAKER=1`` in the environment (``settings()`` records the choice for a
+run's report).
 
 Every pool lives under ``$TMPDIR/councilzoo-sandbox-<pid>-*``; a pool whose process died without
 closing it (SIGKILL, SIGTERM) is deleted by the next pool that starts.
@@ -38,11 +42,24 @@ from councilzoo.processes import pid_alive
 from councilzoo.sandbox import protocol
 from councilzoo.sandbox.isolation import remove_tree
 
-__all__ = ["MODES", "Limits", "Job", "RunResult", "Sandbox", "remove_abandoned_roots", "default_sandbox"]
+__all__ = [
+    "MODES", "LAYERS", "ACCEPT_WEAKER_ENV", "Limits", "Job", "RunResult", "Sandbox", "SandboxRefused",
+    "remove_abandoned_roots", "default_sandbox", "settings",
+]
 
 MODES = ("call", "stdin", "script")
 STATUSES = ("ok", "error", "timeout", "output_limit", "crashed")
-LAYERS = ("network_namespace", "ipc_namespace", "pid_namespace", "disk_quota", "seccomp", "landlock")
+# Each layer and what it needs of the kernel, for the refusal line
+LAYERS = {
+    "network_namespace": "unprivileged user namespaces",
+    "ipc_namespace": "unprivileged user namespaces",
+    "pid_namespace": "unprivileged user and mount namespaces",
+    "disk_quota": "a tmpfs mount in a user namespace",
+    "minimal_root": "user + mount namespaces and mount_setattr, Linux 5.12+",
+    "seccomp": "seccomp and libseccomp (pyseccomp)",
+    "landlock": "Landlock, Linux 5.13+ with landlock in the boot's lsm= list (the landlock package)",
+}
+ACCEPT_WEAKER_ENV = "COUNCILZOO_SANDBOX_ACCEPT_WEAKER"
 WORKER_FILE = str(Path(__file__).resolve().with_name("worker.py"))
 ROOT_PREFIX = "councilzoo-sandbox-"
 STARTUP_TIMEOUT_S = 30.0
@@ -200,13 +217,35 @@ class _Worker:
                 pipe.close()
 
 
-class Sandbox:
-    """A pool of ``workers`` sandbox processes (default: one per CPU core), started on first use."""
+class SandboxRefused(RuntimeError):
+    """The kernel lacks an isolation layer and the caller did not accept weaker isolation."""
 
-    def __init__(self, workers: int | None = None, limits: Limits | None = None) -> None:
+
+def _accepts_weaker_from_env() -> bool:
+    return os.environ.get(ACCEPT_WEAKER_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def settings() -> dict[str, bool]:
+    """What a run records about the sandbox (``config.run_metadata``): whether the default pool,
+    the one grading uses, accepts weaker isolation where the kernel lacks a layer."""
+    return {"accept_weaker_isolation": _accepts_weaker_from_env()}
+
+
+class Sandbox:
+    """A pool of ``workers`` sandbox processes (default: one per CPU core), started on first use.
+    It refuses to run programs where the kernel lacks an isolation layer unless
+    ``accept_weaker_isolation`` (default: ``COUNCILZOO_SANDBOX_ACCEPT_WEAKER`` in the environment)."""
+
+    def __init__(
+        self, workers: int | None = None, limits: Limits | None = None,
+        accept_weaker_isolation: bool | None = None,
+    ) -> None:  # fmt: skip
         self.workers = workers or os.cpu_count() or 1
         if self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers!r}")
+        if accept_weaker_isolation is None:
+            accept_weaker_isolation = _accepts_weaker_from_env()
+        self.accept_weaker_isolation = accept_weaker_isolation
         self.limits = limits or Limits()
         self._root: str | None = None
         self._pool: list[_Worker] = []
@@ -266,6 +305,15 @@ class Sandbox:
                 worker.handshake()
                 self._idle.put(worker)
             self._threads = ThreadPoolExecutor(self.workers, thread_name_prefix="sandbox")
+        missing = [layer for layer in LAYERS if not self._pool[0].hello.get(layer)]
+        if missing and not self.accept_weaker_isolation:
+            self.close()
+            needs = "; ".join(f"{layer}: {LAYERS[layer]}" for layer in missing)
+            raise SandboxRefused(
+                f"the code sandbox refuses to run untrusted programs: this kernel does not grant its "
+                f"{', '.join(missing)} layer ({needs}); set {ACCEPT_WEAKER_ENV}=1 (or pass "
+                "Sandbox(accept_weaker_isolation=True)) to grade with weaker isolation"
+            )
 
     def close(self) -> None:
         """Stop the workers (and with them every process a program started) and delete the pool's

@@ -10,7 +10,9 @@ it per program makes a program cost milliseconds instead of a Python start-up.
 Jobs share nothing. The worker is a clean template: it never reads a job. For each job it forks a
 run process, which reads the job, forks the program's children, answers and exits, so a program's
 memory holds its own job and nothing of an earlier one (freed memory is not cleared, and a job's
-source or outputs once parsed in a long-lived process stayed readable to later programs).
+source or outputs once parsed in a long-lived process stayed readable to later programs). A
+program's standard streams and the run's reply are anonymous files (``memfd``), new for each
+run: no path names them, so no program can read, replace or link them.
 
 Where the kernel grants a PID namespace its init is the worker: after every run it kills every
 other process of the namespace (``kill(-1)``), so nothing a program started outlives its run,
@@ -116,71 +118,72 @@ class Worker:
 
     def __init__(self, root: str, caller_fd: int, granted: dict[str, bool]) -> None:
         self.root, self.caller_fd, self.granted = root, caller_fd, granted
-        self.io_dir = ""
+        self.jail = None
         self.remove_leftovers()  # what a killed predecessor left
-        self.io_dir = tempfile.mkdtemp(prefix="io-", dir=root)
-        self.reply_path = os.path.join(self.io_dir, "reply")
         self.init = granted["pid_namespace"] and os.getpid() == 1
         self.quota = granted["mount_namespace"] and isolation.quota_works(root)
-        self.seccomp = isolation.build_seccomp()
+        self.jail = isolation.build_minimal_root(root) if self.quota else None
+        self.seccomp = isolation.build_seccomp(deny_metadata=self.jail is None)
         self.landlock = isolation.landlock_available()
 
     def remove_leftovers(self) -> None:
         """Delete the program folders of the root (a run on disk leaves them to this process, so
         the caller's clock stops first)."""
         for name in os.listdir(self.root):
-            if os.path.join(self.root, name) != self.io_dir:
+            if os.path.join(self.root, name) != self.jail:
                 isolation.remove_tree(os.path.join(self.root, name))
 
     def hello(self) -> dict:
         return {"network_namespace": self.granted["network_namespace"],
                 "ipc_namespace": self.granted["ipc_namespace"], "pid_namespace": self.init,
                 "disk_quota": self.quota, "seccomp": self.seccomp is not None,
-                "landlock": self.landlock, "pid": os.getpid()}  # fmt: skip
+                "landlock": self.landlock, "minimal_root": self.jail is not None,
+                "pid": os.getpid()}  # fmt: skip
 
     def serve(self, protocol_out: int) -> None:
         """Run jobs until the caller is gone. This process never reads a job nor its result: when
-        one is there it forks a run process that reads and runs it and writes the reply to a
-        file; it then kills and reaps all the run left and has the kernel copy the reply to the
-        caller (``sendfile``). Ends when a run process says the caller is gone, or fails."""
+        one is there it forks a run process that reads and runs it and writes the reply to an
+        anonymous file; it then kills and reaps all the run left and has the kernel copy the reply
+        to the caller (``sendfile``). Ends when a run process says the caller is gone, or fails."""
         gc.freeze()  # the run processes share this one's objects untouched (fewer copied pages)
         while True:
             select.select([self.caller_fd], [], [])  # a job, or the caller's end closed
+            reply = os.memfd_create("reply")
             run = os.fork()
             if run == 0:
                 code = RUN_FAILED
                 try:
-                    code = self.serve_one()
+                    code = self.serve_one(reply)
                 finally:
                     os._exit(code)
             _, status = os.waitpid(run, 0)
             if self.init:
                 _kill_and_reap_all()
-            if os.waitstatus_to_exitcode(status) != 0:
-                return
             try:
-                _send_file(protocol_out, self.reply_path)
+                if os.waitstatus_to_exitcode(status) != 0:
+                    return
+                _send_file(protocol_out, reply)
             except BrokenPipeError:  # the caller is gone
                 return
-            os.unlink(self.reply_path)  # no later program finds it, even where Landlock is missing
+            finally:
+                os.close(reply)
             self.remove_leftovers()
 
-    def serve_one(self) -> int:
-        """In the run process: one job, in an IPC namespace of its own where the kernel allows."""
+    def serve_one(self, reply_fd: int) -> int:
+        """In the run process: one job, in IPC and mount namespaces of its own where the kernel
+        allows (so whatever the run mounts goes with it)."""
         try:
             job = protocol.read_message(self.caller_fd)
             if job is None:
                 return CALLER_GONE
-            if self.granted["ipc_namespace"]:
-                isolation.LIBC.unshare(isolation.CLONE_NEWIPC)
+            flags = isolation.CLONE_NEWIPC if self.granted["ipc_namespace"] else 0
+            flags |= isolation.CLONE_NEWNS if self.jail is not None else 0
+            if flags:
+                isolation.LIBC.unshare(flags)
             reply = self.run(job)
         except protocol.CallerGone:
             return CALLER_GONE
-        fd = os.open(self.reply_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            protocol.write_message(fd, reply)
-        finally:
-            os.close(fd)
+        protocol.write_message(reply_fd, reply)
         return 0
 
     def run(self, job: dict) -> dict:
@@ -201,14 +204,14 @@ class Worker:
         return result
 
     def _run_once(self, job: dict, stdin: str) -> dict:
-        workdir = tempfile.mkdtemp(prefix="prog-", dir=self.root)
+        if self.jail is not None:
+            workdir = self.jail + isolation.JOB_DIR
+        else:
+            workdir = tempfile.mkdtemp(prefix="prog-", dir=self.root)
         mounted = self.quota and isolation.mount_quota(workdir, job["disk_mb"], job["max_files"])
-        paths = [os.path.join(self.io_dir, name) for name in ("stdin", "stdout", "stderr")]
-        with open(paths[0], "w", encoding="utf-8") as handle:
-            handle.write(stdin)
-        streams = [os.open(paths[0], os.O_RDONLY)] + [
-            os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600) for p in paths[1:]
-        ]
+        streams = [os.memfd_create(name) for name in ("stdin", "stdout", "stderr")]
+        os.write(streams[0], stdin.encode())
+        os.lseek(streams[0], 0, os.SEEK_SET)
         run = _Run(self, job, workdir, streams)
         if not mounted:
             run.over_quota = lambda: isolation.over_quota(workdir, job["disk_mb"] * 2**20, job["max_files"])
@@ -218,13 +221,14 @@ class Worker:
                 status, error = "error", _quota_error(job)
         finally:
             run.end()
-            for fd in streams:
-                os.close(fd)
             if mounted:
                 isolation.LIBC.umount2(workdir.encode(), isolation.MNT_DETACH)
-                isolation.remove_tree(workdir)
-        stdout, stdout_size = _read_bounded(paths[1], job["max_output_bytes"])
-        stderr, _ = _read_bounded(paths[2], PREVIEW_BYTES)
+                if self.jail is None:
+                    isolation.remove_tree(workdir)
+        stdout, stdout_size = _read_bounded(streams[1], job["max_output_bytes"])
+        stderr, _ = _read_bounded(streams[2], PREVIEW_BYTES)
+        for fd in streams:
+            os.close(fd)
         if status in ("ok", "error", "crashed") and stdout_size > job["max_output_bytes"]:
             status, error = "output_limit", f"over {job['max_output_bytes']} bytes of output"
         return {"status": status, "outputs": outputs, "error": error, "raw_stdout": stdout,
@@ -260,7 +264,9 @@ class _Run:
                 for target, fd in enumerate(high):
                     os.dup2(fd, target)
                 os.closerange(len(fds), MAX_FD)
-                isolation.confine(self.job, self.workdir, self.worker.seccomp, self.worker.landlock)
+                isolation.confine(
+                    self.job, self.workdir, self.worker.jail, self.worker.seccomp, self.worker.landlock
+                )
                 body(self.job)
             finally:
                 os._exit(70)
@@ -385,15 +391,11 @@ class _Run:
             os.waitpid(pid, 0)
 
 
-def _send_file(fd: int, path: str) -> None:
+def _send_file(fd: int, source: int) -> None:
     """The file's bytes written to ``fd`` by the kernel: they never enter this process's memory."""
-    source = os.open(path, os.O_RDONLY)
-    try:
-        size, sent = os.fstat(source).st_size, 0
-        while sent < size:
-            sent += os.sendfile(fd, source, sent, size - sent)
-    finally:
-        os.close(source)
+    size, sent = os.fstat(source).st_size, 0
+    while sent < size:
+        sent += os.sendfile(fd, source, sent, size - sent)
 
 
 def _kill_and_reap_all() -> None:
@@ -412,9 +414,8 @@ def _quota_error(job: dict) -> str:
     return f"over the disk quota ({job['disk_mb']} MiB, {job['max_files']} files)"
 
 
-def _read_bounded(path: str, limit: int) -> tuple[str, int]:
-    with open(path, "rb") as handle:
-        data = handle.read(limit + 1)
+def _read_bounded(fd: int, limit: int) -> tuple[str, int]:
+    data = os.pread(fd, limit + 1, 0)
     return data[:limit].decode("utf-8", errors="replace"), len(data)
 
 
@@ -457,6 +458,8 @@ def main(root: str) -> None:
     worker = Worker(root, protocol_in, granted)
     protocol.write_message(protocol_out, worker.hello())
     worker.serve(protocol_out)
+    if worker.jail is not None:
+        isolation.LIBC.umount2(worker.jail.encode(), isolation.MNT_DETACH)
     isolation.remove_tree(root)
 
 
