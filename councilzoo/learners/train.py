@@ -4,10 +4,11 @@ The config is read, overridden and validated, and the output folder checked, bef
 loads. ``--set`` takes dotted paths into the YAML (list items by index:
 ``members.1.trainer.learning_rate=1e-6``); values are parsed as YAML scalars (``1e-6`` as a float).
 
-Cohort learners start one world per member on this node; ``--members 1,2`` starts only those
-(multi-node: each node starts its own members, member 0's node hosting the label store).
-``--dry-run`` trains nothing: it prints the preflight (``learners/preflight.py``) and exits 2 on a
-setting the docs call wrong.
+Cohort learners plan one world per member (``learners/placement.py``) on this machine, on
+``--hosts`` (each host's launcher starts its own nodes) or on a SLURM job's allocation (``--slurm``)
+and start it; ``--members 1,2`` starts only those. ``--dry-run`` trains nothing: it prints the
+preflight (``learners/preflight.py``) and the placement plan, and exits 2 on a setting the docs call
+wrong or a plan that does not fit the machines.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import contextlib
 import inspect
 import json
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -106,24 +108,48 @@ def _members(value: str | None) -> list[int] | None:
         raise ConfigError(f"--members: expected member indices like 0,2, got {value!r}") from exc
 
 
+def _machines(args: argparse.Namespace) -> Any:
+    """The machines ``--slurm`` or ``--hosts`` describe (None: this machine)."""
+    if not (getattr(args, "slurm", False) or getattr(args, "hosts", None)):
+        return None
+    from councilzoo.learners.placement import Machines
+
+    if args.slurm and args.hosts:
+        raise ConfigError("--slurm and --hosts: give one (the SLURM job names its own hosts)")
+    return Machines.slurm() if args.slurm else Machines.listed(args.hosts, args.gpus_per_host)
+
+
 def main(args: argparse.Namespace) -> int:
     """Entry point of ``councilzoo train`` (see the module docstring)."""
     from councilzoo.learners.base import get_learner
 
     learner_class = get_learner(args.learner)
-    if args.members is not None and "members" not in inspect.signature(learner_class.train).parameters:
-        raise ConfigError(f"--members: learner {args.learner!r} trains no cohort; drop --members")
+    cohort = "members" in inspect.signature(learner_class.train).parameters
+    for flag, given in (("--members", args.members is not None), ("--hosts", getattr(args, "hosts", None)),
+                        ("--slurm", getattr(args, "slurm", False))):  # fmt: skip
+        if given and not cohort:
+            raise ConfigError(f"{flag}: learner {args.learner!r} trains no cohort; drop {flag}")
     sets = list(args.set or [])
     if args.out:
         sets.append(f"output_dir={args.out}")
     if args.max_steps is not None:
         sets.append(f"max_steps={args.max_steps}")
     cfg = _read_config(args.config, learner_class.config_class, sets)
+    machines = _machines(args)
     if getattr(args, "dry_run", False):
         from councilzoo.learners.preflight import preflight
 
-        report, errors = preflight(args.learner, cfg, args.gpu_memory)
+        plan, unplaced = None, []
+        if hasattr(learner_class, "spec"):  # a cohort: its worlds' placement plan
+            from councilzoo.learners.placement import Machines, plan_cohort
+
+            try:
+                plan = plan_cohort(cfg, learner_class.spec(), machines or Machines.here(), args.resume)
+            except ConfigError as err:
+                unplaced.append(f"placement: {err}")
+        report, errors = preflight(args.learner, cfg, args.gpu_memory, plan)
         print(report)
+        errors = errors or unplaced  # a batch setting the preflight names stops the plan too
         for error in errors:
             print(f"councilzoo train: error: {error}", file=sys.stderr)
         return 2 if errors else 0
@@ -143,7 +169,11 @@ def main(args: argparse.Namespace) -> int:
     from councilzoo.learners.corl.link import PeerFailure
 
     kwargs = {"members": members} if members is not None else {}
+    if machines is not None:
+        kwargs.update(machines=machines, host=args.host)
     lock = f".councilzoo-members-{'-'.join(map(str, members))}.lock" if members is not None else LOCK_FILE
+    if args.hosts:  # each host's launcher of a run on named hosts (one folder they all share)
+        lock = f".councilzoo-host-{args.host or socket.gethostname().split('.')[0]}.lock"
     # each node of a multi-node cohort locks its members; the other ranks of a torchrun world
     # (TRACER on N processes) run under their rank 0's lock
     main_rank = os.environ.get("RANK", "0") == "0"

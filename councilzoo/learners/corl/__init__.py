@@ -2,7 +2,8 @@
 
 Co-RL and its baselines are one learner (``CoRL``) with different reward rules. Each member is one
 ``torchrun`` / ``accelerate launch`` world (any number of processes: data parallel, ZeRO, FSDP)
-that runs ``python -m councilzoo.learners.corl.member CONFIG --member i``. The members share no
+that runs ``python -m councilzoo.learners.corl.member OUT/plan.json --world i`` (``placement.py``
+plans the worlds). The members share no
 parameters and no process group; only each world's main process joins the cohort link
 (``link.py``), over which own labels travel keyed by (round, problem key).
 

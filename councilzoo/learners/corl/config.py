@@ -20,6 +20,7 @@ from councilzoo.learners import engine
 from councilzoo.learners.corl.link import DistributedConfig
 from councilzoo.learners.data import DataConfig
 from councilzoo.learners.logging import check_report_to
+from councilzoo.learners.placement import VLLM_GROUP_PORT
 from councilzoo.learners.recipe_checks import check_sleep_mode
 from councilzoo.real_models import is_real_model_name
 from councilzoo.tiny_members import member_spec
@@ -55,7 +56,13 @@ class MemberConfig:
         default=None, metadata={"help": "LoRA: peft.LoraConfig arguments (r, lora_alpha, target_modules...)."}
     )
     num_processes: int = field(
-        default=1, metadata={"help": "Processes of this member's world (data parallel)."}
+        default=1, metadata={"help": "Processes of this member's world on each of its nodes (data parallel)."}
+    )
+    nodes: int | None = field(
+        default=None,
+        metadata={"help": "Machines this member's world spans, num_processes on each (torchrun's c10d "
+                  "rendezvous; the placement plan picks the hosts); default: its accelerate config's "
+                  "num_machines, else 1."},
     )
     devices: str | None = field(
         default=None, metadata={"help": "CUDA_VISIBLE_DEVICES of this member's world, e.g. '0,1,2,3'."}
@@ -76,8 +83,11 @@ class MemberConfig:
             problems.append(f"member name must be non-empty and contain no '/', got {self.name!r}")
         if bool(self.model) == bool(self.tiny_family):
             problems.append(f"member {self.name!r}: give exactly one of 'model' and 'tiny_family'")
-        if self.num_processes < 1 or self.view < 0 or self.tiny_warmup_steps < 0:
-            problems.append(f"member {self.name!r}: num_processes >= 1, view >= 0, tiny_warmup_steps >= 0")
+        nodes = 1 if self.nodes is None else self.nodes
+        if self.num_processes < 1 or nodes < 1 or self.view < 0 or self.tiny_warmup_steps < 0:
+            problems.append(
+                f"member {self.name!r}: num_processes >= 1, nodes >= 1, view >= 0, tiny_warmup_steps >= 0"
+            )
         local = self.model.startswith(("/", ".", "~")) or self.model.count("/") != 1
         local = local and not is_real_model_name(self.model)  # smollm2-135m-instruct: converted on use
         if self.model and local and not Path(self.model).expanduser().is_dir():
@@ -99,8 +109,9 @@ class MemberConfig:
         return yaml.safe_load(Path(self.accelerate_config).read_text()) or {}
 
     def machines(self) -> int:
-        """Machines the member's world spans: its accelerate config's ``num_machines`` (else 1)."""
-        return int(self.accelerate_settings().get("num_machines", 1))
+        """Machines the member's world spans: ``nodes``, else its accelerate config's ``num_machines``
+        (the plan's launch command passes it to accelerate, with the address and each node's rank)."""
+        return self.nodes or int(self.accelerate_settings().get("num_machines", 1))
 
     def world_size(self) -> int:
         """Processes of the member's world: ``num_processes`` on each of its machines."""
@@ -246,16 +257,28 @@ class CoRLConfig:
         return {m.name: m.view for m in self.members}
 
     def member_args(self, index: int, world_size: int | None = None) -> Any:
-        """Member ``index``'s ``GRPOConfig`` (cohort trainer settings, then the member's own), its
-        batch settings checked for ``world_size`` processes (default: this process's world)."""
+        """Member ``index``'s ``GRPOConfig`` for ``world_size`` processes (default: this process's
+        world) on this machine (``member_grpo_settings``)."""
+        settings = self.member_grpo_settings(index, world_size)
+        return engine.grpo_config(settings, settings["run_name"])
+
+    def member_grpo_settings(
+        self, index: int, world_size: int | None = None, cpu: bool | None = None,
+        vllm_group_port: int | None = None,
+    ) -> dict[str, Any]:
+        """Member ``index``'s ``GRPOConfig`` arguments (cohort trainer settings, then the member's own),
+        its batch settings checked for ``world_size`` processes; ``vllm_group_port`` defaults to
+        ``VLLM_GROUP_PORT + index`` (what the placement plan decides for several machines)."""
         member = self.members[index]
         run = replace(engine.RunSettings.of(self), output_dir=self.member_dir(index))
-        return run.grpo_config(
+        port = VLLM_GROUP_PORT + index if vllm_group_port is None else vllm_group_port
+        return run.grpo_settings(
             engine.Round(self.prompts_per_step, self.num_generations, self.max_completion_length),
             run_name=f"{Path(self.output_dir).name}-{member.name}",
-            overrides={"vllm_group_port": VLLM_GROUP_PORT + index, **self.trainer, **member.trainer},
+            overrides={"vllm_group_port": port, **self.trainer, **member.trainer},
             world_size=world_size,
             where=f"members.{index} ({member.name})",
+            cpu=cpu,
         )
 
     def tiny_model_dir(self, index: int) -> Path:
@@ -280,14 +303,10 @@ class CoRLConfig:
         return hashlib.sha256(json.dumps(resolved, sort_keys=True).encode()).hexdigest()[:16]
 
 
-# TRL's default port of the vLLM weight-sync group; member i binds VLLM_GROUP_PORT + i unless the config
-# sets one, so that members sharing a node do not collide.
-VLLM_GROUP_PORT = 51216
-
 # Settings that place a run (machines, ports, folders, trackers) and change no update.
 _PLACEMENT = {
     "run": ("output_dir", "tiny_models_dir", "report_to", "project", "distributed", "warm_start"),
-    "member": ("num_processes", "devices", "accelerate_config"),
+    "member": ("num_processes", "nodes", "devices", "accelerate_config"),
     "trainer": (
         "vllm_server_base_url", "vllm_server_host", "vllm_server_port", "vllm_server_timeout",
         "vllm_group_port", "vllm_gpu_memory_utilization", "logging_dir", "dataloader_num_workers",

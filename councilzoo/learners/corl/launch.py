@@ -1,13 +1,15 @@
-"""The one command that starts a whole cohort on one node: each member's world on its own devices.
+"""The one command that starts a cohort: it runs the placement plan (``learners/placement.py``).
 
-``launch_cohort`` checks everything that can fail fast (output folder, data, models, trainer
-settings at each world's real size) before any member starts, writes the resolved config the
-members read, starts one world per member (``python``, ``torchrun`` or ``accelerate launch``, each
-in its own process group with its own ``CUDA_VISIBLE_DEVICES``), waits, and stops every world when
-one fails (after ``FAILURE_GRACE_S`` in which the others may exit, so every failed world is named)
-or the launcher gets SIGTERM/SIGINT. Every process of a world dies with its
-parent (``PR_SET_PDEATHSIG``), so no world outlives even a SIGKILLed launcher. Multi-node runs
-start a subset of members per node (``members=``).
+``launch_cohort`` plans the member worlds on the machines (this one, ``--hosts``, or a SLURM job),
+checks everything that can fail fast (output folder, data, models) before any member starts,
+writes the resolved config and ``plan.json``, starts each world's nodes that run here (the plan's
+command, in its own process group with its own ``CUDA_VISIBLE_DEVICES``; in a SLURM job one
+``srun`` step per world on its share of the allocation), waits, and stops every world when one
+fails (after ``FAILURE_GRACE_S`` in which the others may exit, so every failed world is named) or
+the launcher gets SIGTERM/SIGINT. Every process of a local world dies with its parent
+(``PR_SET_PDEATHSIG``), so no world outlives even a SIGKILLed launcher; a SLURM step ends with
+its ``srun``. With ``--hosts``, each host's launcher computes the same plan and starts its own
+nodes; ``members=`` starts a subset.
 
 With ``warm_start`` a single-process world is forked from a server (multiprocessing's
 forkserver) that imported torch, transformers, peft and TRL once, instead of a fresh ``python``
@@ -43,16 +45,11 @@ from councilzoo.learners.corl.member import (
 )
 from councilzoo.learners.data import load_items
 from councilzoo.learners.logging import read_metrics
+from councilzoo.learners.placement import Machines, Node, Placement, World, plan_cohort
 from councilzoo.progress import phase
 from councilzoo.tiny_members import build_tiny_models
 
-__all__ = ["member_command", "launch_cohort", "CohortFailed"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+__all__ = ["launch_cohort", "CohortFailed"]
 
 
 # What a warm-start server imports once (the member module pulls in torch and transformers).
@@ -60,63 +57,23 @@ _WARM_MODULES = ("councilzoo.learners.corl.member", "trl.trainer.grpo_trainer", 
 FAILURE_GRACE_S = 5.0  # after a world fails, how long the others may take to exit on their own
 
 
-def _member_argv(config_path: Path, learner: str, index: int, resume: bool) -> list[str]:
+def _member_argv(plan: Path, index: int) -> list[str]:
     """The arguments of ``councilzoo.learners.corl.member``'s main for member ``index``."""
-    argv = [str(config_path), "--learner", learner, "--member", str(index)]
-    return argv + (["--resume"] if resume else [])
-
-
-def member_command(
-    config_path: Path, learner: str, index: int, member: MemberConfig, resume: bool
-) -> list[str]:
-    """How member ``index``'s world starts: python (one process), torchrun, or accelerate launch.
-
-    A world on one machine gets a free local port; one spanning machines keeps its accelerate
-    config's ``main_process_port``, which every machine must share."""
-    entry = ["-m", "councilzoo.learners.corl.member", *_member_argv(config_path, learner, index, resume)]
-    port = str(_free_port())
-    if member.accelerate_config:
-        local_port = ["--main_process_port", port] if member.machines() == 1 else []
-        return [
-            sys.executable,
-            "-m",
-            "accelerate.commands.launch",
-            "--config_file",
-            member.accelerate_config,
-            "--num_processes",
-            str(member.world_size()),
-            *local_port,
-            *entry,
-        ]
-    if member.num_processes > 1:
-        return [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc_per_node",
-            str(member.num_processes),
-            "--master_port",
-            port,
-            *entry,
-        ]
-    return [sys.executable, *entry]
+    return [str(plan), "--world", str(index)]
 
 
 def _prepare_run(
-    cfg: CoRLConfig, learner: str, resume: bool, overwrite: bool, indices: Sequence[int] | None = None
+    cfg: CoRLConfig, plan: Placement, learner: str, resume: bool, overwrite: bool, indices: Sequence[int]
 ) -> tuple[Path, list[Path]]:
-    """Everything that can fail fast, before any member starts and before anything is written:
-    the trainer settings of each member started here (``indices``, default all) at its world's real
-    size, the output folder, data, models. Returns the resolved config file the members read and
+    """Everything that can fail fast, before any member starts and before anything is written
+    (the plan checked each world's batch settings at its real size): sharding on this machine, the
+    output folder, data, models. Writes the resolved config and the plan; returns the plan's path and
     every member's folder."""
     quiet_loading()
     out = Path(cfg.output_dir)
-    indices = range(len(cfg.members)) if indices is None else indices
     for i in indices:
         _check_sharding_runs_here(cfg.members[i], f"members.{i} ({cfg.members[i].name})")
     folders = [cfg.member_dir(i) for i in range(len(cfg.members))]
-    for i in indices:
-        cfg.member_args(i, world_size=cfg.members[i].world_size())  # GRPOConfig errors now
     if any(engine.checkpoint_steps(folder, verify=False) for folder in folders) and not (resume or overwrite):
         raise ConfigError(
             f"output_dir {str(out)!r} already holds checkpoints of a run: pass --resume to continue "
@@ -131,8 +88,8 @@ def _prepare_run(
         if not member.tiny_family:
             phase(f"model of {member.name}: {member_model_path(cfg, i)}")  # ModelNotCachedError now
     build_tiny_models(cfg, problems)
-    write_run_files(out, cfg, cfg.seed, learner=learner, fingerprint=cfg.fingerprint())
-    return out / "config.yaml", folders
+    write_run_files(out, cfg, cfg.seed, learner=learner, fingerprint=plan.fingerprint)
+    return plan.write(out), folders
 
 
 # What accelerate (1.16) starts only on GPUs: on a CPU it gives such a world plain data parallel
@@ -161,40 +118,65 @@ def launch_cohort(
     resume: bool = False,
     overwrite: bool = False,
     timeout_s: float | None = None,
+    machines: Machines | None = None,
+    host: str | None = None,
 ) -> list[dict]:
-    """Start the members' worlds on this node, wait, and return each member's last logged row.
+    """Plan the members' worlds on ``machines`` (default: this machine), start those that run
+    here, wait, and return each started member's last logged row.
 
     ``learner`` is the learner's registered name or ``module:Class`` path (the worlds import it).
-    ``members`` selects a subset (multi-node: each node starts its own members). Devices come from
-    each member's ``devices``. If any world exits with an error, every other world is stopped
+    ``members`` selects a subset. With several hosts (``Machines.listed``) this launcher starts the
+    nodes on ``host`` (default: this host's name); in a SLURM job (``Machines.slurm``) it starts
+    every world as an ``srun`` step. If any world exits with an error, every other world is stopped
     (its whole process group) and ``CohortFailed`` names the member and its exit status.
     """
+    machines = machines or Machines.here()
+    plan = plan_cohort(cfg, learner, machines, resume)
     indices = list(range(len(cfg.members))) if members is None else list(members)
-    config_path, folders = _prepare_run(cfg, learner, resume, overwrite, indices)
-    names = ", ".join(cfg.members[i].name for i in indices)
-    phase(f"starting {len(indices)} member world(s): {names} (each loads its model, then trains)")
+    starts = _starts_here(plan, machines, indices, host)
+    plan_path, folders = _prepare_run(cfg, plan, learner, resume, overwrite, indices)
+    names = ", ".join(plan.worlds[i].name + (f" on {node.host}" if node else "") for i, node in starts)
+    how = " as srun steps" if machines.slurm_job is not None else ""
+    phase(f"starting {len(starts)} member world(s){how}: {names} (each loads its model, then trains)")
     with _sigterm_interrupts():
-        return _run_worlds(cfg, config_path, learner, indices, resume, timeout_s, folders)
+        _run_worlds(cfg, plan, plan_path, starts, timeout_s, machines)
+    return [_last_row(folders[i]) for i in dict.fromkeys(i for i, _ in starts)]
+
+
+def _starts_here(
+    plan: Placement, machines: Machines, indices: Sequence[int], host: str | None
+) -> list[tuple[int, Node | None]]:
+    """(world, node) pairs this launcher starts: every node of one machine; in a SLURM job each
+    world whole (node None: its ``srun`` step); with several hosts, the nodes on ``host``."""
+    if machines.slurm_job is not None:
+        return [(i, None) for i in indices]
+    if len(machines.hosts) == 1:
+        return [(i, node) for i in indices for node in plan.worlds[i].nodes]
+    host = host or socket.gethostname().split(".")[0]
+    if host not in machines.hosts:
+        raise ConfigError(f"--host {host!r} is not one of --hosts {list(machines.hosts)}; name this machine "
+                          "with --host")  # fmt: skip
+    return [(i, node) for i in indices for node in plan.worlds[i].nodes if node.host == host]
 
 
 def _run_worlds(
-    cfg: CoRLConfig, config_path: Path, learner: str, indices: list[int], resume: bool,
-    timeout_s: float | None, folders: Sequence[Path],
-) -> list[dict]:
+    cfg: CoRLConfig, plan: Placement, plan_path: Path, starts: list[tuple[int, Node | None]],
+    timeout_s: float | None, machines: Machines,
+) -> None:
     procs: dict[int, subprocess.Popen | _ForkedWorld] = {}
     failed: list[str] = []
 
     def reap() -> None:  # forget the worlds that exited; name those that failed
-        for i, proc in list(procs.items()):
+        for k, proc in list(procs.items()):
             code = proc.poll()
             if code is not None:
-                del procs[i]
+                del procs[k]
                 if code != 0:
-                    failed.append(f"member {cfg.members[i].name!r} exited with status {code}")
+                    failed.append(f"member {plan.worlds[starts[k][0]].name!r} exited with status {code}")
 
     try:
-        for i in indices:
-            procs[i] = _start_world(cfg, config_path, learner, i, resume)
+        for k, (i, node) in enumerate(starts):
+            procs[k] = _start_world(cfg, plan, plan_path, i, node, machines)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while procs:
             reap()
@@ -217,7 +199,6 @@ def _run_worlds(
             _stop(proc)
     if failed:
         raise CohortFailed("; ".join(failed))
-    return [_last_row(folders[i]) for i in indices]
 
 
 @contextmanager
@@ -239,18 +220,36 @@ def _interrupt(signum, frame) -> None:
 
 
 def _start_world(
-    cfg: CoRLConfig, config_path: Path, learner: str, index: int, resume: bool
+    cfg: CoRLConfig, plan: Placement, plan_path: Path, index: int, node: Node | None, machines: Machines
 ) -> subprocess.Popen | _ForkedWorld:
-    """Start member ``index``'s world in its own session, marked with the launcher's pid and
-    dying with it (``member.die_with_launcher``)."""
-    member = cfg.members[index]
-    env = dict(os.environ, PYTHONUNBUFFERED="1", **{LAUNCHER_ENV: str(os.getpid())})
-    if member.devices is not None:
-        env["CUDA_VISIBLE_DEVICES"] = member.devices
-    if cfg.warm_start and member.num_processes == 1 and not member.accelerate_config:
-        return _ForkedWorld(_member_argv(config_path, learner, index, resume), env)
-    cmd = member_command(config_path, learner, index, member, resume)
-    return subprocess.Popen(cmd, env=env, start_new_session=True, preexec_fn=set_parent_death_signal)
+    """Start one node of world ``index`` here (or, ``node`` None, the whole world as an ``srun``
+    step) in its own session; a local world is marked with the launcher's pid and dies with it
+    (``member.die_with_launcher``), an ``srun`` step ends when its ``srun`` gets SIGTERM."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    world = plan.worlds[index]
+    if node is None:
+        cmd = _srun_step(plan_path, world, machines)
+        return subprocess.Popen(cmd, env=env, start_new_session=True,
+                                preexec_fn=lambda: set_parent_death_signal(signal.SIGTERM))  # fmt: skip
+    env[LAUNCHER_ENV] = str(os.getpid())
+    if node.devices is not None:
+        env["CUDA_VISIBLE_DEVICES"] = node.devices
+    if cfg.warm_start and world.launcher == "python":
+        return _ForkedWorld(_member_argv(plan_path, index), env)
+    return subprocess.Popen(node.command, env=env, start_new_session=True, preexec_fn=set_parent_death_signal)
+
+
+def _srun_step(plan_path: Path, world: World, machines: Machines) -> list[str]:
+    """One job step of ``world`` on its nodes: one task a node, each running the plan's command for
+    its node (``python -m councilzoo.learners.placement``); steps share nodes (``--overlap``), the
+    plan keeps their devices apart."""
+    hosts = [n.host for n in world.nodes]
+    gpus = [f"--gres=gpu:{machines.gpus_per_host}"] if machines.gpu else []
+    return ["srun", "--mpi=none", "--overlap", "--kill-on-bad-exit=1", f"--job-name={world.name}",
+            f"--nodes={len(hosts)}", f"--ntasks={len(hosts)}", "--ntasks-per-node=1",
+            f"--nodelist={','.join(hosts)}", *gpus,
+            sys.executable, "-m", "councilzoo.learners.placement", str(plan_path),
+            "--world", str(world.index)]  # fmt: skip
 
 
 class CohortFailed(RuntimeError):

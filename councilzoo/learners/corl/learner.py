@@ -15,6 +15,7 @@ baselines (``learners/baselines.py``) are ``CoRL`` subclasses with another rewar
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from councilzoo.learners.base import Learner, register_learner
 from councilzoo.learners.corl.config import CoRLConfig
@@ -38,12 +39,20 @@ class CoRL(Learner):
         return [CohortReward(cfg, index, problems, link)]
 
     def train(
-        self, resume: bool = False, overwrite: bool = False, members: Sequence[int] | None = None
+        self, resume: bool = False, overwrite: bool = False, members: Sequence[int] | None = None,
+        machines: Any = None, host: str | None = None,
     ) -> list[dict]:
+        """Plan the cohort on ``machines`` (``placement.Machines``; default this machine) and run the
+        worlds that start here (``launch_cohort``)."""
         from councilzoo.learners.corl.launch import launch_cohort
 
-        spec = f"{type(self).__module__}:{type(self).__qualname__}"  # what the member worlds import
-        return launch_cohort(self.cfg, spec, members=members, resume=resume, overwrite=overwrite)
+        return launch_cohort(self.cfg, self.spec(), members=members, resume=resume, overwrite=overwrite,
+                             machines=machines, host=host)  # fmt: skip
+
+    @classmethod
+    def spec(cls) -> str:
+        """``module:Class``: what the member worlds import."""
+        return f"{cls.__module__}:{cls.__qualname__}"
 
     def resume_step(self) -> int | None:
         """The newest step every member has a checkpoint of (what the members agree to resume)."""

@@ -1,10 +1,12 @@
 """One cohort member's world: its GRPOTrainer, joined to the cohort from the world's main process.
 
-``python -m councilzoo.learners.corl.member CONFIG --learner NAME --member I`` is what the launcher
-starts (under ``torchrun`` or ``accelerate launch`` for a world of several processes).
-``run_member`` builds the member's ``GRPOConfig`` (cohort trainer settings, then the member's
-own), its round-ordered dataset and reward functions, joins the cohort link (peer rules, rank 0
-only), agrees with the peers on the checkpoint to resume from, trains and saves the final model.
+``python -m councilzoo.learners.corl.member OUT/plan.json --world I`` is what the launcher starts
+(under ``torchrun`` or ``accelerate launch`` for a world of several processes). It reads its world
+from the placement plan (``learners/placement.py``): the learner class, the resolved config, the
+``GRPOConfig`` arguments, the fingerprint and whether to resume; it computes none of them again.
+``run_member`` builds the member's round-ordered dataset and reward functions, joins the cohort
+link (peer rules, rank 0 only), agrees with the peers on the checkpoint to resume from, trains and
+saves the final model.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import argparse
 import ctypes
 import faulthandler
 import hashlib
+import importlib
 import json
 import os
 import signal
@@ -32,6 +35,7 @@ from councilzoo.learners.corl.rounds import problem_rows
 from councilzoo.learners.corl.seeded_sampling import SeededSampling
 from councilzoo.learners.data import load_items
 from councilzoo.learners.live_policy import vllm_mode
+from councilzoo.learners.placement import Placement
 from councilzoo.processes import pid_alive
 from councilzoo.tasks import Problem, answers_equivalent, answers_for_batch
 
@@ -119,8 +123,8 @@ class HeldOutAccuracy(engine.MetricsFile):
         if state.global_step % self.every == 0 or state.global_step == state.max_steps:
             accuracy = self._evaluate(state)
             if accuracy is not None:
-                # GRPOTrainer averages its ``_metrics`` into the row it logs right after this callback
-                self.trainer._metrics["train"]["eval_accuracy"].append(accuracy)
+                # averaged into the row the trainer logs right after this callback (engine.trainer_class)
+                self.trainer.log_metric("eval_accuracy", accuracy, "train")
 
 
 def member_model_path(cfg: CoRLConfig, index: int) -> str:
@@ -155,15 +159,22 @@ def run_member(
     reward_functions: Callable[..., list],
     resume: bool = False,
     callbacks: Sequence[Any] = (),
+    plan: Placement | None = None,
 ) -> dict[str, float]:
     """Train member ``index`` in this process's world; returns its last logged row (main process).
 
     ``reward_functions(cfg, index, problems, link)`` gives the learner's TRL reward functions.
     Peer rules join the cohort link from the world's main process; every member must agree on the
-    config fingerprint and on the checkpoint to resume from.
+    config fingerprint and on the checkpoint to resume from. With a ``plan`` (what the launcher
+    starts) the ``GRPOConfig`` and fingerprint are the plan's; without one (a member run in this
+    process) they are computed here for this process's world.
     """
     quiet_loading()
-    args = cfg.member_args(index)
+    if plan is not None:
+        args = engine.grpo_config(plan.worlds[index].grpo, cfg.members[index].name)
+        fingerprint = plan.fingerprint
+    else:
+        args, fingerprint = cfg.member_args(index), cfg.fingerprint()
     problems = load_items(cfg.data, cfg.seed, cfg.views)
     model_path = member_model_path(cfg, index)
     member = cfg.members[index]
@@ -181,9 +192,9 @@ def run_member(
     link = None
     if cfg.reward_rule in PEER_RULES and rank == 0:
         link = CohortLink(
-            cfg.distributed, index, len(cfg.members), run_id="cohort", fingerprint=cfg.fingerprint()
+            cfg.distributed, index, len(cfg.members), run_id="cohort", fingerprint=fingerprint
         )
-    _tracker_env(cfg, member.name)
+    _tracker_env(cfg, member.name, fingerprint)
     held_out = None
     if cfg.eval.eval_steps:
         held_out = HeldOutAccuracy(
@@ -261,14 +272,14 @@ def _broadcast_from_main(value: Any) -> Any:
     return box[0]
 
 
-def _tracker_env(cfg: CoRLConfig, member: str) -> None:
+def _tracker_env(cfg: CoRLConfig, member: str, fingerprint: str) -> None:
     """Per-member trackers: one wandb run per member (stable id, so a resume continues it), grouped
     by the cohort's run; TensorBoard writes under the member's own folder."""
     run = Path(cfg.output_dir).name
     os.environ.setdefault("WANDB_PROJECT", cfg.project)
     os.environ.setdefault("WANDB_RUN_GROUP", run)
     os.environ.setdefault(
-        "WANDB_RUN_ID", hashlib.sha256(f"{cfg.fingerprint()}/{member}".encode()).hexdigest()[:12]
+        "WANDB_RUN_ID", hashlib.sha256(f"{fingerprint}/{member}".encode()).hexdigest()[:12]
     )
     os.environ.setdefault("WANDB_RESUME", "allow")
     os.environ.setdefault("TRACKIO_PROJECT", cfg.project)
@@ -311,20 +322,18 @@ def set_parent_death_signal(sig: int = signal.SIGKILL) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m councilzoo.learners.corl.member CONFIG --learner NAME --member I``."""
-    from councilzoo.learners.base import get_learner
-
+    """``python -m councilzoo.learners.corl.member OUT/plan.json --world I``."""
     parser = argparse.ArgumentParser(prog="councilzoo.learners.corl.member")
-    parser.add_argument("config")
-    parser.add_argument("--learner", required=True)
-    parser.add_argument("--member", type=int, required=True)
-    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("plan")
+    parser.add_argument("--world", type=int, required=True)
     args = parser.parse_args(argv)
     faulthandler.enable()  # a crash in native code (seen once: SIGSEGV in libc) logs its Python stack
     die_with_launcher()
-    learner = get_learner(args.learner)
-    cfg = load_config(args.config, learner.config_class)
-    run_member(cfg, args.member, learner.reward_functions, resume=args.resume)
+    plan = Placement.read(args.plan)
+    module, _, name = plan.learner.partition(":")
+    learner = getattr(importlib.import_module(module), name)
+    cfg = load_config(plan.config, learner.config_class)
+    run_member(cfg, args.world, learner.reward_functions, resume=plan.resume, plan=plan)
     return 0
 
 
