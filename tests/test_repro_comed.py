@@ -92,20 +92,24 @@ def test_quick_repro_writes_a_consistent_report(quick_repro):
     assert "Verdict" in md and "tiny_lm_protocols" in md
 
 
-def test_complementary_check_is_the_preregistered_one():
+def test_complementary_check_is_the_preregistered_one_with_the_own_and_routed_anchors():
     def row(acc, calls=4.0, rescue=0.1, harm=0.05):
         return {"accuracy": acc, "calls": calls, "rescue": rescue, "harm": harm}
 
-    def cells(comed_acc, single_acc):
-        return [{"comed": row(comed_acc + d), "single": row(single_acc + d)} for d in (0.0, 0.01, 0.02)]
+    def cells(comed_acc, single_acc, own_acc=0.46, routing_acc=0.44, routed_acc=0.49):
+        return [{"comed": row(comed_acc + d), "single": row(single_acc + d),
+                 "self_consistency": row(own_acc + d), "routing": row(routing_acc + d),
+                 "comed_routed": row(routed_acc + 1.5 * d)} for d in (0.0, 0.01, 0.02)]
 
     table = {"comed": row(0.50), "single": row(0.45), "debate": row(0.48, calls=6.0),
              "comed_learned": row(0.55), "comed_regret": row(0.52), "oracle_gate": row(0.80, harm=0.0)}
     check = comed.complementary_check(cells(0.50, 0.45), table)
     assert part_status(comed.complementary_labelled(check)) == HELD
     assert check["comed_minus_anchor"] == pytest.approx(0.05)
+    assert check["comed_minus_own_anchor"] == pytest.approx(0.04)
+    assert check["comed_routed_minus_routing"] == pytest.approx(0.05 + 0.005)
     failing = {
-        "beats_anchor": (cells(0.50, 0.50), table),
+        "beats_anchor": (cells(0.48, 0.50), table),
         "at_least_debate": (cells(0.50, 0.45), {**table, "debate": row(0.51, calls=6.0)}),
         "fewer_calls_than_debate": (cells(0.50, 0.45), {**table, "comed": row(0.50, calls=6.0)}),
         "rescue_above_harm": (cells(0.50, 0.45), {**table, "comed": row(0.50, rescue=0.05, harm=0.05)}),
@@ -117,9 +121,14 @@ def test_complementary_check_is_the_preregistered_one():
         assert not check[name], name
         assert all(v for k, v in check.items() if isinstance(v, bool) and k != name), name
         labelled = comed.complementary_labelled(check)
-        # the learned gates are councilzoo's extension: reported, never deciding COMED's claim
-        expected = HELD if labelled[name]["kind"] == "extension" else NOT_HELD
-        assert labelled[name]["status"] == NOT_HELD and part_status(labelled) == expected, name
+        # every check registered on 2026-12-04 decides, the learned gates' (5) included
+        assert labelled[name]["kind"] == "paper" and labelled[name]["status"] == NOT_HELD, name
+        assert part_status(labelled) == NOT_HELD, name
+    # the router, or COMED's own anchor, beats COMED on every seed: NOT HELD (the paper claims both improve)
+    for bad, name in (({"routed_acc": 0.40}, "routed_beats_routing"),
+                      ({"own_acc": 0.53}, "beats_own_anchor")):
+        labelled = comed.complementary_labelled(comed.complementary_check(cells(0.50, 0.45, **bad), table))
+        assert labelled[name]["status"] == NOT_HELD and part_status(labelled) == NOT_HELD, name
 
 
 def test_comed_paths_and_gates_replay_one_anchor_draw(tmp_path):

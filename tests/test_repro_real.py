@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from councilzoo.repro.real import SMALLEST_EFFECT, decide, gain_share, paired_difference, summarise
+from councilzoo.repro.real import (
+    SMALLEST_EFFECT,
+    decide,
+    decide_registered,
+    gain_share,
+    paired_difference,
+    summarise,
+)
 
 
 def _runs(start, finals, steps=(0, 2)):
@@ -36,17 +43,28 @@ def test_gain_share_is_the_ratio_of_gains():
     assert lo <= share <= hi
 
 
-@pytest.mark.parametrize("problems, seeds, outcome", [
-    ([0.10, 0.04, 0.16], [0.10, 0.02, 0.18], "HELD"),
-    ([0.10, 0.04, 0.16], [0.10, -0.02, 0.18], "INCONCLUSIVE"),  # the seeds do not agree
-    ([-0.05, -0.10, 0.0], [-0.05, -0.1, 0.0], "NOT HELD"),
-    ([0.0, -0.03, SMALLEST_EFFECT - 0.01], [0.0, -0.02, 0.02], "NOT HELD"),  # a worthwhile gain ruled out
-    ([0.03, -0.03, 0.09], [0.03, -0.01, 0.07], "INCONCLUSIVE"),
+@pytest.mark.parametrize("seeds, outcome", [
+    ([0.10, 0.02, 0.18], "HELD"),
+    ([0.10, -0.02, 0.18], "INCONCLUSIVE"),  # spans 0
+    ([-0.05, -0.10, -0.01], "NOT HELD"),  # excludes the paper's +1-point edge
+    ([-0.04, -0.10, 0.01], "INCONCLUSIVE"),  # touches the edge: not excluded
+    ([0.0, None, None], "INCONCLUSIVE"),  # one seed: no interval
 ])
-def test_the_decision_rule(problems, seeds, outcome):
-    got, reason = decide(problems, seeds)
-    assert got == outcome
-    assert "Co-RL - TTRL" in reason
+def test_the_decision_rule_is_symmetric_about_the_papers_edge(seeds, outcome):
+    got, reason = decide(seeds)
+    assert got == outcome and "Co-RL - TTRL" in reason
+    assert ("no interval" in reason) == (seeds[1] is None) and "nan" not in reason
+
+
+def test_a_quick_verdict_says_it_is_a_pipeline_check():
+    _, reason = decide([-0.1, -0.2, -0.05], quick=True)
+    assert reason.startswith("PIPELINE CHECK, NOT EVIDENCE")
+
+
+def test_the_registered_rule_of_2026_12_06_is_kept_for_the_record():
+    assert decide_registered([0.0, -0.03, SMALLEST_EFFECT - 0.01], [0.0, -0.02, 0.02])[0] == "NOT HELD"
+    assert decide_registered([0.1, 0.04, 0.16], [0.1, 0.02, 0.18])[0] == "HELD"
+    assert decide_registered([0.03, -0.03, 0.09], [0.03, -0.01, 0.07])[0] == "INCONCLUSIVE"
 
 
 def test_summarise_compares_the_arms_on_the_same_items():
@@ -61,7 +79,7 @@ def test_summarise_compares_the_arms_on_the_same_items():
     assert diff[0] == pytest.approx(up.mean() - start.mean()) and diff[1] > 0
     share = (up.mean() - start.mean()) / (1 - start.mean())
     assert stats["corl_share_of_grpo_gain"][0] == pytest.approx(share)
-    assert decide(diff, stats["corl_minus_ttrl_over_seeds"])[0] == "HELD"
+    assert decide(stats["corl_minus_ttrl_over_seeds"])[0] == "HELD"
 
 
 def test_a_finished_run_is_read_back_and_a_changed_one_runs_again(tmp_path, monkeypatch):
@@ -82,3 +100,15 @@ def test_a_finished_run_is_read_back_and_a_changed_one_runs_again(tmp_path, monk
     with pytest.raises(FileNotFoundError):  # other settings: trained again (the stand-in writes no members)
         real._run_job(("grpo", 0, {**settings, "steps": 3}, tmp_path))
     assert len(ran) == 1
+
+
+def test_each_corl_member_is_reported_apart():
+    start = np.r_[np.ones(8), np.zeros(8)]
+    runs = _runs(start, {"corl": [start, start], "ttrl": [start, start], "grpo": [start, start]})
+    for k, run in enumerate(runs["corl"]):
+        run["member_accuracy"] = [[0.5, 0.40 + 0.02 * k], [0.5, 0.60 + 0.02 * k]]  # view 0, view 1
+    rows, _ = summarise(runs)
+    by_arm = {r["arm"]: r for r in rows}
+    assert by_arm["corl member 0 (view 0)"]["final_accuracy"] == pytest.approx(0.41)
+    assert by_arm["corl member 1 (view 1)"]["final_accuracy"] == pytest.approx(0.61)
+    assert "ttrl member 0 (view 0)" not in by_arm  # one member: its row is the arm's

@@ -34,8 +34,21 @@ def test_write_report_renders_tables_and_metadata(tmp_path):
     assert "| level | accuracy | ci |" in md and "| 0 | 0.75 | [0.7, 0.8] |" in md
     assert "- crossover: 0.5" in md and "![fig.png](fig.png)" in md
     data = json.loads(paths["json"].read_text())
-    assert data["verdict"] == {"status": "NOT HELD", "held": False, "reason": "A lost at level 0.5."}
+    assert data["verdict"] == {"status": "NOT HELD", "held": False, "evidence": True,
+                               "reason": "A lost at level 0.5."}
     assert "git_revision" in data["run"]
+    assert data["run"]["seed"] == 0 and data["run"]["seeds"] == "0 to 1"
+
+
+def test_a_quick_report_is_a_pipeline_check_stamped_with_its_start(tmp_path):
+    result = _result(setup={"seeds": 2, "quick": True})
+    paths = write_report(tmp_path, result, started_at="2026-12-07T09:00:00+00:00")
+    data = json.loads(paths["json"].read_text())
+    assert data["verdict"]["evidence"] is False
+    assert data["verdict"]["reason"].startswith("PIPELINE CHECK, NOT EVIDENCE")
+    assert result["verdict"]["reason"].startswith("PIPELINE CHECK")  # the line the command prints, too
+    assert data["run"]["started_at"] == "2026-12-07T09:00:00+00:00"
+    assert "PIPELINE CHECK, NOT EVIDENCE" in paths["markdown"].read_text()
 
 
 @pytest.mark.parametrize(

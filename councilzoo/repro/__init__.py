@@ -3,7 +3,8 @@
 Claims: ``corl`` (councilzoo.repro.corl), ``comed`` (councilzoo.repro.comed), ``tracer``
 (councilzoo.repro.tracer), or ``all`` of these three; and three experiments run by name only, each
 with its own time budget: ``corl-dose`` (councilzoo.repro.corl_dose: Co-RL's dose-response,
-Experiment B), ``real`` (councilzoo.repro.real: the pre-registered experiment on
+Experiment B, an extension), ``corl-cotrain`` (councilzoo.repro.corl_cotrain: Co-RL decided by
+co-training against TTRL), ``real`` (councilzoo.repro.real: the pre-registered experiment on
 SmolLM2-135M-Instruct; it needs the real model) and ``tracer-label-free``
 (councilzoo.repro.tracer_label_free: TRACER's utterance layer with its label-free arms, 8 seeds).
 Each module exposes ``run(out_dir, seeds, quick) -> dict``
@@ -24,6 +25,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from datetime import datetime, timezone
 from pathlib import Path
 
 from councilzoo.config import check_output_dir
@@ -35,7 +37,8 @@ CLAIMS = ("corl", "comed", "tracer")
 # ``all`` starts the claims longest first (measured CPU on 2 cores, 2026-12-06: tracer, corl,
 # comed), so the shortest fills the cores last and no core idles at the end
 LONGEST_FIRST = ("tracer", "corl", "comed")
-OWN_COMMANDS = ("corl-dose", "real", "tracer-label-free")  # not in ``all``: each has its own time budget
+# not in ``all``: each has its own time budget
+OWN_COMMANDS = ("corl-dose", "corl-cotrain", "real", "tracer-label-free")
 MIN_SEEDS = 2  # every claim's checks are intervals over seeds: one seed gives a zero-width interval
 
 
@@ -53,8 +56,9 @@ def run_claim(claim: str, out: str | Path, seeds: int | None = None, quick: bool
                          f"got {seeds!r}")
     out_dir = Path(out) / claim_folder(claim)
     out_dir.mkdir(parents=True, exist_ok=True)
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     result = importlib.import_module(f"councilzoo.repro.{claim_folder(claim)}").run(out_dir, seeds, quick)
-    write_report(out_dir, result)
+    write_report(out_dir, result, started_at=started_at)
     return result
 
 

@@ -21,7 +21,7 @@ from councilzoo.learners.data import DataConfig
 from councilzoo.learners.logging import read_metrics
 from councilzoo.repro.tiny_lms import MAX_NEW_TOKENS, torch_threads
 from councilzoo.tasks import Problem, answers_equivalent, answers_for_batch, plurality
-from councilzoo.theory.stats import mean_ci
+from councilzoo.theory.stats import seed_interval
 
 __all__ = [
     "MAJORITY_BAND", "majority_accuracy", "peer_label_stats", "sample_answers", "train_cohort", "seed_ci",
@@ -150,7 +150,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def seed_ci(values) -> list[float]:
-    """[mean, lo, hi]: the mean over seeds and its 95% bootstrap interval (fixed bootstrap seed)."""
-    mean, lo, hi = mean_ci(np.asarray(values, dtype=float), seed=0)
-    return [mean, lo, hi]
+def seed_ci(values) -> list[float | None]:
+    """[mean, lo, hi]: the mean over seeds (training runs, the unit) and its 95% t interval; no
+    interval (None) for one seed."""
+    return seed_interval(values)

@@ -41,7 +41,11 @@ rescue. ``COMPLEMENTARY_COUNCIL`` seats specialists whose errors fall on differe
 no-carry specialist anchors, a carry specialist probes) and a verifier SFT'd to pick between the
 anchor's and the probe's answers (``picking_prompt``), so escalation can rescue; its verdict is
 ``complementary_check``: COMED beats the anchor alone and dense debate at fewer calls, rescues more
-than it harms, and the learned gates land between COMED and the oracle gate.
+than it harms, and the learned gates land between COMED and the oracle gate (registered
+2026-12-04, every one deciding); since 2026-12-07 also COMED over its own anchor (the same anchor
+samples: the primary number) and COMED over the router's anchor against routing alone (the
+paper's routed anchor; ``run_lm_cell(routed=True)``, this council only, to keep ``repro all``
+within its budget).
 
 Sections: the result is assembled from sections (``SECTIONS``), each returning its results,
 setup, figures and a sub-verdict; the claim's verdict holds when every part's does, and the
@@ -73,10 +77,10 @@ from councilzoo.evaluation.harness import Evaluation  # noqa: E402
 from councilzoo.evaluation.report import frontier_plot, pareto_frontier, rescue_harm_plot  # noqa: E402
 from councilzoo.repro import map_in_processes, tiny_lms  # noqa: E402
 from councilzoo.repro.report import run_sections, save_figure  # noqa: E402
+from councilzoo.repro.verdicts import THRESHOLDS, flag_status, interval_status  # noqa: E402
 from councilzoo.repro.verdicts import check as labelled  # noqa: E402
-from councilzoo.repro.verdicts import flag_status, interval_status
 from councilzoo.tasks import synthetic_problems  # noqa: E402
-from councilzoo.theory.stats import mean_ci  # noqa: E402
+from councilzoo.theory.stats import seed_interval  # noqa: E402
 
 __all__ = [
     "CLAIM", "PROTOCOLS", "COLORS", "METRICS", "FULL", "QUICK", "LM_TEMPERATURE", "COMPLEMENTARY_COUNCIL",
@@ -155,7 +159,7 @@ def _aggregate(cells: list[dict[str, dict[str, Any]]], protocol: str) -> dict[st
     """Mean and 95% bootstrap CI over seeds of each metric of ``protocol``."""
     out: dict[str, Any] = {}
     for metric in METRICS:
-        mean, lo, hi = mean_ci([c[protocol][metric] for c in cells])
+        mean, lo, hi = seed_interval([c[protocol][metric] for c in cells])
         out[metric], out[f"{metric}_ci"] = mean, [lo, hi]
     out["accuracy_ci_seeds"] = out["accuracy_ci"]
     return out
@@ -321,8 +325,9 @@ def solver_agent(
     return LLMAgent(generator, sampling=sampling, render=render, name=name)
 
 
-def lm_council(seating: Seating, seed: int, dev_size: int) -> CouncilConfig:
-    """The tiny-LM council of ``seating``, sampled from ``seed`` (a picking verifier greedily)."""
+def lm_council(seating: Seating, seed: int, dev_size: int, routed: bool = False) -> CouncilConfig:
+    """The tiny-LM council of ``seating``, sampled from ``seed`` (a picking verifier greedily);
+    ``routed``: COMED's anchor is the router's choice per question (the paper's routed anchor)."""
     agent = f"{__name__}:{solver_agent.__name__}"
     models = {}
     for i, name in enumerate(seating.names()):
@@ -338,30 +343,41 @@ def lm_council(seating: Seating, seed: int, dev_size: int) -> CouncilConfig:
             "verifier": seating.verifier,
             "samples": LM_SAMPLES,
             "debate_rounds": 2,
-            "comed": {"lam": 0.02, "cost_unit": "calls", "dev_size": dev_size},
+            "comed": {"lam": 0.02, "cost_unit": "calls", "dev_size": dev_size, "routed_anchor": routed},
         },
         CouncilConfig,
     )
 
 
-def run_lm_cell(seating: Seating, seed: int, n_test: int, n_dev: int) -> dict[str, dict[str, Any]]:
-    """One seed of a tiny-LM council: each protocol's summary row (plus the oracle gate)."""
+def run_lm_cell(seating: Seating, seed: int, n_test: int, n_dev: int,
+                routed: bool = False) -> dict[str, dict[str, Any]]:
+    """One seed of a tiny-LM council: each protocol's summary row (plus the oracle gate); with
+    ``routed``, also ``comed_routed``: COMED over the router's anchor, fitted and scored on the same
+    dev and test items (COMED's paper claims it improves routed anchors as well as fixed ones)."""
     test = tiny_lms.addition_problems("test", n_test, seed=seed)
     dev = tiny_lms.addition_problems("dev", n_dev, seed=seed)
     ev = Evaluation(lm_council(seating, seed, n_dev), test, dev, progress=False, num_envs=n_test, seed=seed)
-    return {row["protocol"]: row for row in ev.rows(LM_PROTOCOLS)}
+    rows = {row["protocol"]: row for row in ev.rows(LM_PROTOCOLS)}
+    if routed:
+        ev = Evaluation(lm_council(seating, seed, n_dev, routed=True), test, dev, progress=False,
+                        num_envs=n_test, seed=seed)
+        rows["comed_routed"] = {**ev.rows(("comed",))[0], "protocol": "comed_routed"}
+    return rows
 
 
 def council_rows(
-    seating: Seating, seeds: int, sizes: dict[str, Any], out_dir: Path, prefix: str
+    seating: Seating, seeds: int, sizes: dict[str, Any], out_dir: Path, prefix: str, routed: bool = False
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], dict[str, Any], dict[str, Any]]:
     """Run ``seating`` over ``seeds``: its protocol rows, the seed-averaged table, the results every
     council reports (rows, COMED's fits, frontiers) under ``prefix``, and its setup; saves the
-    frontier and rescue-harm figures as ``<prefix>_frontier.png`` / ``<prefix>_rescue_harm.png``."""
-    jobs = [(run_lm_cell, (seating, seed, sizes["lm_test"], sizes["lm_dev"])) for seed in range(seeds)]
+    frontier and rescue-harm figures as ``<prefix>_frontier.png`` / ``<prefix>_rescue_harm.png``.
+    ``routed`` adds COMED over the router's anchor (``run_lm_cell``)."""
+    jobs = [(run_lm_cell, (seating, seed, sizes["lm_test"], sizes["lm_dev"], routed))
+            for seed in range(seeds)]
     cells = map_in_processes(tiny_lms.on_one_thread, jobs, os.cpu_count() or 1)  # independent, seeded cells
-    table = {p: _aggregate(cells, p) for p in LM_PROTOCOLS}
-    rows = [{"protocol": p, "oracle": p == "oracle_gate", **table[p]} for p in LM_PROTOCOLS]
+    protocols = (*LM_PROTOCOLS, "comed_routed") if routed else LM_PROTOCOLS
+    table = {p: _aggregate(cells, p) for p in protocols}
+    rows = [{"protocol": p, "oracle": p == "oracle_gate", **table[p]} for p in protocols]
     frontier_plot(rows, out_dir / f"{prefix}_frontier.png")
     rescue_harm_plot([r for r in rows if r["protocol"] != "single"], out_dir / f"{prefix}_rescue_harm.png")
     fits = [
@@ -416,7 +432,7 @@ def tiny_lms_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> di
     """The first tiny-LM council (correlated skills): rows with rescue/harm, frontier, sub-verdict."""
     lm_seeds = seeds or sizes["lm_seeds"]
     cells, table, results, setup = council_rows(FIRST_COUNCIL, lm_seeds, sizes, out_dir, "tiny_lm")
-    gap = mean_ci([c["comed"]["accuracy"] - c["debate"]["accuracy"] for c in cells])
+    gap = seed_interval([c["comed"]["accuracy"] - c["debate"]["accuracy"] for c in cells])
     check = {**_comed_check(table["comed"], table["debate"]), "acc_gap_ci_seeds": [gap[1], gap[2]]}
     comed, debate = table["comed"], table["debate"]
     wanted = {"accuracy": "higher", "calls": "lower", "tokens": "lower", "harm": "lower"}
@@ -448,7 +464,11 @@ def complementary_check(cells: list[dict[str, dict[str, Any]]], table: dict[str,
     least as accurate as dense debate, with fewer calls than debate; COMED's rescues above its
     harms; each learned gate's accuracy between COMED's and the oracle gate's."""
     comed, debate, oracle = table["comed"], table["debate"], table["oracle_gate"]
-    over_anchor = mean_ci([c["comed"]["accuracy"] - c["single"]["accuracy"] for c in cells])
+    over_anchor = seed_interval([c["comed"]["accuracy"] - c["single"]["accuracy"] for c in cells])
+    # COMED's own anchor: the plurality of the same anchor samples COMED reads (replayed draws)
+    over_own = seed_interval([c["comed"]["accuracy"] - c["self_consistency"]["accuracy"] for c in cells])
+    routed = (seed_interval([c["comed_routed"]["accuracy"] - c["routing"]["accuracy"] for c in cells])
+              if "comed_routed" in cells[0] else [None, None, None])
     checks = {
         "beats_anchor": over_anchor[1] > 0,
         "at_least_debate": comed["accuracy"] >= debate["accuracy"],
@@ -458,6 +478,8 @@ def complementary_check(cells: list[dict[str, dict[str, Any]]], table: dict[str,
            for g in ("comed_learned", "comed_regret")},
     }
     return {
+        "comed_minus_own_anchor": over_own[0], "comed_minus_own_anchor_ci": [over_own[1], over_own[2]],
+        "comed_routed_minus_routing": routed[0], "comed_routed_minus_routing_ci": [routed[1], routed[2]],
         "comed_minus_anchor": over_anchor[0], "comed_minus_anchor_ci": [over_anchor[1], over_anchor[2]],
         "comed_minus_debate": comed["accuracy"] - debate["accuracy"],
         "calls_ratio": comed["calls"] / debate["calls"],
@@ -469,10 +491,23 @@ def complementary_check(cells: list[dict[str, dict[str, Any]]], table: dict[str,
 
 
 def complementary_labelled(check: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The complementary council's checks, labelled: (1)-(4) test COMED's claim (``paper``), (5)
-    councilzoo's own learned gates (``extension``: reported, not deciding)."""
+    """The complementary council's checks, all ``paper``: COMED over its own anchor (the primary
+    number: the same anchor samples with and without COMED) and over the router's anchor against
+    routing alone (both added 2026-12-07), then the five registered on 2026-12-04: (1)-(4) and (5)
+    the learned gates between COMED and the oracle gate, which was registered as deciding and so
+    decides (it was relabelled an extension on 2026-12-06, after a result; docs/reproductions.md)."""
     lo, hi = check["comed_minus_anchor_ci"]
+    own, routed = check["comed_minus_own_anchor_ci"], check["comed_routed_minus_routing_ci"]
+    effect = THRESHOLDS["comed_over_anchor"].value
     return {
+        "beats_own_anchor": labelled(
+            "paper", interval_status(*own, effect), "95% t CI over seeds of (COMED - its own anchor: the "
+            "plurality of the same anchor samples, self-consistency) above 0 (added 2026-12-07)",
+            [check["comed_minus_own_anchor"], *own]),
+        "routed_beats_routing": labelled(
+            "paper", interval_status(*routed, effect), "95% t CI over seeds of (COMED over the router's "
+            "anchor - routing alone) above 0: the paper's routed anchor (added 2026-12-07)",
+            [check["comed_routed_minus_routing"], *routed]),
         "beats_anchor": labelled("paper", interval_status(lo, hi), "95% CI of (COMED - anchor alone) "
                                  "accuracy above 0, seed-paired", [check["comed_minus_anchor"], lo, hi]),
         "at_least_debate": labelled("paper", flag_status(check["at_least_debate"]),
@@ -485,7 +520,7 @@ def complementary_labelled(check: dict[str, Any]) -> dict[str, dict[str, Any]]:
                                       "COMED's rescue rate above its harm rate (rescue - harm)",
                                       check["comed_rescue"] - check["comed_harm"]),
         **{f"{g}_between_comed_and_oracle": labelled(
-            "extension", flag_status(check[f"{g}_between_comed_and_oracle"]),
+            "paper", flag_status(check[f"{g}_between_comed_and_oracle"]),
             f"councilzoo's {g} gate between COMED's and the oracle gate's accuracy", check[key])
            for g, key in (("comed_learned", "learned"), ("comed_regret", "regret"))},
     }
@@ -495,7 +530,8 @@ def complementary_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) 
     """The complementary tiny-LM council: can selective escalation keep the rescues?"""
     lm_seeds = seeds or sizes["lm_seeds"]
     council = COMPLEMENTARY_COUNCIL
-    cells, table, results, setup = council_rows(council, lm_seeds, sizes, out_dir, "complementary")
+    cells, table, results, setup = council_rows(council, lm_seeds, sizes, out_dir, "complementary",
+                                                routed=True)
     check = complementary_check(cells, table)
     failed = [k for k, v in check.items() if isinstance(v, bool) and not v]
     summary = _summary(table, results["complementary_frontier_calls"])

@@ -51,7 +51,7 @@ from councilzoo.learners.corl.config import EvalConfig
 from councilzoo.learners.data import DataConfig
 from councilzoo.repro import cohort_runs
 from councilzoo.repro.tiny_lms import checked, deterministic, digest, torch_threads
-from councilzoo.repro.verdicts import check, describe, flag_status, interval_status
+from councilzoo.repro.verdicts import THRESHOLDS, check, describe, flag_status, interval_status
 from councilzoo.tasks import Problem, format_answer, synthetic_problems
 
 __all__ = [
@@ -83,6 +83,8 @@ COHORTS = {
 }
 ARMS = {"grpo": ("grpo", "ground_truth"), "ttrl": ("ttrl", "self_majority"),
         "corl": ("corl", "peer_majority")}
+BASE_GAIN = THRESHOLDS["corl_over_base"].value  # the paper's smallest average gain over the base
+TTRL_EDGE = THRESHOLDS["corl_over_ttrl"].value  # the paper's edge over TTRL
 KNOWN = 0.6  # share of the items a member knows (its own random draw; v1: each item independently)
 KNOWN_V2 = 0.625  # v2: exactly this share of the items (15 of 24), a random subset per member
 KNOWN_RIGHT, UNKNOWN_RIGHT = 0.8, 0.3  # how often its SFT target is the right answer there
@@ -254,9 +256,9 @@ def summarise(part: str, runs: dict[str, list[dict]], measured: dict) -> tuple[l
                      "label_precision": float(np.nanmean([np.nanmean(s["label_precision"]) for s in seeds]))})
     accs = [m["majority_accuracy"] for m in measured["members"]]
     trained = "corl" in runs  # a full run trains no arm once the precondition failed (plan_part)
-    corl_gain = cohort_runs.seed_ci(gain["corl"]) if trained else [float("nan")] * 3
+    corl_gain = cohort_runs.seed_ci(gain["corl"]) if trained else [None, None, None]
     vs_ttrl = (cohort_runs.seed_ci(final["corl"] - final["ttrl"])  # paired by seed
-               if trained else [float("nan")] * 3)
+               if trained else [None, None, None])
     low, high = cohort_runs.MAJORITY_BAND
     band = f"every member's majority-of-G accuracy in [{low:.2f}, {high:.2f}]"
     not_run = "" if trained else " (not run: the precondition failed)"
@@ -264,11 +266,12 @@ def summarise(part: str, runs: dict[str, list[dict]], measured: dict) -> tuple[l
         "members_majority_in_band": check("precondition", flag_status(measured["in_band"]),
                                           f"{band} (mean, [min, max])",
                                           [float(np.mean(accs)), min(accs), max(accs)]),
-        "corl_beats_start": check("paper", interval_status(corl_gain[1], corl_gain[2]),
-                                  "95% CI of Co-RL's (final - start) accuracy above 0" + not_run, corl_gain),
-        "corl_beats_ttrl": check("paper", interval_status(vs_ttrl[1], vs_ttrl[2]),
-                                 "95% CI of (Co-RL - TTRL) final accuracy above 0, seed-paired" + not_run,
-                                 vs_ttrl),
+        "corl_beats_start": check("paper", interval_status(corl_gain[1], corl_gain[2], refute=BASE_GAIN),
+                                  "95% t CI over seeds of Co-RL's (final - start) accuracy above 0 (NOT HELD "
+                                  f"below the paper's +{BASE_GAIN:.2f})" + not_run, corl_gain),
+        "corl_beats_ttrl": check("paper", interval_status(vs_ttrl[1], vs_ttrl[2], refute=TTRL_EDGE),
+                                 "95% t CI over seeds of (Co-RL - TTRL) final accuracy above 0, seed-paired "
+                                 f"(NOT HELD below the paper's +{TTRL_EDGE:.2f})" + not_run, vs_ttrl),
     }
     return rows, checks
 

@@ -15,12 +15,14 @@ CPU. Three arms train from the same model for the same number of steps on the sa
 Every member's greedy answers to its seed's ``test`` items (the same items for every arm of a
 seed) are graded before training, every ``eval_every`` steps and at the end (``eval.jsonl``, one
 hit per item). The primary statistic is the paired difference of final held-out accuracy, Co-RL
-minus TTRL, with two 95% percentile bootstrap intervals (``theory.stats``): over held-out problems
-(the (seed, item) pairs, resampled together for both arms) and over seeds (per-seed accuracy
-differences). The verdict (``decide``), computed here, is HELD when both intervals lie above 0,
-NOT HELD when the interval over problems lies below ``SMALLEST_EFFECT`` (an effect that large is
-ruled out), and INCONCLUSIVE otherwise. The closeness to GRPO is reported as the share of GRPO's
-gain that Co-RL reaches, with its interval over problems. Each run's first member and the model as
+minus TTRL, with its 95% interval over seeds (the training run is the unit: a two-level cluster
+interval, ``theory.stats.cluster_interval``, each seed with its own items); the interval over
+held-out problems is reported beside it. The verdict (``decide``, rule of 2026-12-07) is HELD when
+the interval over seeds lies above 0, NOT HELD when it lies below the paper's own Co-RL edge over
+TTRL (about +1 point, ``verdicts.THRESHOLDS``), and INCONCLUSIVE otherwise; ``decide_registered``
+keeps the rule the two recorded plans registered. ``--quick`` is a pipeline check, and its
+verdict says so. The closeness to GRPO is reported as the share of GRPO's gain that Co-RL
+reaches, with its interval over problems. Each run's first member and the model as
 converted also answer the held-out items through the evaluation harness (``held_out_episodes``),
 so ``councilzoo view`` shows the conversations beside the training curves.
 """
@@ -45,11 +47,13 @@ from councilzoo.learners.data import DataConfig
 from councilzoo.learners.logging import read_metrics  # noqa: E402
 from councilzoo.repro import map_in_processes  # noqa: E402
 from councilzoo.repro.cohort_runs import seed_ci, train_cohort  # noqa: E402
-from councilzoo.theory.stats import bootstrap_indices, mean_ci, percentile_interval  # noqa: E402
+from councilzoo.repro.report import PIPELINE_CHECK  # noqa: E402
+from councilzoo.repro.verdicts import THRESHOLDS, interval_status  # noqa: E402
+from councilzoo.theory.stats import bootstrap_indices, cluster_interval, mean_ci, percentile_interval  # noqa: E402
 
 __all__ = [
     "MODEL", "ARMS", "SMALLEST_EFFECT", "TRAINER", "FULL", "QUICK", "run_arm", "paired_difference",
-    "gain_share", "decide", "summarise", "run",
+    "gain_share", "decide_registered", "decide", "summarise", "run",
 ]
 
 log = logging.getLogger(__name__)
@@ -78,7 +82,8 @@ QUICK = {"seeds": 1, "steps": 2, "prompts": 2, "generations": 4, "eval_every": 1
 
 def run_arm(arm: str, seed: int, settings: dict, out: Path) -> dict[str, Any]:
     """Train one arm from SmolLM2 (``train_cohort``, LoRA); its members' held-out evaluations:
-    ``{"steps": [...], "accuracy": [...], "hits": items x evaluations}`` (Co-RL: member means)."""
+    ``{"steps": [...], "accuracy": [...], "hits": items x evaluations}`` (Co-RL: member means) and
+    ``member_accuracy``, each member's accuracy per evaluation (Co-RL's two are reported apart)."""
     kind, rule, views = ARMS[arm]
     folder = out / f"{arm}-seed{seed}"
     level = settings["difficulty"]
@@ -92,7 +97,8 @@ def run_arm(arm: str, seed: int, settings: dict, out: Path) -> dict[str, Any]:
     evaluations = [read_metrics(member / "eval.jsonl") for member in sorted((folder / "members").iterdir())]
     steps = [row["step"] for row in evaluations[0]]
     hits = np.mean([[row["hits"] for row in member] for member in evaluations], axis=0).T
-    return {"steps": steps, "accuracy": hits.mean(axis=0).tolist(), "hits": hits.tolist()}
+    return {"steps": steps, "accuracy": hits.mean(axis=0).tolist(), "hits": hits.tolist(),
+            "member_accuracy": [[row["accuracy"] for row in member] for member in evaluations]}
 
 
 def held_out_seat(adapter: str | None = None, max_new_tokens: int = 32) -> Any:
@@ -168,28 +174,44 @@ def paired_difference(a: np.ndarray, b: np.ndarray, n_boot: int = 2000, seed: in
 def gain_share(arm: np.ndarray, ceiling: np.ndarray, start: np.ndarray, n_boot: int = 2000,
                seed: int = 0) -> list[float]:
     """[share, lo, hi]: ``arm``'s gain over ``start`` as a share of ``ceiling``'s, with its paired
-    bootstrap interval over items (NaN where a resample's ceiling gain is 0)."""
+    bootstrap interval over items (resamples whose ceiling gain is 0 left out; None where the
+    ceiling did not move, so no share exists)."""
     idx = bootstrap_indices(len(start), n_boot, seed)
     gains = (arm - start)[idx].mean(axis=1), (ceiling - start)[idx].mean(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         shares = np.where(gains[1] != 0, gains[0] / gains[1], np.nan)
     point = float(np.mean(ceiling - start))
-    value = float(np.mean(arm - start)) / point if point else float("nan")
+    value = float(np.mean(arm - start)) / point if point else None
     finite = shares[np.isfinite(shares)]
-    lo, hi = percentile_interval(finite, 0.95) if len(finite) else (float("nan"), float("nan"))
+    lo, hi = percentile_interval(finite, 0.95) if len(finite) and value is not None else (None, None)
     return [value, lo, hi]
 
 
-def decide(over_problems: list[float], over_seeds: list[float]) -> tuple[str, str]:
-    """The pre-registered rule: (outcome, reason) from the Co-RL - TTRL intervals [mean, lo, hi]."""
-    shown = f"Co-RL - TTRL held-out accuracy {over_problems[0]:+.3f}, 95% CI over problems " \
-            f"[{over_problems[1]:+.3f}, {over_problems[2]:+.3f}], over seeds [{over_seeds[1]:+.3f}, " \
-            f"{over_seeds[2]:+.3f}]"
+def decide_registered(over_problems: list[float], over_seeds: list[float]) -> tuple[str, str]:
+    """The rule both plans registered on 2026-12-06, kept to re-read their recorded results: HELD
+    when both intervals lie above 0, NOT HELD when the interval over problems lies below
+    ``SMALLEST_EFFECT`` (five times the paper's edge, decided on items, not runs: superseded)."""
     if over_problems[1] > 0 and over_seeds[1] > 0:
-        return "HELD", f"{shown}: both intervals above 0."
+        return "HELD", "both intervals above 0"
     if over_problems[2] < SMALLEST_EFFECT:
-        return "NOT HELD", f"{shown}: a gain of {SMALLEST_EFFECT:.2f} or more is ruled out."
-    return "INCONCLUSIVE", f"{shown}: neither above 0 nor below {SMALLEST_EFFECT:.2f}."
+        return "NOT HELD", f"a gain of {SMALLEST_EFFECT:.2f} or more is ruled out over problems"
+    return "INCONCLUSIVE", f"neither above 0 nor below {SMALLEST_EFFECT:.2f}"
+
+
+def decide(over_seeds: list[float | None], quick: bool = False) -> tuple[str, str]:
+    """The rule since 2026-12-07 (``verdicts.RULES``): (outcome, reason) from the Co-RL - TTRL
+    interval over seeds [mean, lo, hi] (the training run is the unit): HELD when it lies above 0,
+    NOT HELD when it lies below the paper's own edge over TTRL (``THRESHOLDS["corl_over_ttrl"]``),
+    else INCONCLUSIVE. A ``quick`` run is a pipeline check, and says so."""
+    edge = THRESHOLDS["corl_over_ttrl"].value
+    mean, lo, hi = over_seeds
+    status = interval_status(lo, hi, 0.0, refute=edge)
+    shown = (f"Co-RL - TTRL held-out accuracy {mean:+.3f}, "
+             + ("no interval (one seed)" if lo is None else f"95% CI over seeds [{lo:+.3f}, {hi:+.3f}]"))
+    why = {"HELD": "above 0", "NOT HELD": f"below the paper's edge of {edge:+.2f} over TTRL",
+           "INCONCLUSIVE": f"spans 0 or the paper's edge of {edge:+.2f}, or cannot be computed"}[status]
+    reason = f"{shown}: {why}."
+    return status, (PIPELINE_CHECK + reason) if quick else reason
 
 
 def summarise(runs: dict[str, list[dict[str, Any]]]) -> tuple[list[dict], dict[str, Any]]:
@@ -205,11 +227,18 @@ def summarise(runs: dict[str, list[dict[str, Any]]]) -> tuple[list[dict], dict[s
         rows.append({"arm": arm, "start_accuracy": float(start.mean()), "final_accuracy": acc[0],
                      "final_accuracy_ci_seeds": (acc[1], acc[2]), "gain": gain[0],
                      "gain_ci_problems": (gain[1], gain[2])})
+        members = [r["member_accuracy"] for r in runs[arm] if "member_accuracy" in r]
+        for m in range(len(members[0]) if len(members) == len(runs[arm]) and len(members[0]) > 1 else 0):
+            member = seed_ci([seed[m][-1] for seed in members])  # each member apart: (view m)
+            rows.append({"arm": f"{arm} member {m} (view {ARMS[arm][2][m]})", "final_accuracy": member[0],
+                         "final_accuracy_ci_seeds": (member[1], member[2])})
     per_item = {arm: hits.ravel() for arm, hits in final.items()}  # (seed, item) units, paired
     over_problems = paired_difference(per_item["corl"], per_item["ttrl"])
-    over_seeds = seed_ci(final["corl"].mean(axis=1) - final["ttrl"].mean(axis=1))
+    diff = final["corl"] - final["ttrl"]  # (seeds, items): each seed its own items (nested)
+    over_seeds = (list(cluster_interval(diff, items_shared=False)) if len(diff) > 1
+                  else [float(diff.mean()), None, None])
     units = start.size
-    sd = float(np.std(per_item["corl"] - per_item["ttrl"], ddof=1)) if units > 1 else float("nan")
+    sd = float(np.std(per_item["corl"] - per_item["ttrl"], ddof=1)) if units > 1 else None
     stats = {
         "corl_minus_ttrl_over_problems": over_problems,
         "corl_minus_ttrl_over_seeds": over_seeds,
@@ -217,7 +246,7 @@ def summarise(runs: dict[str, list[dict[str, Any]]]) -> tuple[list[dict], dict[s
         "corl_share_of_grpo_gain": gain_share(per_item["corl"], per_item["grpo"], start.ravel()),
         "item_difference_sd": sd,
         # the smallest true difference the interval over problems finds above 0 with 80% power
-        "detectable_difference_80": 2.8 * sd / np.sqrt(units),
+        "detectable_difference_80": None if sd is None else 2.8 * sd / np.sqrt(units),
     }
     return rows, stats
 
@@ -251,7 +280,7 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
     runs = {arm: [r for (a, *_), r in zip(jobs, results, strict=True) if a == arm] for arm in ARMS}
     held_out_episodes(out / "runs" / "start-seed0" / "held_out", None, 0, settings)  # the model as converted
     rows, stats = summarise(runs)
-    outcome, reason = decide(stats["corl_minus_ttrl_over_problems"], stats["corl_minus_ttrl_over_seeds"])
+    outcome, reason = decide(stats["corl_minus_ttrl_over_seeds"], quick)
     _plot_curves(runs, settings["difficulty"], out / "real_curves.png")
     return {
         "claim": "Label-free Co-RL raises SmolLM2-135M-Instruct's held-out accuracy more than TTRL does, "
@@ -260,7 +289,9 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
                   **{f"arm {a}": f"{k}, rule {r}, views {list(v)}" for a, (k, r, v) in ARMS.items()},
                   "dataset": DATASET, "prompt_style": PROMPT_STYLE, "lora": LORA,
                   "trainer": TRAINER,
-                  **settings, "seeds": n_seeds, "quick": quick, "smallest_effect": SMALLEST_EFFECT},
+                  **settings, "seeds": n_seeds, "quick": quick,
+                  "threshold": THRESHOLDS["corl_over_ttrl"].value,
+                  "threshold_source": THRESHOLDS["corl_over_ttrl"].source},
         "results": {"arms": rows, **stats,
                     "curves": [{"arm": arm, "seed": i, "steps": str(r["steps"]),
                                 "accuracy": str([round(a, 3) for a in r["accuracy"]])}

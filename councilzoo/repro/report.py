@@ -26,7 +26,10 @@ from typing import Any
 from councilzoo.config import run_metadata
 from councilzoo.repro.verdicts import HELD, NOT_HELD, STATUSES, check_rows, conjunction, describe, part_status
 
-__all__ = ["KEYS", "save_figure", "combine_parts", "run_sections", "write_report"]
+__all__ = ["KEYS", "PIPELINE_CHECK", "save_figure", "combine_parts", "run_sections", "write_report"]
+
+# What a ``--quick`` verdict says first, in the printed line and the report: too few seeds and steps
+PIPELINE_CHECK = "PIPELINE CHECK, NOT EVIDENCE (--quick: too few seeds and steps to test the claim). "
 
 KEYS = ("claim", "setup", "results", "verdict", "figures")
 
@@ -144,10 +147,13 @@ def run_sections(claim: str, sections: Sequence[tuple[str, Callable[..., dict[st
     return combine_parts(claim, {name: fn(out, seeds, sizes) for name, fn in sections}, setup)
 
 
-def write_report(out_dir: str | Path, result: dict[str, Any]) -> dict[str, Path]:
+def write_report(out_dir: str | Path, result: dict[str, Any],
+                 started_at: str | None = None) -> dict[str, Path]:
     """Write ``report.json`` and ``report.md`` for ``result`` into ``out_dir``; return their paths.
 
-    Figures listed in ``result["figures"]`` must already exist in ``out_dir``.
+    Figures listed in ``result["figures"]`` must already exist in ``out_dir``. ``started_at`` is
+    when the run started (UTC, ISO); the seeds are ``result["setup"]["seeds"]`` (0 to n - 1). A
+    ``--quick`` result (``setup["quick"]``) is labelled a pipeline check in its verdict.
     """
     _check(result)
     out = Path(out_dir)
@@ -155,10 +161,18 @@ def write_report(out_dir: str | Path, result: dict[str, Any]) -> dict[str, Path]
     missing = [f for f in result["figures"] if not (out / f).is_file()]
     if missing:
         raise FileNotFoundError(f"figures listed in the result are not in {out}: {missing}")
-    metadata = run_metadata()
+    seeds = result["setup"].get("seeds")
+    metadata = run_metadata(seed=0 if seeds else None,
+                            seeds=f"0 to {seeds - 1}" if isinstance(seeds, int) else seeds)
+    if started_at is not None:
+        metadata["started_at"] = started_at
     paths = {"json": out / "report.json", "markdown": out / "report.md"}
+    quick = bool(result["setup"].get("quick"))
+    if quick and not result["verdict"]["reason"].startswith(PIPELINE_CHECK):
+        result["verdict"]["reason"] = PIPELINE_CHECK + result["verdict"]["reason"]  # the caller prints it too
     status = status_of(result["verdict"])
-    result = {**result, "verdict": {"status": status, "held": status == HELD, **result["verdict"]}}
+    result = {**result, "verdict": {"status": status, "held": status == HELD, "evidence": not quick,
+                                    **result["verdict"]}}
     paths["json"].write_text(json.dumps({**result, "run": metadata}, indent=2, default=str))
     paths["markdown"].write_text(render_markdown(result, metadata))
     return paths

@@ -15,7 +15,9 @@ episode is one path through a binary tree of depth ``rounds - 1``:
    is a gather over the tree;
 3. ``team_optimum`` enumerates every table over the (role, state) pairs that occur, ``2^M``
    policies in all (M = 10-14 here), and keeps the best: the exact team-optimal policy on these
-   problems, the yardstick of Experiment A;
+   problems. Chosen and scored on the same problems, the best of ``2^M`` is optimistic (it fits
+   their noise), so Experiment A chooses it on an independent, larger problem set and scores it on
+   the evaluation problems;
 4. ``exploitability`` of a joint policy: the most any one role gains by changing its own table
    alone (every table of that role enumerated), a Nash gap; ``gap`` is V* - V(policy).
 
@@ -158,8 +160,10 @@ def best_of(tree: Tree, tables: np.ndarray, chunk: int = 512) -> tuple[float, np
 
 
 def team_optimum(tree: Tree) -> tuple[float, np.ndarray]:
-    """V* and a team-optimal table, by enumerating every table over the pairs that occur."""
-    return best_of(tree, _tables(tree, tree.pairs()))
+    """V* and a team-optimal table, by enumerating every table over the pairs that occur; a state
+    that never occurs on the tree's problems plays the speaking mode (as ``learned_table``), so the
+    table can be scored on other problems (Experiment A chooses it on an independent set)."""
+    return best_of(tree, _tables(tree, tree.pairs(), base=np.ones((len(ROLES), tree.num_states), np.int8)))
 
 
 def exploitability(tree: Tree, table: np.ndarray) -> float:

@@ -76,9 +76,9 @@ from councilzoo.repro.tiny_lms import (  # noqa: E402
     tiny_lm_info,
     torch_threads,
 )
-from councilzoo.repro.verdicts import check, conjunction, describe, flag_status, interval_status  # noqa: E402
-from councilzoo.tasks import Problem, answers_equivalent, extract_answer  # noqa: E402
-from councilzoo.theory.stats import mean_ci, paired_cis  # noqa: E402
+from councilzoo.repro.verdicts import HELD, check, conjunction, describe, flag_status, interval_status  # noqa: E402
+from councilzoo.tasks import Problem, answers_equivalent, extract_answer, load_problems  # noqa: E402
+from councilzoo.theory.stats import paired_cis, seed_interval  # noqa: E402
 
 __all__ = [
     "CLAIM", "PROTOCOLS", "METRICS", "FULL", "QUICK", "LM_TEMPERATURE", "LM_ROUNDS", "run_cell",
@@ -106,12 +106,13 @@ FULL = {"seeds": 8, "steps": 15, "problems": 48, "test": 128, "levels": (0.55, 0
         "utt_candidates": 8, "utt_turns": 16, "utt_test": 250,
         # Experiment A (plan 2026-12-06, docs/reproductions.md): seeds from the pilot's power calculation
         "opt_levels": (0.7, 0.95), "opt_seeds": 16, "opt_steps": (1, 2, 4, 8, 16, 32), "opt_problems": 48,
-        "opt_test": 128}
+        "opt_test": 128, "opt_select": 512}  # selection problems: since 2026-12-07 (issue 46)
 QUICK = {"seeds": 2, "steps": 6, "problems": 24, "test": 96, "levels": (0.6, 0.9),
          "lm_seeds": 2, "lm_steps": 3, "lm_problems": 16, "lm_test": 60,
          "utt_seeds": 2, "utt_label_free_seeds": 0, "utt_steps": 2, "utt_problems": 8, "utt_episodes": 2,
          "utt_candidates": 4, "utt_turns": 8, "utt_test": 60,
-         "opt_levels": (0.7,), "opt_seeds": 2, "opt_steps": (1, 2, 4), "opt_problems": 16, "opt_test": 24}
+         "opt_levels": (0.7,), "opt_seeds": 2, "opt_steps": (1, 2, 4), "opt_problems": 16, "opt_test": 24,
+         "opt_select": 48}
 LM_PROPOSER, LM_REVIEWER = "solver-qwen-a", "solver-strong"  # tiny_lms.REGISTRY names
 LM_TEMPERATURE = 0.8
 LM_ROUNDS = 5
@@ -186,16 +187,16 @@ def simulated(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dict[s
                 values = [v for v in values if v is not None]
                 row[metric] = float(np.mean(values)) if values else None
                 if metric == "objective" and len(values) > 1:
-                    row["objective_ci"] = tuple(mean_ci(values, seed=0)[1:])
+                    row["objective_ci"] = tuple(seed_interval(values)[1:])
             rows.append(row)
             table[r][protocol] = row
         obj, acc = ({p: np.array([run["protocols"][p][m] for run in runs]) for p in PROTOCOLS}
                     for m in ("objective", "accuracy"))
         helps[r] = bool(acc["always_speak"].mean() > acc["never_review"].mean() + 0.02)
         diff = acc["tracer"] - acc["never_review"]
-        learns[r] = bool(mean_ci(diff, seed=0)[1] > 0) if len(diff) > 1 else bool(diff.mean() > 0)
+        learns[r] = interval_status(*seed_interval(diff)[1:]) == HELD
         gap = obj["tracer"] - np.maximum(obj["always_speak"], obj["never_review"])  # seed-paired
-        close[r] = mean_ci(gap, seed=0) if len(gap) > 1 else (float(gap[0]),) * 3
+        close[r] = seed_interval(gap)
     _plot_regret(cells[levels[-1]][0]["curve"], out_dir / "regret_vs_bound.png")
     _plot_frontier(table, out_dir / "accuracy_vs_calls.png")
     runs = [run for rs in cells.values() for run in rs]
@@ -357,7 +358,7 @@ def _plot_policies(runs: dict[str, list[dict]], bars: Sequence[str], title: str,
 def _paired(cells: list[dict], metric: str) -> tuple[float, float, float]:
     """Seed-paired mean difference tracer - always_speak of ``metric`` and its bootstrap interval."""
     diff = [c["tracer"][metric] - c["always_speak"][metric] for c in cells]
-    return mean_ci(diff, seed=0) if len(diff) > 1 else (diff[0], diff[0], diff[0])
+    return seed_interval(diff)
 
 
 def tiny_lm_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dict[str, Any]:
@@ -375,7 +376,7 @@ def tiny_lm_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> dic
             values = [c[protocol][metric] for c in cells if c[protocol][metric] is not None]
             row[metric] = float(np.mean(values)) if values else None
             if metric in ("accuracy", "calls_per_question") and len(values) > 1:
-                row[f"{metric}_ci"] = tuple(mean_ci(values, seed=0)[1:])
+                row[f"{metric}_ci"] = tuple(seed_interval(values)[1:])
         rows.append(row)
     acc, calls = _paired(cells, "accuracy"), _paired(cells, "calls_per_question")
     fewer = interval_status(calls[1], calls[2], 0.0, above=False)
@@ -514,7 +515,7 @@ def _paired_vs(cells: dict[str, list[dict]], arm: str, metric: str) -> tuple[flo
     if not pairs:
         return None
     diff = [a - b for a, b in pairs]
-    return mean_ci(diff, seed=0) if len(diff) > 1 else (diff[0], diff[0], diff[0])
+    return seed_interval(diff)
 
 
 def _fmt(value: float | None) -> str:
@@ -549,7 +550,7 @@ def utterance_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> d
             values = [c[metric] for c in cells[arm] if c[metric] is not None]
             row[metric] = float(np.mean(values)) if values else None
             if metric in ("first_proposal_accuracy", "accuracy") and len(values) > 1:
-                row[f"{metric}_ci"] = tuple(mean_ci(values, seed=0)[1:])
+                row[f"{metric}_ci"] = tuple(seed_interval(values)[1:])
         if arm == "controllers_only":
             rows.append(row)
             continue
@@ -628,15 +629,24 @@ def utterance_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -> d
 OPT_TOL = 0.02  # "gap near 0": under 2 points of accuracy - lambda * calls
 
 
+SELECT_SEED = 50_000  # the selection problems' seed offset: ids ``numeric-s<seed + 50000>-*``, no test id
+
+
 def run_optimum_cell(job: tuple[float, int, dict[str, Any]]) -> dict[str, Any]:
-    """One level and seed: the exact team optimum on the test problems (``team_optimal``), then
-    the learned controllers' gap to it and exploitability after each step count of the schedule."""
+    """One level and seed: the team-optimal table chosen on ``opt_select`` independent problems
+    (``team_optimal``) and scored on the test problems, then the learned controllers' gap to it and
+    exploitability after each step count of the schedule; the in-sample optimum on the test
+    problems is kept to show how optimistic it is."""
     reliability, seed, sizes = job
     steps = list(sizes["opt_steps"])
     tracer = simulated_tracer(reliability, seed, steps[-1], sizes["opt_problems"], sizes["opt_test"])
     test = tracer.eval_sets["synthetic:numeric"]
     tree = team_optimal.build_tree(tracer, test)
-    v_star, best = team_optimal.team_optimum(tree)
+    v_in_sample, _ = team_optimal.team_optimum(tree)
+    n = sizes["opt_select"]
+    select = load_problems("synthetic:numeric", "test", seed=seed + SELECT_SEED, limit=n, size=n)
+    _, chosen = team_optimal.team_optimum(team_optimal.build_tree(tracer, select))
+    v_star = float(team_optimal.policy_values(tree, chosen[None])[0])
     curve = []
     for t in steps:
         while tracer.step_count < t:
@@ -645,10 +655,10 @@ def run_optimum_cell(job: tuple[float, int, dict[str, Any]]) -> dict[str, Any]:
         value = float(team_optimal.policy_values(tree, table[None])[0])
         curve.append({"steps": t, "value": value, "gap": v_star - value,
                       "exploitability": team_optimal.exploitability(tree, table)})
-    per_problem = team_optimal.problem_values(tree, np.stack([best, table]))  # optimum, final learned
-    fixed = team_optimal.policy_values(tree, np.stack([np.ones_like(best), np.zeros_like(best)]))
-    return {"reliability": reliability, "seed": seed, "optimum": v_star, "curve": curve,
-            "always_speak": float(fixed[0]), "never_review": float(fixed[1]),
+    per_problem = team_optimal.problem_values(tree, np.stack([chosen, table]))  # optimum, final learned
+    fixed = team_optimal.policy_values(tree, np.stack([np.ones_like(chosen), np.zeros_like(chosen)]))
+    return {"reliability": reliability, "seed": seed, "optimum": v_star, "optimum_in_sample": v_in_sample,
+            "curve": curve, "always_speak": float(fixed[0]), "never_review": float(fixed[1]),
             "decision_pairs": len(tree.pairs()),
             "final_problem_gap": (per_problem[0] - per_problem[1]).tolist()}
 
@@ -660,7 +670,7 @@ def _plot_optimum(cells: list[dict], path: Path) -> None:
         steps = [p["steps"] for p in runs[0]["curve"]]
         for ax, key in zip(axes, ("gap", "exploitability"), strict=True):
             values = np.array([[p[key] for p in c["curve"]] for c in runs])
-            ci = np.array([mean_ci(v, seed=0) for v in values.T]) if len(runs) > 1 else None
+            ci = np.array([seed_interval(v) for v in values.T]) if len(runs) > 1 else None
             ax.plot(steps, values.mean(axis=0), marker="o", color=f"C{k}", label=f"r = {level:g}")
             if ci is not None:
                 ax.fill_between(steps, ci[:, 1], ci[:, 2], color=f"C{k}", alpha=0.2)
@@ -684,40 +694,51 @@ def team_optimum_part(out_dir: Path, seeds: int | None, sizes: dict[str, Any]) -
     for level in sizes["opt_levels"]:
         runs = [c for c in cells if c["reliability"] == level]
         for k, t in enumerate(sizes["opt_steps"]):
-            gap = mean_ci([c["curve"][k]["gap"] for c in runs], seed=0)
-            exp = mean_ci([c["curve"][k]["exploitability"] for c in runs], seed=0)
+            gap = seed_interval([c["curve"][k]["gap"] for c in runs])
+            exp = seed_interval([c["curve"][k]["exploitability"] for c in runs])
             rows.append({"reliability": level, "steps": t,
                          "optimum": float(np.mean([c["optimum"] for c in runs])),
+                         "optimum_in_sample": float(np.mean([c["optimum_in_sample"] for c in runs])),
                          "learned": float(np.mean([c["curve"][k]["value"] for c in runs])),
                          "gap": gap[0], "gap_ci": gap[1:], "exploitability": exp[0],
                          "exploitability_ci": exp[1:]})
-        final = mean_ci([c["curve"][-1]["gap"] for c in runs], seed=0)
-        shrink = mean_ci([c["curve"][0]["gap"] - c["curve"][-1]["gap"] for c in runs], seed=0)
+        final = seed_interval([c["curve"][-1]["gap"] for c in runs])
+        shrink = seed_interval([c["curve"][0]["gap"] - c["curve"][-1]["gap"] for c in runs])
         gaps = np.array([c["final_problem_gap"] for c in runs])  # (seeds, problems): V*'s - learned's reward
         over = paired_cis(gaps, np.zeros_like(gaps))
         checks[f"final_gap_near_zero_r{level:g}"] = check(
             "paper", interval_status(final[1], final[2], OPT_TOL, above=False),
-            f"95% CI over seeds of the gap to V* after {sizes['opt_steps'][-1]} steps below {OPT_TOL} "
+            f"95% t CI over seeds of the gap to V* (chosen on {sizes['opt_select']} independent problems, "
+            f"scored on the test problems) after {sizes['opt_steps'][-1]} steps below {OPT_TOL} "
             f"(over problems: [{over['over_problems'][0]:+.3f}, {over['over_problems'][1]:+.3f}])",
             list(final))
         checks[f"gap_shrinks_r{level:g}"] = check(
             "paper", interval_status(shrink[1], shrink[2]),
             f"95% CI of the seed-paired (gap after {sizes['opt_steps'][0]} - after {sizes['opt_steps'][-1]} "
             "steps) above 0", list(shrink))
-        exp = mean_ci([c["curve"][-1]["exploitability"] for c in runs], seed=0)
+        exp = seed_interval([c["curve"][-1]["exploitability"] for c in runs])
         checks[f"final_exploitability_r{level:g}"] = check(
-            "extension", interval_status(exp[1], exp[2], OPT_TOL, above=False),
-            f"95% CI of the exploitability after {sizes['opt_steps'][-1]} steps below {OPT_TOL} (reported: "
-            "regret matching promises a coarse correlated equilibrium, not the team optimum)",
+            "paper", interval_status(exp[1], exp[2], OPT_TOL, above=False),
+            f"95% t CI over seeds of the exploitability after {sizes['opt_steps'][-1]} steps below "
+            f"{OPT_TOL}: regret matching's guarantee is an equilibrium (no role gains alone), not the "
+            "team optimum",
             list(exp))
+        for control in ("never_review", "always_speak"):  # fixed policies through the same rule
+            gap = seed_interval([c["optimum"] - c[control] for c in runs])
+            checks[f"{control}_gap_near_zero_r{level:g}"] = check(
+                "control", interval_status(gap[1], gap[2], OPT_TOL, above=False),
+                f"the final-gap rule applied to {control}: if it passes too, the gap check does not "
+                "tell learning apart", list(gap))
     return {
         "setup": {"optimum_levels": list(sizes["opt_levels"]), "optimum_seeds": n_seeds,
                   "optimum_steps": list(sizes["opt_steps"]),
                   "optimum_problems_per_step": sizes["opt_problems"],
                   "optimum_test_problems": sizes["opt_test"],
-                  "optimum_method": "every mode sequence played on every test problem, every deterministic "
-                                    "joint table over the (role, state) pairs that occur enumerated "
-                                    "(repro.team_optimal)"},
+                  "optimum_selection_problems": sizes["opt_select"],
+                  "optimum_method": "every mode sequence played on every problem, every deterministic joint "
+                                    "table over the (role, state) pairs that occur enumerated "
+                                    "(repro.team_optimal); the best table chosen on independent selection "
+                                    "problems and scored on the test problems"},
         "results": {"team_optimum_curve": rows,
                     "team_optimum_cells": [{k: v for k, v in c.items()
                                             if k not in ("curve", "final_problem_gap")} for c in cells]},
