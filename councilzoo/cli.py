@@ -267,12 +267,14 @@ def _add_repro(sub) -> None:
     rp.set_defaults(on_interrupt="interrupted; rerun the same command to start again (models stay cached)")
     rp.add_argument(
         "claim",
-        choices=["corl", "comed", "tracer", "all", "corl-dose", "corl-cotrain", "real", "tracer-label-free"],
+        choices=["corl", "comed", "tracer", "all", "corl-dose", "corl-cotrain", "real", "tracer-label-free",
+                 "cross-family"],
         help="which paper's claim: corl (Co-RL), comed (COMED), tracer (TRACER) or all three; not in "
         "all, each with its own time budget: corl-dose (Co-RL's gain against its peers' skill), "
         "corl-cotrain (Co-RL co-trained with partners of another family against TTRL), real "
-        "(Co-RL against TTRL and supervised GRPO on SmolLM2-135M-Instruct) and tracer-label-free "
-        "(TRACER's utterance layer with its label-free arms)",
+        "(Co-RL against TTRL and supervised GRPO on SmolLM2-135M-Instruct), tracer-label-free "
+        "(TRACER's utterance layer with its label-free arms) and cross-family (Co-RL with SmolLM2 and "
+        "Gemma-3-270M in one cohort)",
     )
     rp.add_argument("--out", default="runs/repro", help="output folder (one subfolder per claim)")
     rp.add_argument(

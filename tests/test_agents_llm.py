@@ -241,3 +241,31 @@ def test_the_concise_prompt_style_asks_for_the_number_and_a_bad_style_is_refused
     assert default.messages[-1]["content"].endswith("\\boxed{...}.")
     with pytest.raises(ValueError, match="prompt style must be one of"):
         LLMAgent(ContractBreaker(), prompt_style="terse")
+
+
+def test_the_few_shot_style_shows_worked_examples_to_answering_roles_only():
+    from councilzoo.agents.prompts import EXEMPLARS
+
+    (request,) = LLMAgent(ContractBreaker(), prompt_style="few_shot").plan([ANCHOR])
+    roles = [m["role"] for m in request.messages]
+    assert roles == ["system"] + ["user", "assistant"] * len(EXEMPLARS) + ["user"]
+    assert request.messages[2]["content"] == EXEMPLARS[0][1]
+    assert request.messages[-1]["content"].endswith("End with: The answer is N.")
+    verifier = TurnContext(0, "verifier", "verifier", 0, ANCHOR.problem, (), (Mode.ANSWER,), ANCHOR.features)
+    assert [m["role"] for m in render_messages(verifier, style="few_shot")] == ["system", "user"]
+
+
+def test_a_tokenizer_without_a_chat_template_is_prompted_with_completion_text(tiny_model_dir):
+    """A base model (no chat template) reads the conversation as plain text after its BOS token,
+    worked examples answered, ending on the open "Answer:" it completes."""
+    from transformers import AutoTokenizer
+
+    from councilzoo.agents.generators.chat_template import render_prompt
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    tokenizer.chat_template, tokenizer.bos_token = None, tokenizer.eos_token
+    (request,) = LLMAgent(ContractBreaker(), prompt_style="few_shot").plan([ANCHOR])
+    text = tokenizer.decode(render_prompt(tokenizer, request.messages))
+    assert text.startswith(tokenizer.bos_token + request.messages[0]["content"] + "\n\n")
+    assert "\nAnswer: 4 + 3 = 7. The answer is 7.\n\n" in text
+    assert text.endswith(request.messages[-1]["content"] + "\nAnswer:")

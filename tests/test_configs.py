@@ -202,6 +202,21 @@ def test_cohort_prompt_style_is_checked_before_work():
         load_config({"members": members, "prompt_style": "chatty"}, CoRLConfig)
 
 
+def test_a_member_has_its_own_prompt_style_and_its_stop_strings_need_seeded_sampling():
+    """A base model beside an instruction model: its own style over the cohort's, and stop strings,
+    which only the cohort's seeded sampling applies."""
+    from councilzoo.learners.corl import CoRLConfig
+
+    base = {"name": "b", "tiny_family": "llama", "prompt_style": "few_shot", "stop": ["\nQuestion:"]}
+    members = [{"name": "a", "tiny_family": "qwen3"}, base]
+    cfg = load_config({"members": members, "prompt_style": "concise", "seeded_sampling": True}, CoRLConfig)
+    assert (cfg.member_style(0), cfg.member_style(1)) == ("concise", "few_shot")
+    with pytest.raises(ConfigError, match="stop strings need seeded_sampling"):
+        load_config({"members": members}, CoRLConfig)
+    with pytest.raises(ConfigError, match="prompt style must be one of"):
+        load_config({"members": [members[0], {**base, "prompt_style": "fewshot"}]}, CoRLConfig)
+
+
 def test_a_cohort_configs_member_mistakes_come_together_with_file_and_line(tmp_path):
     """Three mistakes in two members and one at the top: one run names all four, each with the line
     of the member (or key) it concerns."""

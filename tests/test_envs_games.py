@@ -219,6 +219,22 @@ def test_escalation_paths(moves, path, final, escalated):
     assert (info["collab_correct"] is None) == (escalated == 0)
 
 
+@pytest.mark.parametrize(("anchor_says", "probe_says", "final"), [("42", "42", "42"), ("42", "41", "42"),
+                                                               (None, "42", "42")])
+def test_a_verifier_stating_no_answer_leaves_the_answer_it_checked(anchor_says, probe_says, final):
+    """A verifier reply cut before it answers ("Ben has 3 + 4 = 7 books now. Ben has 3 + 4 =") is
+    no verdict: the anchor's answer stands (the probe's where the anchor stated none), and no harm
+    is counted where the anchor was right."""
+    env = escalation_v0.raw_env(num_peers=2, problems=[PROBLEM])
+    env.reset(seed=0)
+    first = anchor(anchor_says) if anchor_says else say(Mode.ANSWER, None, "I am not sure.")
+    run(env, [first, Action(Mode.VERIFY), say(Mode.ANSWER, probe_says), Action(Mode.VERIFY),
+              say(Mode.ANSWER, None, "Let me check both candidates.")])
+    record = env.episode_record()
+    assert (record.final_answer, record.correct, record.info["verifier_stated"]) == (final, True, False)
+    assert record.info["harm"] is False and record.info["rescue"] is (anchor_says is None)
+
+
 def test_escalation_probe_turn_role_and_features():
     env = escalation_v0.raw_env(num_peers=2, problems=[UNLABELED])
     env.reset(seed=0)

@@ -59,3 +59,36 @@ def test_the_real_models_replies_are_recorded_and_costed(council_run):
             assert 0 < turn.cost.completion_tokens <= MAX_NEW_TOKENS and turn.cost.prompt_tokens > 20, name
             assert turn.cost.calls >= 1
 
+
+
+@pytest.fixture(scope="module")
+def two_family_run(smollm2_dir, gemma_dir, tmp_path_factory) -> Path:
+    """``eval --protocol all`` on 4 problems with SmolLM2 and Gemma-3-270M seats (the shipped
+    configs/eval_smollm2_gemma.yaml, shortened)."""
+    council = yaml.safe_load((ROOT / "configs" / "eval_smollm2_gemma.yaml").read_text())
+    for spec in council["models"].values():
+        spec["agent"]["sampling"]["max_new_tokens"] = 16  # Gemma's "4 + 3 = 7. The answer is 7." fits
+    council.update(samples=2, debate_rounds=1)
+    council["comed"]["dev_size"] = 10
+    tmp = tmp_path_factory.mktemp("two_family_eval")
+    (tmp / "agents.yaml").write_text(yaml.safe_dump(council))
+    out = tmp / "run"
+    args = argparse.Namespace(protocol="all", agents=str(tmp / "agents.yaml"),
+                              dataset="synthetic:word_problems", split="test", path=None, dev_path=None,
+                              limit=4, out=str(out), seed=0, overwrite=False)
+    assert main(args) == 0
+    return out
+
+
+def test_both_families_play_every_protocol(two_family_run):
+    """Every protocol scores every problem with rescue - harm = the accuracy change, and every
+    debater of both families speaks (Gemma's seats in completion text, SmolLM2's in its template)."""
+    report = json.loads((two_family_run / "report.json").read_text())
+    assert set(report["protocols"]) == set(PROTOCOLS)
+    for name, row in report["protocols"].items():
+        counts = row["counts"]
+        assert row["n"] == 4, name
+        assert counts["rescue"] - counts["harm"] == counts["accuracy"] - counts["anchor_accuracy"], name
+    records = list(EpisodeLog(two_family_run / "episodes" / "debate.jsonl").load().values())
+    speakers = {t.agent for r in records for t in r.turns if t.text}
+    assert {"peer_0", "peer_1", "peer_2"} <= speakers

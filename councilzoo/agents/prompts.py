@@ -73,9 +73,24 @@ CONCISE_INSTRUCTIONS: dict[str, str] = {
     **dict.fromkeys(("peer", "proposer", "anchor", "probe", "member"), "Answer with the number only."),
     "verifier": "Answer with the number you judge right only.",
 }
+# The "few_shot" style, for base models (Gemma-3-270M) that continue text rather than follow
+# instructions: the answering roles see worked examples before the question, as earlier turns of
+# the conversation, and answer in their form ("4 + 3 = 7. The answer is 7.").
+FEW_SHOT_INSTRUCTIONS: dict[str, str] = {
+    **CONCISE_INSTRUCTIONS,
+    **dict.fromkeys(("peer", "proposer", "anchor", "probe", "member"), "End with: The answer is N."),
+}
+EXEMPLARS: tuple[tuple[str, str], ...] = (
+    ("Mia has 4 stickers and gets 3 more. How many stickers does Mia have now?",
+     "4 + 3 = 7. The answer is 7."),
+    ("Leo has 9 marbles and gives away 5. How many marbles does Leo have left?",
+     "9 - 5 = 4. The answer is 4."),
+)
+EXEMPLAR_ROLES = frozenset({"peer", "proposer", "anchor", "probe", "member"})
 PROMPT_STYLES = {
     "default": (ROLE_PROMPTS, INSTRUCTIONS),
     "concise": (CONCISE_ROLE_PROMPTS, CONCISE_INSTRUCTIONS),
+    "few_shot": (CONCISE_ROLE_PROMPTS, FEW_SHOT_INSTRUCTIONS),
 }
 
 
@@ -181,8 +196,9 @@ def render_messages(
 
     ``role_prompts`` / ``instructions`` override the texts of ``style`` (``PROMPT_STYLES``) per
     role (code problems default to ``CODE_INSTRUCTIONS`` for the answering roles); an unknown role
-    uses the ``peer`` texts. The problem's images lead the user message (``with_images=False``: a
-    note instead, for text-only models).
+    uses the ``peer`` texts. The ``few_shot`` style puts ``EXEMPLARS`` before the question of an
+    answering role, as earlier user and assistant turns. The problem's images lead the user
+    message (``with_images=False``: a note instead, for text-only models).
     """
     check_prompt_style(style)
     style_prompts, style_instructions = PROMPT_STYLES[style]
@@ -191,10 +207,17 @@ def render_messages(
     defaults = {**style_instructions, **CODE_INSTRUCTIONS} if code else style_instructions
     closing = {**defaults, **(instructions or {})}
     section = _context_section(ctx, max_chars)
-    parts = (_question(ctx.problem), section, closing.get(ctx.role, closing["peer"]))
+    instruction = closing.get(ctx.role, closing["peer"])
+    parts = (_question(ctx.problem), section, instruction)
     user = "\n\n".join(p for p in parts if p)
+    examples = []
+    if style == "few_shot" and ctx.role in EXEMPLAR_ROLES and not code:
+        for question, answer in EXEMPLARS:
+            examples += [{"role": "user", "content": f"Question: {question}\n\n{instruction}"},
+                         {"role": "assistant", "content": answer}]
     return [
         {"role": "system", "content": prompts.get(ctx.role, prompts["peer"])},
+        *examples,
         {"role": "user", "content": _user_content(user, ctx.problem.images, with_images)},
     ]
 

@@ -23,7 +23,8 @@ Controlled model escalation: an anchor answers, a controller decides whether to 
    peer_0 in role `probe` ANSWERs once) or ESCALATE.
 3. After the probe (phase 1), the controller again: ACCEPT (final = anchor's answer), VERIFY (the
    verifier ANSWERs once, adjudicating between the anchor's and the probe's answers; final = its
-   answer) or ESCALATE.
+   answer, or, when its reply states none (`verifier_stated: false`), the anchor's answer it was
+   asked to check (the probe's if the anchor stated none): a silent verifier is no harm) or ESCALATE.
 4. ESCALATE runs debate-v0's rules (`DebateRounds`, same tie rule) among the k peers for
    `debate_rounds` rounds; peers see the anchor's answer (and the probe's, if any); round 1 all
    SPEAK, later rounds SPEAK or SKIP; rounds are simultaneous (`upcoming_turns()` lists every
@@ -55,7 +56,8 @@ Every agent gets the team reward `float(correct) - lam * cost` at the end (`cost
 or "tokens"). Infos and the episode record carry `path` ("accept", "probe_accept",
 "probe_verify", "escalate", "probe_escalate"), `anchor_answer`, `anchor_correct`, `collab_answer`,
 `collab_correct` (None where no collaboration ran), `escalated` (1 iff the final answer came from
-a collaboration path: verify or escalate), `consistency`, `probe_answer`, `probe_agrees`, and
+a collaboration path: verify or escalate), `consistency`, `probe_answer`, `probe_agrees`,
+`verifier_stated` (whether the verifier's reply stated an answer; None without a verifier turn), and
 the rescue/harm labels `rescue` = escalated and anchor wrong and collaboration right, `harm` =
 escalated and anchor right and collaboration wrong (None on unlabeled problems), so that
 final correctness = (1 - e) Y_a + e Y_c exactly.
@@ -160,6 +162,7 @@ class raw_env(CouncilEnv):
         self.probe_answer: str | None = None
         self.probe_done = False
         self.collab_answer: str | None = None
+        self.verifier_stated: bool | None = None  # None: no verifier turn
         self.debate: DebateRounds | None = None
         self._round_no = 0
         self.agent_selection = "anchor"
@@ -200,8 +203,10 @@ class raw_env(CouncilEnv):
             self.probe_answer, self.probe_done = turn.answer, True
             self.stage, self.agent_selection = GATE, "controller"
             return False
-        if self.stage == VERIFY:
-            self.collab_answer = turn.answer
+        if self.stage == VERIFY:  # a verifier that states no answer leaves the one it was asked to check
+            self.verifier_stated = turn.answer is not None
+            checked = self.anchor_answer if self.anchor_answer is not None else self.probe_answer
+            self.collab_answer = turn.answer if self.verifier_stated else checked
             return True
         new_round, over = self.debate.play(turn)
         if new_round:
@@ -284,6 +289,7 @@ class raw_env(CouncilEnv):
             "router_margin": router_margin(self.problem),
             "probe_answer": self.probe_answer,
             "probe_agrees": self._probe_agrees(),
+            "verifier_stated": self.verifier_stated,
             "rescue": rescue,
             "harm": harm,
         }

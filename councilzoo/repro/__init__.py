@@ -1,12 +1,14 @@
 """``councilzoo repro CLAIM``: each paper's central claim, reproduced at toy scale.
 
 Claims: ``corl`` (councilzoo.repro.corl), ``comed`` (councilzoo.repro.comed), ``tracer``
-(councilzoo.repro.tracer), or ``all`` of these three; and three experiments run by name only, each
+(councilzoo.repro.tracer), or ``all`` of these three; and five experiments run by name only, each
 with its own time budget: ``corl-dose`` (councilzoo.repro.corl_dose: Co-RL's dose-response,
 Experiment B, an extension), ``corl-cotrain`` (councilzoo.repro.corl_cotrain: Co-RL decided by
 co-training against TTRL), ``real`` (councilzoo.repro.real: the pre-registered experiment on
 SmolLM2-135M-Instruct; it needs the real model) and ``tracer-label-free``
-(councilzoo.repro.tracer_label_free: TRACER's utterance layer with its label-free arms, 8 seeds).
+(councilzoo.repro.tracer_label_free: TRACER's utterance layer with its label-free arms, 8 seeds)
+and ``cross-family`` (councilzoo.repro.cross_family: Co-RL with SmolLM2 and Gemma-3-270M in one
+cohort; it needs both real models).
 Each module exposes ``run(out_dir, seeds, quick) -> dict``
 (the result format of ``councilzoo.repro.report``); ``main`` imports it lazily, runs it into
 ``OUT/<module>/`` (``OUT/corl_dose/`` for ``corl-dose``) and writes ``report.md`` + ``report.json``
@@ -38,7 +40,7 @@ CLAIMS = ("corl", "comed", "tracer")
 # comed), so the shortest fills the cores last and no core idles at the end
 LONGEST_FIRST = ("tracer", "corl", "comed")
 # not in ``all``: each has its own time budget
-OWN_COMMANDS = ("corl-dose", "corl-cotrain", "real", "tracer-label-free")
+OWN_COMMANDS = ("corl-dose", "corl-cotrain", "real", "tracer-label-free", "cross-family")
 MIN_SEEDS = 2  # every claim's checks are intervals over seeds: one seed gives a zero-width interval
 
 

@@ -81,14 +81,16 @@ def sample_answers(model: str | Path, problems: Sequence[Problem], view: int, ge
 
 
 def train_cohort(
-    kind: str, rule: str, members: Sequence[tuple[str, str, int]], seed: int, settings: dict,
+    kind: str, rule: str, members: Sequence[tuple], seed: int, settings: dict,
     data: DataConfig, evaluation: EvalConfig, out: Path, trainer: dict[str, Any],
     max_completion_length: int = MAX_NEW_TOKENS, peft: dict[str, Any] | None = None,
-    prompt_style: str = "default",
+    prompt_style: str = "default", seeded_sampling: bool = False,
 ) -> dict[str, list[float]]:
-    """Per-step curves of one cohort (members: (name, model folder, view)) trained by ``kind``'s
-    learner under ``rule`` on the engine users run (``councilzoo train``: one world per member;
-    ``peft``: every member's LoRA settings, None for full weights; ``prompt_style`` the members'):
+    """Per-step curves of one cohort (members: (name, model folder, view), optionally with a dict of
+    the member's own ``MemberConfig`` settings such as ``prompt_style`` and ``stop``) trained by
+    ``kind``'s learner under ``rule`` on the engine users run (``councilzoo train``: one world per
+    member; ``peft``: every member's LoRA settings, None for full weights; ``prompt_style`` the
+    members' default):
     greedy accuracy on ``evaluation`` (at eval steps, else NaN) and the learners' logged diagnostics
     (label accuracy with unlabeled items counted wrong, label precision over labeled items only,
     answer entropy, wrong consensus), means over members; and the first member's accuracy and wrong
@@ -96,8 +98,9 @@ def train_cohort(
     checkpoint)."""
     learner_class, config_class = LEARNERS[kind]
     cfg = config_class(
-        members=[MemberConfig(name=f"m{i}-{name}", model=model, view=view, peft=peft)
-                 for i, (name, model, view) in enumerate(members)],
+        members=[MemberConfig(name=f"m{i}-{name}", model=model, view=view, peft=peft,
+                              **(own[0] if own else {}))
+                 for i, (name, model, view, *own) in enumerate(members)],
         reward_rule=rule,
         num_generations=settings["generations"],
         prompts_per_step=settings["prompts"],
@@ -110,6 +113,7 @@ def train_cohort(
         trainer=trainer,
         distributed=DistributedConfig(port=_free_port()),
         prompt_style=prompt_style,
+        seeded_sampling=seeded_sampling,
         warm_start=True,  # many short runs: each world forks from one import of torch and TRL
     )
     learner_class(cfg).train(overwrite=True)

@@ -19,6 +19,10 @@ Extraction rules (``extract_answer``), first that applies wins:
    first paragraph that holds one, so a rambling paragraph after the answer does not override it,
    while "8 + 3 = 12. No: 8 + 3 = 11." gives 11. Only words may follow N in its sentence, none of
    them a connective or an operation ("= 7 and then multiply by" is reasoning, not a result).
+   A later paragraph that opens with a conclusion ("In total, Ada has 2 + 4 = 6 cards.", also
+   "In all", "Altogether", "So", "Thus", "Therefore", "Finally") states the final result instead;
+5. numeric only: a first line that is a number alone, perhaps with one word and a period ("10",
+   "10 apples."): the number a model asked for the number only gives before explaining it.
 
 A reply cut at the token limit (``truncated=True``) is read without its unfinished last sentence:
 "so the answer is 4 + 6" or "= 12 app" at the cut state nothing, while a complete ``\\boxed{}``
@@ -105,6 +109,8 @@ _RESULT_TAIL_BAD_RE = re.compile(
     r"[\d,;:(*/+^%-]|\b(?:and|then|but|so|which|because|plus|minus|times|of|by|from|divided|multiplied)\b",
     re.IGNORECASE,
 )  # what makes "= N ..." a step of reasoning rather than its result
+_CONCLUSION_RE = re.compile(r"\s*(?:in total|in all|altogether|so|thus|therefore|finally)\b", re.IGNORECASE)
+_LONE_NUMBER_RE = re.compile(r"\**(-?\d[\d,]*(?:\.\d+)?)\**(?:\s+[a-zA-Z]+)?\.?")
 _SENTENCE_END_RE = re.compile(r"[.!?](?=\s|$)|\n")
 _MORE_WORK_RE = re.compile(r"\b(?:need to|we can|to find)\b", re.IGNORECASE)
 _FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
@@ -293,12 +299,22 @@ def _still_reasoning(text: str, finished: str, answer: str) -> bool:
 
 
 def _stated_result(text: str) -> str | None:
-    """The last closing "= N" of the first paragraph that holds one (rule 4)."""
+    """The last closing "= N" of the first paragraph that holds one, or of the last paragraph that
+    opens with a conclusion ("In total, ...") and holds one (rule 4)."""
+    found = None
     for paragraph in re.split(r"\n\s*\n", text):
         results = [m.group(1) for m in _RESULT_RE.finditer(paragraph) if not _RESULT_TAIL_BAD_RE.search(m[2])]
-        if results:
-            return results[-1].replace(",", "")
-    return None
+        if results and (found is None or _CONCLUSION_RE.match(paragraph)):
+            found = results[-1].replace(",", "")
+    return found
+
+
+def _lone_number(text: str) -> str | None:
+    """A first line that is a number and nothing else ("10", "10 apples."): what a model asked for
+    the number only states (rule 5)."""
+    first = text.strip().split("\n", 1)[0]
+    match = _LONE_NUMBER_RE.fullmatch(first.strip())
+    return match.group(1).replace(",", "") if match else None
 
 
 @lru_cache(maxsize=PARSE_CACHE_SIZE)
@@ -320,7 +336,7 @@ def _extract_answer(text: str, kind: str, fallback_last_number: bool, truncated:
         answer = _clean_number(raw) if kind == "numeric" else _clean_math(raw, is_boxed)
         if answer is not None:
             return answer
-    if kind == "numeric" and (result := _stated_result(text)) is not None:
+    if kind == "numeric" and (result := _stated_result(text) or _lone_number(text)) is not None:
         return result
     if fallback_last_number:
         numbers = _NUMBER_RE.findall(text.replace("\\!", ""))

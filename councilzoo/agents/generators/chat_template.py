@@ -1,5 +1,6 @@
 """Prompt rendering: chat messages to prompt token ids through the model's chat template, with the
-template's date fixed.
+template's date fixed; a model without a chat template (a base model) gets them as plain completion
+text (``completion_text``).
 
 Rendering has one home so that the transformers and vLLM backends feed the model the very same
 prompt token ids (vLLM receives ids, never text), which is what makes their greedy outputs
@@ -9,13 +10,16 @@ comparable token for token.
 from __future__ import annotations
 
 __all__ = [
-    "TEMPLATE_DATE", "chat_template_kwargs", "check_template_date", "apply_chat_template", "render_prompt",
+    "TEMPLATE_DATE", "COMPLETION_STOP", "chat_template_kwargs", "check_template_date", "apply_chat_template",
+    "completion_text", "prompt_text", "render_prompt",
 ]
 
 # The date every chat template renders. Llama-3 templates write today's date into the system turn
 # unless given ``date_string`` (through transformers' ``strftime_now``), so prompt tokens would
 # change at midnight and a resumed run would read other prompts than an uninterrupted one.
 TEMPLATE_DATE = "26 Jul 2024"  # Llama-3.1's own fallback
+# Where a completion-form reply ends: a base model goes on to write the next question itself.
+COMPLETION_STOP = ("\nQuestion:",)
 
 
 def chat_template_kwargs(processing=None) -> dict:
@@ -58,10 +62,36 @@ def apply_chat_template(processing, messages, **kwargs):
     )
 
 
+def completion_text(messages: list[dict], bos_token: str | None = None) -> str:
+    """Chat messages as the plain text a base model continues: the system text, then each user
+    turn followed by "Answer:" and, for earlier turns (worked examples), the assistant's reply;
+    the text ends on the open "Answer:" of the last question. ``bos_token`` leads it, as a chat
+    template would write it (the prompt is tokenised without special tokens)."""
+    parts = [bos_token or ""]
+    for message in messages:
+        content = message["content"]
+        if message["role"] == "system":
+            parts.append(f"{content}\n\n")
+        elif message["role"] == "user":
+            parts.append(f"{content}\nAnswer:")
+        else:
+            parts.append(f" {content}\n\n")
+    return "".join(parts)
+
+
+def prompt_text(tokenizer, messages: list[dict]) -> str:
+    """``messages`` rendered for ``tokenizer``'s model: through its chat template when it has one,
+    as completion text (``completion_text``) when it has none."""
+    if getattr(tokenizer, "chat_template", None):
+        return apply_chat_template(tokenizer, messages)
+    return completion_text(messages, getattr(tokenizer, "bos_token", None))
+
+
 def render_prompt(tokenizer, prompt: str | list[dict], *, images: bool = False) -> list[int]:
     """Prompt token ids: chat messages through the tokenizer's chat template (with the assistant
-    generation prompt), strings taken as already rendered. No special tokens are added in either
-    case: a chat template writes its own, and a rendered string already holds them.
+    generation prompt), or as completion text where the tokenizer has none (``prompt_text``);
+    strings taken as already rendered. No special tokens are added: a chat template writes its
+    own, completion text starts with the BOS token, and a rendered string already holds them.
 
     ``images``: the model reads images, and its template renders image parts as its placeholder
     tokens; for a text-only model a prompt with image parts is an error, and text parts are
@@ -79,10 +109,5 @@ def render_prompt(tokenizer, prompt: str | list[dict], *, images: bool = False) 
                     "render the prompt without images (LLMAgent does so for text-only generators)"
                 )
             prompt = text_messages(prompt)
-        if not getattr(tokenizer, "chat_template", None):
-            raise ValueError(
-                f"tokenizer {getattr(tokenizer, 'name_or_path', '')!r} has no chat template: pass "
-                "already-rendered strings, or set tokenizer.chat_template"
-            )
-        text = apply_chat_template(tokenizer, prompt)
+        text = prompt_text(tokenizer, prompt)
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])

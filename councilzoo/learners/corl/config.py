@@ -49,6 +49,18 @@ class MemberConfig:
         },
     )
     view: int = field(default=0, metadata={"help": "Paraphrase view of the items (0 = original wording)."})
+    prompt_style: str | None = field(
+        default=None,
+        metadata={"help": "This member's prompt texts (agents.prompts.PROMPT_STYLES), over the cohort's "
+                  "prompt_style: 'few_shot' for a base model. A model without a chat template is "
+                  "prompted with completion text either way."},
+    )
+    stop: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Strings that end this member's completions (a base model prompted with "
+                  "completion text goes on to write the next question: ['\\nQuestion:']); needs "
+                  "seeded_sampling (TRL's own generation takes none)."},
+    )
     trainer: dict[str, Any] = field(
         default_factory=dict, metadata={"help": "GRPOConfig fields for this member (over the cohort's)."}
     )
@@ -83,6 +95,8 @@ class MemberConfig:
             problems.append(f"member name must be non-empty and contain no '/', got {self.name!r}")
         if bool(self.model) == bool(self.tiny_family):
             problems.append(f"member {self.name!r}: give exactly one of 'model' and 'tiny_family'")
+        if self.prompt_style is not None:
+            gather(problems, check_prompt_style, self.prompt_style)
         nodes = 1 if self.nodes is None else self.nodes
         if self.num_processes < 1 or nodes < 1 or self.view < 0 or self.tiny_warmup_steps < 0:
             problems.append(
@@ -246,7 +260,14 @@ class CoRLConfig:
             settings, where = {**self.trainer, **member.trainer}, f"members[{i}] ({member.name})"
             if self.seeded_sampling:
                 _check_seeded_sampling(settings, where)
+            elif member.stop:
+                raise ValueError(f"{where}: stop strings need seeded_sampling: true (TRL's own generation "
+                                 "takes none)")
             check_sleep_mode(settings, owned, where)
+
+    def member_style(self, index: int) -> str:
+        """Member ``index``'s prompt style: its own, else the cohort's."""
+        return self.members[index].prompt_style or self.prompt_style
 
     def member_dir(self, index: int) -> Path:
         return Path(self.output_dir) / "members" / self.members[index].name

@@ -146,6 +146,19 @@ def member_sees_images(model_path: str) -> bool:
     return is_vision_language(AutoConfig.from_pretrained(model_path))
 
 
+def completion_prompts(model_path: str) -> Callable[[list[dict]], list[dict] | str]:
+    """How the member's prompt rows are written: chat messages, which TRL renders through the
+    chat template, or, for a model without one (a base model), its completion text."""
+    from transformers import AutoTokenizer
+
+    from councilzoo.agents.generators.chat_template import completion_text
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    if getattr(tokenizer, "chat_template", None):
+        return lambda messages: messages
+    return lambda messages: completion_text(messages, tokenizer.bos_token)
+
+
 def _resume_checkpoint(cfg: CoRLConfig, index: int, link: CohortLink | None, resume: bool) -> str | None:
     """The checkpoint every member has (the newest common step), or None to start fresh."""
     mine = engine.checkpoint_steps(cfg.member_dir(index)) if resume else []
@@ -184,9 +197,11 @@ def run_member(
     if vlm and cfg.eval.eval_steps and vllm_mode(args) == "server":
         raise ConfigError(f"member {member.name!r}: held-out evaluation through a vLLM server is for text "
                           "models; use vllm_mode: colocate for a VLM, or no eval")
+    style = cfg.member_style(index)
+    as_text = (lambda messages: messages) if vlm else completion_prompts(model_path)  # VLMs: processors
     rows = problem_rows(
         problems, cfg.seed, engine.rounds_needed(args), cfg.prompts_per_step,
-        lambda p: member_prompt(p, view, vlm, cfg.prompt_style),
+        lambda p: as_text(member_prompt(p, view, vlm, style)),
     )
     rank = int(os.environ.get("RANK", "0"))
     link = None
@@ -202,7 +217,7 @@ def run_member(
             load_items(cfg.eval, cfg.seed),
             cfg.eval.eval_steps,
             cfg.max_completion_length,
-            cfg.prompt_style,
+            style,
         )
         callbacks = [*callbacks, held_out]
     cbs = [
@@ -213,7 +228,7 @@ def run_member(
     with link if link is not None else nullcontext():
         checkpoint = _resume_checkpoint(cfg, index, link, resume) if rank == 0 else None
         checkpoint = _broadcast_from_main(checkpoint)
-        rollout = SeededSampling(cfg.seed, cfg.num_generations) if cfg.seeded_sampling else None
+        rollout = SeededSampling(cfg.seed, cfg.num_generations, member.stop) if cfg.seeded_sampling else None
         rewards = reward_functions(cfg, index, problems, link)
         trainer = engine.build_trainer(
             model_path, model_path, args, rows, rewards, cbs, member.peft, rollout_func=rollout

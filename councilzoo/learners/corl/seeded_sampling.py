@@ -43,8 +43,8 @@ class SeededSampling:
     TRL's sampler. Returns TRL's rollout fields, with vLLM's sampled-token log-probabilities for
     TRL's importance-sampling correction (None with transformers: TRL scores the old policy)."""
 
-    def __init__(self, seed: int, num_generations: int) -> None:
-        self.seed, self.num_generations = seed, num_generations
+    def __init__(self, seed: int, num_generations: int, stop: tuple[str, ...] | list[str] = ()) -> None:
+        self.seed, self.num_generations, self.stop = seed, num_generations, tuple(stop)
 
     def __call__(self, prompts: list, trainer: Any) -> dict[str, Any]:
         from councilzoo.learners.live_policy import policy_generator, vllm_mode
@@ -52,7 +52,8 @@ class SeededSampling:
         g, args = self.num_generations, trainer.args
         start = trainer.accelerator.process_index * len(prompts)
         sampling = Sampling(
-            max_new_tokens=args.max_completion_length, temperature=args.temperature, top_p=args.top_p
+            max_new_tokens=args.max_completion_length, temperature=args.temperature, top_p=args.top_p,
+            stop=self.stop,
         )
         by_group: dict[int, list[int]] = {}
         for i in range(len(prompts)):

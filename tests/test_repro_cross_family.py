@@ -1,0 +1,75 @@
+"""The cross-family experiment's rules (``councilzoo.repro.cross_family``), decided by code from the
+numbers: Cohen's kappa, the diversity change, C1-C4 and the power calculation; and its --quick
+pipeline check on both real models (real tier)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from councilzoo.repro import cross_family as cf
+
+
+def test_cohen_kappa_is_one_for_agreement_zero_for_independence_and_negative_for_opposition():
+    a = np.array([1, 1, 0, 0, 1, 0, 1, 0], bool)
+    assert cf.cohen_kappa(a, a) == pytest.approx(1.0)
+    assert cf.cohen_kappa(a, ~a) == pytest.approx(-1.0)
+    b = np.array([1, 0, 1, 0, 1, 0, 1, 0], bool)  # agrees on 6 of 8 at chance 0.5: (0.75 - 0.5) / 0.5
+    assert cf.cohen_kappa(a, b) == pytest.approx(0.5)
+    assert np.isnan(cf.cohen_kappa(np.ones(4, bool), np.ones(4, bool)))
+
+
+def test_error_agreement_counts_items_both_get_wrong_with_the_same_answer():
+    gold = ["1", "2", "3", "4"]
+    agreement = cf.error_agreement(["1", "5", "6", None], ["1", "5", "7", None], gold)
+    assert agreement["both_wrong_same_answer"] == pytest.approx(0.25)  # "5"; a shared None is no answer
+
+
+def test_diversity_change_is_last_quarter_minus_first_quarter():
+    assert cf.diversity_change([4, 4, 3, 3, 2, 2, 1, 1]) == pytest.approx(-3.0)
+    assert cf.diversity_change([2, None, 2, 2]) == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize(
+    ("differences", "status"),
+    [({"two samples": [0.3, 0.1, 0.5], "two paraphrases": [0.2, 0.05, 0.4]}, "HELD"),
+     ({"two samples": [0.3, 0.1, 0.5], "two paraphrases": [-0.3, -0.5, -0.1]}, "NOT HELD"),
+     ({"two samples": [0.3, -0.1, 0.5], "two paraphrases": [0.2, 0.05, 0.4]}, "INCONCLUSIVE")],
+)
+def test_c1_needs_every_within_family_kappa_above_the_cross_family_one(differences, status):
+    assert cf.decide_c1(differences)[0] == status
+
+
+def test_c2_holds_when_ttrl_loses_diversity_and_corl_keeps_more():
+    assert cf.decide_c2([0.0, 0.1, -0.1, 0.05], [-1.0, -1.2, -0.8, -1.1])[0] == "HELD"
+    assert cf.decide_c2([-2.0, -2.2, -1.8, -2.1], [-1.0, -1.2, -0.8, -1.1])[0] == "NOT HELD"
+    assert cf.decide_c2([0.0, 0.1, -0.1, 0.05], [0.0, 0.2, -0.2, 0.1])[0] == "INCONCLUSIVE"
+
+
+def test_c3_needs_every_member_to_gain_over_its_base():
+    assert cf.decide_c3({"smollm2": [0.1, 0.12, 0.08], "gemma": [0.05, 0.06, 0.04]})[0] == "HELD"
+    assert cf.decide_c3({"smollm2": [0.1, 0.12, 0.08], "gemma": [-0.05, -0.06, -0.04]})[0] == "NOT HELD"
+    assert cf.decide_c3({"smollm2": [0.1, 0.12, 0.08], "gemma": [0.1, -0.1, 0.0]})[0] == "INCONCLUSIVE"
+
+
+def test_c4_is_described_against_the_margin_with_the_papers_deltas_beside_it():
+    c4 = cf.describe_c4([0.50, 0.52, 0.51], [0.49, 0.50, 0.50], [0.40, 0.42, 0.38])
+    assert c4["cross minus same"]["within_margin"] and c4["cross minus same"]["mean"] == pytest.approx(0.11)
+    assert c4["paper"]["different family"] == [1.2, 0.6, 1.4, 0.7]
+
+
+def test_seeds_for_power_grows_with_noise_and_shrinks_with_the_effect():
+    few, many = cf.seeds_for_power(sd=0.02, effect=0.05), cf.seeds_for_power(sd=0.05, effect=0.05)
+    assert 2 <= few < many
+    # with sd = effect, a two-sided 95% t test needs about 10 seeds for 80% power
+    assert 9 <= many <= 11
+    with pytest.raises(ValueError, match="effect must be > 0"):
+        cf.seeds_for_power(sd=0.1, effect=0.0)
+
+
+def test_each_arm_prompts_its_members_by_their_models_registered_setting():
+    families = {arm: {model for _, model, _ in members} for arm, (_, _, members) in cf.ARMS.items()}
+    assert families["corl_cross"] == {cf.SMOLLM2, cf.GEMMA} and families["corl_same"] == {cf.SMOLLM2}
+    assert cf.member_settings(cf.GEMMA) == {"prompt_style": "few_shot", "stop": ["\nQuestion:"]}
+    assert cf.member_settings(cf.SMOLLM2) == {"prompt_style": "concise", "stop": []}
+    assert set(cf.DROP_FIRST) <= set(cf.ARMS) and set(cf.QUICK_ARMS) <= set(cf.ARMS)
