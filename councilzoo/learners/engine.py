@@ -260,7 +260,7 @@ def cut_at_token_limit(trainer: Any, completion_ids: Sequence[Sequence[int]]) ->
 
 
 def build_trainer(
-    model: str,
+    model: Any,
     tokenizer_path: str,
     args: Any,
     rows: list[dict],
@@ -268,8 +268,10 @@ def build_trainer(
     callbacks: Sequence[Any] = (),
     peft: Mapping[str, Any] | None = None,
     rollout_func: Any = None,
+    trainer_class: type | None = None,
 ) -> Any:
-    """A ``GRPOTrainer`` on ``rows`` with our callbacks in place of TRL's printed progress.
+    """A ``GRPOTrainer`` (or ``trainer_class``, a subclass) on ``rows`` with our callbacks in place
+    of TRL's printed progress. ``model`` is a path, or a model object (an adapter of a shared base).
 
     Callbacks that write into checkpoints go in ``callbacks``: ``CheckpointManifest`` is added
     after them, so each checkpoint's manifest lists what they wrote.
@@ -286,7 +288,7 @@ def build_trainer(
     if args.chat_template_kwargs and "date_string" not in chat_template_kwargs(tokenizer):
         # a template that reads no date is given none (a processor would pass it to its tokenizer)
         args.chat_template_kwargs = {k: v for k, v in args.chat_template_kwargs.items() if k != "date_string"}
-    trainer = GRPOTrainer(
+    trainer = (trainer_class or GRPOTrainer)(
         model=model,
         reward_funcs=reward_funcs,
         args=args,

@@ -193,8 +193,11 @@ def _run_worlds(
                     failed.append(f"member {cfg.members[i].name!r} exited with status {code}")
 
     try:
-        for i in indices:
-            procs[i] = _start_world(cfg, config_path, learner, i, resume)
+        for world in cfg.worlds(indices):  # a shared_base group is one world of several members
+            if len(world) > 1:
+                procs[world[0]] = _start_group_world(cfg, config_path, learner, world, resume)
+            else:
+                procs[world[0]] = _start_world(cfg, config_path, learner, world[0], resume)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while procs:
             reap()
@@ -250,6 +253,16 @@ def _start_world(
     if cfg.warm_start and member.num_processes == 1 and not member.accelerate_config:
         return _ForkedWorld(_member_argv(config_path, learner, index, resume), env)
     cmd = member_command(config_path, learner, index, member, resume)
+    return subprocess.Popen(cmd, env=env, start_new_session=True, preexec_fn=set_parent_death_signal)
+
+
+def _start_group_world(
+    cfg: CoRLConfig, config_path: Path, learner: str, indices: list[int], resume: bool
+) -> subprocess.Popen:
+    """Start a ``shared_base`` group's one-process world (``corl/shared_world.py``), as ``_start_world``."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **{LAUNCHER_ENV: str(os.getpid())})
+    entry = ["-m", "councilzoo.learners.corl.shared_world", str(config_path), "--learner", learner]
+    cmd = [sys.executable, *entry, "--members", *map(str, indices), *(["--resume"] if resume else [])]
     return subprocess.Popen(cmd, env=env, start_new_session=True, preexec_fn=set_parent_death_signal)
 
 

@@ -36,9 +36,9 @@ from councilzoo.processes import pid_alive
 from councilzoo.tasks import Problem, answers_equivalent, answers_for_batch
 
 __all__ = [
-    "HeldOutAccuracy", "member_model_path", "member_sees_images",
-    "run_member", "quiet_loading", "LAUNCHER_ENV", "PR_SET_PDEATHSIG", "die_with_launcher",
-    "set_parent_death_signal", "main",
+    "HeldOutAccuracy", "member_model_path", "member_sees_images", "run_member", "member_trainer",
+    "save_member", "last_row", "resume_checkpoint", "quiet_loading", "LAUNCHER_ENV", "PR_SET_PDEATHSIG",
+    "die_with_launcher", "set_parent_death_signal", "main",
 ]
 
 
@@ -124,12 +124,14 @@ class HeldOutAccuracy(engine.MetricsFile):
 
 
 def member_model_path(cfg: CoRLConfig, index: int) -> str:
-    """The member's model folder: a resolved local/hub model, or its built tiny model."""
+    """The member's model folder: a resolved local/hub model, or its built tiny model (in a
+    ``shared_base`` group, the group's first member's)."""
     from councilzoo.agents.generators.model_lookup import resolve_model_path
 
     member = cfg.members[index]
     if member.tiny_family:
-        return str(cfg.tiny_model_dir(index))
+        first = cfg.base_groups()[member.shared_base][0] if member.shared_base else index
+        return str(cfg.tiny_model_dir(first))
     return resolve_model_path(member.model)
 
 
@@ -142,7 +144,7 @@ def member_sees_images(model_path: str) -> bool:
     return is_vision_language(AutoConfig.from_pretrained(model_path))
 
 
-def _resume_checkpoint(cfg: CoRLConfig, index: int, link: CohortLink | None, resume: bool) -> str | None:
+def resume_checkpoint(cfg: CoRLConfig, index: int, link: Any, resume: bool) -> str | None:
     """The checkpoint every member has (the newest common step), or None to start fresh."""
     mine = engine.checkpoint_steps(cfg.member_dir(index)) if resume else []
     steps = link.agree_on_checkpoint(mine) if link is not None else (max(mine) if mine else None)
@@ -163,6 +165,35 @@ def run_member(
     config fingerprint and on the checkpoint to resume from.
     """
     quiet_loading()
+    rank = int(os.environ.get("RANK", "0"))
+    link = None
+    if cfg.reward_rule in PEER_RULES and rank == 0:
+        link = CohortLink(
+            cfg.distributed, index, len(cfg.members), run_id="cohort", fingerprint=cfg.fingerprint()
+        )
+    with link if link is not None else nullcontext():
+        checkpoint = resume_checkpoint(cfg, index, link, resume) if rank == 0 else None
+        checkpoint = _broadcast_from_main(checkpoint)
+        trainer = member_trainer(cfg, index, reward_functions, link, callbacks)
+        trainer.train(resume_from_checkpoint=checkpoint)
+        save_member(cfg, index, trainer)
+    engine.leave_world(trainer)
+    return last_row(trainer)
+
+
+def member_trainer(
+    cfg: CoRLConfig,
+    index: int,
+    reward_functions: Callable[..., list],
+    link: Any,
+    callbacks: Sequence[Any] = (),
+    model: Any = None,
+    trainer_class: type | None = None,
+) -> Any:
+    """Member ``index``'s ``GRPOTrainer``: its ``GRPOConfig`` (cohort trainer settings, then the
+    member's own), round-ordered dataset, reward functions (peer labels through ``link``),
+    metrics, progress and held-out evaluation. ``model``: the member's model object (an adapter of
+    a shared base, trained by ``trainer_class``) instead of its folder and ``peft`` settings."""
     args = cfg.member_args(index)
     problems = load_items(cfg.data, cfg.seed, cfg.views)
     model_path = member_model_path(cfg, index)
@@ -177,14 +208,7 @@ def run_member(
         problems, cfg.seed, engine.rounds_needed(args), cfg.prompts_per_step,
         lambda p: member_prompt(p, view, vlm, cfg.prompt_style),
     )
-    rank = int(os.environ.get("RANK", "0"))
-    link = None
-    if cfg.reward_rule in PEER_RULES and rank == 0:
-        link = CohortLink(
-            cfg.distributed, index, len(cfg.members), run_id="cohort", fingerprint=cfg.fingerprint()
-        )
     _tracker_env(cfg, member.name)
-    held_out = None
     if cfg.eval.eval_steps:
         held_out = HeldOutAccuracy(
             cfg.member_dir(index) / "eval.jsonl",
@@ -199,24 +223,30 @@ def run_member(
         engine.StepProgress(member.name, index),
         *callbacks,
     ]
-    with link if link is not None else nullcontext():
-        checkpoint = _resume_checkpoint(cfg, index, link, resume) if rank == 0 else None
-        checkpoint = _broadcast_from_main(checkpoint)
-        rollout = SeededSampling(cfg.seed, cfg.num_generations) if cfg.seeded_sampling else None
-        rewards = reward_functions(cfg, index, problems, link)
-        trainer = engine.build_trainer(
-            model_path, model_path, args, rows, rewards, cbs, member.peft, rollout_func=rollout
-        )
-        trainer.train(resume_from_checkpoint=checkpoint)
-        _record_gpu_peak(trainer, cfg.member_dir(index) / "gpu_memory.json", member.name)
-        final = cfg.member_dir(index) / "final"
-        if trainer.is_fsdp_enabled:  # whole weights in final/, whatever the checkpoints' state-dict type
-            trainer.accelerator.state.fsdp_plugin.set_state_dict_type("FULL_STATE_DICT")
-        trainer.save_model(str(final))
-        if trainer.accelerator.is_main_process:
-            trainer.processing_class.save_pretrained(str(final))
-            _write_world(cfg.member_dir(index) / "world.json", trainer)
-    engine.leave_world(trainer)
+    rollout = SeededSampling(cfg.seed, cfg.num_generations) if cfg.seeded_sampling else None
+    rewards = reward_functions(cfg, index, problems, link)
+    peft = member.peft if model is None else None
+    return engine.build_trainer(
+        model_path if model is None else model, model_path, args, rows, rewards, cbs, peft,
+        rollout_func=rollout, trainer_class=trainer_class,
+    )
+
+
+def save_member(cfg: CoRLConfig, index: int, trainer: Any) -> None:
+    """After training: the world's peak GPU memory, the final model in ``final/`` and what the
+    world really trained with (``world.json``)."""
+    _record_gpu_peak(trainer, cfg.member_dir(index) / "gpu_memory.json", cfg.members[index].name)
+    final = cfg.member_dir(index) / "final"
+    if trainer.is_fsdp_enabled:  # whole weights in final/, whatever the checkpoints' state-dict type
+        trainer.accelerator.state.fsdp_plugin.set_state_dict_type("FULL_STATE_DICT")
+    trainer.save_model(str(final))
+    if trainer.accelerator.is_main_process:
+        trainer.processing_class.save_pretrained(str(final))
+        _write_world(cfg.member_dir(index) / "world.json", trainer)
+
+
+def last_row(trainer: Any) -> dict[str, float]:
+    """The trainer's last logged row with a reward (empty if none)."""
     history = [r for r in trainer.state.log_history if "reward" in r]
     return history[-1] if history else {}
 
