@@ -1,0 +1,147 @@
+"""Members on one base model, a LoRA adapter each (``learners/shared_base.py``): the same updates as
+separate models, each adapter saved and resumed on its own, a member of another family beside them,
+and configs that would break the turn-taking refused before work."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from councilzoo.cli import main
+from councilzoo.config import ConfigError, load_config
+from councilzoo.learners.corl.config import CoRLConfig
+from councilzoo.learners.corl.launch import launch_cohort
+from councilzoo.learners.corl.learner import CoRL
+from councilzoo.learners.corl.shared_world import run_shared_base
+from councilzoo.learners.shared_base import check_group
+
+LORA = {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_config(out, model, shared=True, steps=3, **overrides):
+    group = {"shared_base": "b"} if shared else {}
+    members = [
+        {"name": name, "model": str(model), "view": view, "peft": LORA, **group}
+        for name, view in (("m0", 0), ("m1", 1))
+    ]
+    data = {
+        "members": members, "reward_rule": "ring", "num_generations": 4, "prompts_per_step": 2,
+        "max_completion_length": 12, "max_steps": steps, "output_dir": str(out), "save_steps": 2,
+        "data": {"dataset": "synthetic:multiple_choice", "num_problems": 16},
+        "trainer": {"learning_rate": 1e-2}, "distributed": {"port": _free_port()},
+    }
+    return load_config({**data, **overrides}, CoRLConfig)
+
+
+def final_adapters(cfg) -> list[dict[str, torch.Tensor]]:
+    return [
+        load_file(next((cfg.member_dir(i) / "final").rglob("adapter_model.safetensors")))
+        for i in range(len(cfg.members))
+    ]
+
+
+def assert_same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_two_adapters_on_one_base_update_as_two_separate_models(tmp_path, tiny_member_dir):
+    """A ring cohort of two members, once as two worlds with a model each, once as one world with
+    two adapters on one base: same rewards, same gradient norms, same adapters after 3 steps, and
+    the adapters did move (lora_B starts at zero)."""
+    separate = make_config(tmp_path / "separate", tiny_member_dir, shared=False)
+    shared = make_config(tmp_path / "shared", tiny_member_dir, shared=True)
+    rows_separate = launch_cohort(separate, "corl")
+    rows_shared = launch_cohort(shared, "corl")
+    for row_separate, row_shared in zip(rows_separate, rows_shared, strict=True):
+        assert row_shared["reward"] == pytest.approx(row_separate["reward"])
+        assert row_shared["grad_norm"] == pytest.approx(row_separate["grad_norm"], rel=1e-5)
+    for alone, beside in zip(final_adapters(separate), final_adapters(shared), strict=True):
+        assert_same(alone, beside)
+        assert any(float(v.abs().max()) > 0 for k, v in alone.items() if "lora_B" in k)
+
+
+@pytest.mark.slow
+def test_each_adapter_resumes_from_its_own_checkpoint(tmp_path, tiny_member_dir):
+    """4 steps in one go, and 4 steps killed after the checkpoint of step 2 and resumed: the same
+    adapters (each resumed its own weights, optimizer, schedule and random state); each checkpoint
+    holds its own adapter only."""
+    whole = make_config(tmp_path / "whole", tiny_member_dir, steps=4)
+    run_shared_base(whole, [0, 1], CoRL.reward_functions)
+    broken = make_config(tmp_path / "broken", tiny_member_dir, steps=4)
+    run_shared_base(broken, [0, 1], CoRL.reward_functions)
+    for i, member in enumerate(broken.members):
+        checkpoint = broken.member_dir(i) / "checkpoint-2"
+        adapters = list(checkpoint.rglob("adapter_model.safetensors"))
+        assert adapters == [checkpoint / member.name / "adapter_model.safetensors"]
+        shutil.rmtree(broken.member_dir(i) / "checkpoint-4")
+        shutil.rmtree(broken.member_dir(i) / "final")
+    run_shared_base(broken, [0, 1], CoRL.reward_functions, resume=True)
+    for a, b in zip(final_adapters(whole), final_adapters(broken), strict=True):
+        assert_same(a, b)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"peft": None}, r"\['m1'\] give no 'peft'"),
+        ({"model": "", "tiny_family": "llama"}, "must name one model"),
+        ({"trainer": {"gradient_accumulation_steps": 2}}, "gradient_accumulation_steps"),
+        ({"num_processes": 2}, "one-process world"),
+    ],
+)
+def test_a_group_that_cannot_share_a_base_is_refused_before_work(tmp_path, tiny_model_dir, change, message):
+    cfg = make_config(tmp_path, tiny_model_dir).members
+    data = {
+        "members": [{"name": m.name, "model": m.model, "peft": LORA, "shared_base": "b"} for m in cfg],
+        "output_dir": str(tmp_path),
+    }
+    data["members"][1].update(change)
+    with pytest.raises(ConfigError, match=message):
+        load_config(data, CoRLConfig)
+
+
+def test_a_tracker_of_one_run_per_process_is_refused_for_a_group():
+    models, peft = {"m0": "x", "m1": "x"}, {"m0": LORA, "m1": LORA}
+    [problem] = check_group("b", models, peft, {"m0": {}, "m1": {}}, ["wandb", "tensorboard"])
+    assert "report_to ['wandb']" in problem
+    assert check_group("b", models, peft, {"m0": {}, "m1": {}}, ["tensorboard"]) == []
+
+
+def test_base_groups_are_one_world_and_other_members_their_own(tmp_path, tiny_model_dir):
+    cfg = make_config(tmp_path, tiny_model_dir)
+    cfg.members.append(type(cfg.members[0])(name="other", tiny_family="llama"))
+    assert cfg.worlds() == [[0, 1], [2]]
+    assert cfg.worlds([1, 2]) == [[0, 1], [2]]  # a group starts whole
+    apart = make_config(tmp_path, tiny_model_dir, shared=False)
+    assert apart.fingerprint() == make_config(tmp_path, tiny_model_dir).fingerprint()  # placement only
+
+
+def test_dry_run_counts_the_shared_base_once(tmp_path, capsys):
+    """Two adapters on a 1.5B base: the first member's plan holds the frozen fp32 base, the second
+    none (it points at the first); a member of its own would count a base of its own."""
+    member = {"model": "Qwen/Qwen2.5-1.5B-Instruct", "peft": LORA, "shared_base": "qwen"}
+    config = tmp_path / "shared.yaml"
+    config.write_text(yaml.safe_dump({
+        "members": [{"name": "a", **member}, {"name": "b", **member, "view": 1}],
+        "data": {"dataset": "synthetic:numeric"}, "output_dir": str(tmp_path / "run"),
+    }))
+    assert main(["train", "corl", str(config), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    first, second = out.split("members.1 (b)")
+    base = 1.54e9 * 4 / 2**30
+    assert f"training state {base:.1f} GiB (frozen fp32 weights, 4 bytes a parameter)" in first
+    assert "state 0.0 GiB (the shared base, counted with members.0 (a): 0 bytes a parameter)" in second
