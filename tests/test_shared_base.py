@@ -12,6 +12,10 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
+from councilzoo.agents.base import Sampling
+from councilzoo.agents.generators.adapters import BASE, AdapterGenerator
+from councilzoo.agents.generators.transformers_backend import TransformersGenerator
+from councilzoo.agents.llm import LLMAgent
 from councilzoo.cli import main
 from councilzoo.config import ConfigError, load_config
 from councilzoo.learners.corl.config import CoRLConfig
@@ -19,6 +23,8 @@ from councilzoo.learners.corl.launch import launch_cohort
 from councilzoo.learners.corl.learner import CoRL
 from councilzoo.learners.corl.shared_world import run_shared_base
 from councilzoo.learners.shared_base import check_group
+from councilzoo.rollout.engine import RolloutEngine
+from councilzoo.tasks import synthetic_problems
 
 LORA = {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]}
 
@@ -145,3 +151,49 @@ def test_dry_run_counts_the_shared_base_once(tmp_path, capsys):
     base = 1.54e9 * 4 / 2**30
     assert f"training state {base:.1f} GiB (frozen fp32 weights, 4 bytes a parameter)" in first
     assert "state 0.0 GiB (the shared base, counted with members.0 (a): 0 bytes a parameter)" in second
+
+
+FRESH = {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"], "init_lora_weights": False}
+PROMPTS = [[{"role": "user", "content": f"what is {i} + 1?"}] for i in range(3)]
+
+
+def test_one_call_decodes_each_prompt_with_its_own_adapter(tiny_model_dir):
+    """Greedy rows of adapters x, y and the bare base in one batch equal each decoded alone, the
+    base row equals the plain model's, and the adapters (random, not the identity) differ."""
+    shared = AdapterGenerator(str(tiny_model_dir), {"x": FRESH, "y": {**FRESH, "r": 2}})
+    greedy = Sampling(max_new_tokens=8, temperature=0.0)
+    mixed = shared.generate(PROMPTS, 1, greedy, adapters=["x", "y", BASE])
+    seats = [shared.seat(name) for name in ("x", "y", BASE)]
+    alone = [seat.generate([p], 1, greedy)[0] for seat, p in zip(seats, PROMPTS, strict=True)]
+    assert [g[0].token_ids for g in mixed] == [g[0].token_ids for g in alone]
+    plain = TransformersGenerator(str(tiny_model_dir)).generate(PROMPTS, 1, greedy)
+    assert mixed[2][0].token_ids == plain[2][0].token_ids
+    by_adapter = [shared.generate(PROMPTS[:1], 1, greedy, adapters=[name])[0][0].token_ids for name in "xy"]
+    assert by_adapter[0] != by_adapter[1] != plain[0][0].token_ids
+    with pytest.raises(ValueError, match="unknown adapters \\['z'\\]"):
+        shared.generate(PROMPTS[:1], 1, greedy, adapters=["z"])
+
+
+def test_the_rollout_engine_batches_the_seats_of_one_base(tiny_model_dir):
+    """Three debaters on three adapters of one base: one generate call a debate round for all of
+    them, and the same turns (greedy) as three generators with one adapter each, three calls."""
+    ranks = {"x": 2, "y": 4, "z": 8}
+    greedy = Sampling(max_new_tokens=6, temperature=0.0)
+    problems = synthetic_problems("numeric", 4, seed=0)
+
+    def debate(seats):
+        agents = {f"peer_{i}": LLMAgent(seat, sampling=greedy, name=name)
+                  for i, (name, seat) in enumerate(seats.items())}
+        engine = RolloutEngine("councilzoo/debate-v0", agents, num_envs=4, progress=False,
+                               env_kwargs={"problems": problems, "num_agents": 3, "rounds": 2})
+        records = engine.run(problems)
+        return engine.stats, [[t.token_ids for t in r.turns] for r in records]
+
+    shared = AdapterGenerator(str(tiny_model_dir), {n: {**FRESH, "r": r} for n, r in ranks.items()})
+    stats, together = debate({n: shared.seat(n) for n in ranks})
+    assert stats.generate_calls == 2 and stats.batch_sizes == [12, 12]
+    stats, separately = debate(
+        {n: AdapterGenerator(str(tiny_model_dir), {n: {**FRESH, "r": r}}).seat(n) for n, r in ranks.items()}
+    )
+    assert stats.generate_calls == 6
+    assert together == separately
