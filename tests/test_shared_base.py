@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import socket
+from pathlib import Path
 
 import pytest
 import torch
@@ -197,3 +198,40 @@ def test_the_rollout_engine_batches_the_seats_of_one_base(tiny_model_dir):
     )
     assert stats.generate_calls == 6
     assert together == separately
+
+
+@pytest.mark.slow
+def test_tracer_reviewer_on_the_proposers_base_plays_as_a_frozen_copy(tiny_model_dir, tmp_path):
+    """TRACER with separate role models: the reviewer on the proposer's base with the adapter off
+    (no second copy) makes the run of a frozen copy: the same controller history, the same trained
+    adapter, and the adapter did move."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_tracer_llm import _adapters, tiny_config
+
+    from councilzoo.learners.tracer.learner import Tracer
+
+    runs = {}
+    for shared in (False, True):
+        agents = {"kind": "llm", "model": str(tiny_model_dir), "max_new_tokens": 12, "stop": ["e", "a"],
+                  "share_model": False, "shared_base": shared}
+        tracer = Tracer(tiny_config(tiny_model_dir, tmp_path / f"run{int(shared)}", agents=agents))
+        before = _adapters(tracer)
+        history = [{k: v for k, v in row.items() if k != "seconds"} for row in tracer.train()]
+        runs[shared] = before, history, _adapters(tracer), tracer
+    (before, copy_history, copy_adapter, _), (_, base_history, base_adapter, tracer) = runs[False], runs[True]
+    assert base_history == copy_history
+    assert_same(copy_adapter, base_adapter)
+    assert any(not torch.equal(before[k], base_adapter[k]) for k in before)
+    reviewer = tracer.generation.agents["reviewer"].generator
+    assert reviewer.shared.model is tracer.generation.trainer.model and reviewer.adapter == BASE
+
+
+def test_tracer_shared_base_needs_separate_role_models_with_lora(tiny_model_dir):
+    from councilzoo.learners.tracer.config import TracerConfig
+
+    data = {"agents": {"kind": "llm", "model": str(tiny_model_dir), "shared_base": True},
+            "generation": {"enabled": True}}
+    with pytest.raises(ConfigError, match=r"needs: \['agents.share_model false'\]"):
+        load_config(data, TracerConfig)

@@ -29,20 +29,19 @@ class AdapterGenerator(TransformersGenerator):
     """A base model with named LoRA adapters (see the module docstring).
 
     ``adapters``: name -> an adapter folder (``adapter_config.json`` + weights) or a mapping of
-    ``peft.LoraConfig`` arguments (a fresh adapter, initialised with ``seed``); other keywords as
+    ``peft.LoraConfig`` arguments (a fresh adapter, initialised with ``seed``); ``model_or_path``
+    may be a loaded ``PeftModel`` (a trainer's), whose adapters it keeps; other keywords as
     ``TransformersGenerator``'s."""
 
     def __init__(
         self, model_or_path: Any, adapters: Mapping[str, str | os.PathLike | Mapping[str, Any]],
         seed: int = 0, **options: Any,
     ) -> None:
-        if not adapters:
-            raise ValueError("AdapterGenerator needs at least one adapter")
         if BASE in adapters:
             raise ValueError(f"{BASE!r} names the base model without an adapter; choose another adapter name")
         super().__init__(model_or_path, seed=seed, **options)
         self.model = _with_adapters(self.model, adapters, seed)
-        self.adapters = tuple(adapters)
+        self.adapters = tuple(self.model.peft_config)
         self._rows: list[str] = []
 
     def seat(self, adapter: str) -> AdapterSeat:
@@ -124,11 +123,14 @@ class _MixedCall:
 
 
 def _with_adapters(model: Any, adapters: Mapping[str, Any], seed: int) -> Any:
-    """``model`` wrapped in a ``PeftModel`` holding every adapter of ``adapters``."""
+    """``model`` wrapped in a ``PeftModel`` holding every adapter of ``adapters`` (a ``PeftModel``
+    keeps its own adapters too)."""
     import torch
     from peft import LoraConfig, PeftModel, get_peft_model
 
     peft_model = model if isinstance(model, PeftModel) else None
+    if peft_model is None and not adapters:
+        raise ValueError("AdapterGenerator needs at least one adapter, or a PeftModel that holds some")
     for name, source in adapters.items():
         if isinstance(source, Mapping):
             config = LoraConfig(task_type="CAUSAL_LM", **dict(source))
@@ -142,5 +144,4 @@ def _with_adapters(model: Any, adapters: Mapping[str, Any], seed: int) -> Any:
             peft_model = PeftModel.from_pretrained(model, str(source), adapter_name=name)
         else:
             peft_model.load_adapter(str(source), adapter_name=name)
-    peft_model.eval()
     return peft_model
