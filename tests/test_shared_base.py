@@ -235,3 +235,26 @@ def test_tracer_shared_base_needs_separate_role_models_with_lora(tiny_model_dir)
             "generation": {"enabled": True}}
     with pytest.raises(ConfigError, match=r"needs: \['agents.share_model false'\]"):
         load_config(data, TracerConfig)
+
+
+def train(learner: str, config: str, *sets: str) -> int:
+    return main(["train", learner, config, *(a for s in sets for a in ("--set", s))])
+
+
+@pytest.mark.slow
+def test_the_shipped_shared_base_configs_train_on_cpu(tmp_path, tiny_model_dir, monkeypatch):
+    """configs/corl_shared_base_cpu.yaml (two adapters on one tiny base beside a Llama member) and
+    configs/tracer_shared_base_cpu.yaml, each for a short run: every member writes its own metrics
+    and final adapter."""
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    out = tmp_path / "corl"
+    sets = ["max_steps=2", "save_steps=2", f"output_dir={out}", f"distributed.port={_free_port()}"]
+    assert train("corl", "configs/corl_shared_base_cpu.yaml", *sets) == 0
+    for name in ("qwen_a", "qwen_b"):
+        assert (out / "members" / name / "final" / name / "adapter_model.safetensors").is_file()
+        assert (out / "members" / name / "metrics.jsonl").read_text().count("\n") >= 2
+    assert (out / "members" / "llama" / "final" / "model.safetensors").is_file()
+    out = tmp_path / "tracer"
+    sets = ["max_steps=1", "save_steps=1", f"output_dir={out}", f"agents.model={tiny_model_dir}"]
+    assert train("tracer", "configs/tracer_shared_base_cpu.yaml", *sets, "data.eval_limit=2") == 0
+    assert (out / "final" / "adapter_model.safetensors").is_file()
