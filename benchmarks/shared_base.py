@@ -137,6 +137,7 @@ def main() -> None:
             model = resolve_model_path("smollm2-135m-instruct")
         load = os.getloadavg()
         rows = []
+        output = Path(args.output or ROOT / "benchmarks" / "results" / f"shared_base_{args.model}.json")
         for n in args.members:
             alone = train(model, n, False, args.steps, Path(tmp) / f"separate{n}")
             together = train(model, n, True, args.steps, Path(tmp) / f"shared{n}")
@@ -151,13 +152,13 @@ def main() -> None:
                                                                        if k != "ratio"},
             })  # fmt: skip
             print(rows[-1], flush=True)
-    result = {
-        "model": args.model, "shape": [PROMPTS, GENERATIONS, TOKENS], "steps": args.steps, "rows": rows,
-        "load_avg_before_after": [[round(x, 2) for x in load], [round(x, 2) for x in os.getloadavg()]],
-        "cpus": os.cpu_count(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-    }  # fmt: skip
-    output = Path(args.output or ROOT / "benchmarks" / "results" / f"shared_base_{args.model}.json")
-    output.write_text(json.dumps(result, indent=1) + "\n")
+            loads = [[round(x, 2) for x in load], [round(x, 2) for x in os.getloadavg()]]
+            result = {
+                "model": args.model, "shape": [PROMPTS, GENERATIONS, TOKENS], "steps": args.steps,
+                "rows": rows, "load_avg_before_after": loads, "cpus": os.cpu_count(),
+                "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+            }  # fmt: skip; written after each N, so a long run keeps what it measured
+            output.write_text(json.dumps(result, indent=1) + "\n")
 
 
 if __name__ == "__main__":
