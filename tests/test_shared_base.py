@@ -110,6 +110,7 @@ def test_each_adapter_resumes_from_its_own_checkpoint(tmp_path, tiny_member_dir)
         ({"trainer": {"gradient_accumulation_steps": 2}}, "gradient_accumulation_steps"),
         ({"num_processes": 2}, "one-process world"),
         ({"trainer": {"per_device_train_batch_size": 4}}, "per_device_train_batch_size differs"),
+        ({"trainer": {"use_vllm": True}}, r"\['m1'\] set use_vllm"),
     ],
 )
 def test_a_group_that_cannot_share_a_base_is_refused_before_work(tmp_path, tiny_model_dir, change, message):

@@ -55,6 +55,11 @@ def check_group(
         if wrong:
             problems.append(f"shared_base {group!r}: {name} sets {wrong}; adapters on one base train with "
                             f"{_ONE_STEP_PER_BATCH} (their trainers share accelerate's GradientState)")
+    vllm = sorted(name for name, settings in trainer.items() if settings.get("use_vllm"))
+    if vllm:
+        problems.append(f"shared_base {group!r}: {vllm} set use_vllm, which adapters on one base do not "
+                        "have yet (one vLLM engine serving every adapter); leave it unset: they generate "
+                        "with transformers")
     batches = {name: settings.get("per_device_train_batch_size") for name, settings in trainer.items()}
     if len(set(batches.values())) > 1:
         problems.append(f"shared_base {group!r}: per_device_train_batch_size differs, {batches}; its agents "
