@@ -68,10 +68,11 @@ def assert_same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
 @pytest.mark.slow
 def test_two_adapters_on_one_base_update_as_two_separate_models(tmp_path, tiny_member_dir):
     """A ring cohort of two members, once as two worlds with a model each, once as one world with
-    two adapters on one base: same rewards, same gradient norms, same adapters after 3 steps, and
-    the adapters did move (lora_B starts at zero)."""
+    two adapters on one base (forked from the warm-start server, which runs the module the plan's
+    command names): same rewards, same gradient norms, same adapters after 3 steps, and the
+    adapters did move (lora_B starts at zero)."""
     separate = make_config(tmp_path / "separate", tiny_member_dir, shared=False)
-    shared = make_config(tmp_path / "shared", tiny_member_dir, shared=True)
+    shared = make_config(tmp_path / "shared", tiny_member_dir, shared=True, warm_start=True)
     rows_separate = launch_cohort(separate, "corl")
     rows_shared = launch_cohort(shared, "corl")
     for row_separate, row_shared in zip(rows_separate, rows_shared, strict=True):
