@@ -133,7 +133,8 @@ def launch_cohort(
     starts = _starts_here(plan, machines, worlds, host)
     indices = [m.index for w in worlds for m in plan.worlds[w].members]
     plan_path, folders = _prepare_run(cfg, plan, learner, resume, overwrite, indices)
-    names = ", ".join(plan.worlds[w].name + (f" on {node.host}" if node else "") for w, node in starts)
+    named = not machines.local and machines.slurm_job is None  # a host's part of a run on named hosts
+    names = ", ".join(plan.worlds[w].name + (f" on {node.host}" if named else "") for w, node in starts)
     how = " as srun steps" if machines.slurm_job is not None else ""
     phase(f"starting {len(starts)} member world(s){how}: {names} (each loads its model, then trains)")
     with _sigterm_interrupts():
