@@ -61,9 +61,10 @@ def member_spec(cfg: Any, index: int) -> dict[str, Any]:
 def build_tiny_models(cfg: Any, problems: Sequence[Problem]) -> None:
     """Build (or load from the cache) every tiny_family member's model of ``cfg`` (a
     ``CoRLConfig``; each at ``cfg.tiny_model_dir(index)``), warmed up to state answers."""
+    groups = cfg.base_groups()
     for index, member in enumerate(cfg.members):
-        if not member.tiny_family:
-            continue
+        if not member.tiny_family or (member.shared_base and groups[member.shared_base][0] != index):
+            continue  # a shared_base group's base is its first member's model
         spec = member_spec(cfg, index)
         target = cfg.tiny_model_dir(index)
         if target.is_dir():

@@ -102,7 +102,8 @@ def test_one_node_keeps_the_members_apart_and_every_node_shape_keeps_the_update(
         assert {n.devices for w in plan.worlds for n in w.nodes} == {",".join(map(str, range(gpus)))}
     cpu = _plan(cfg, "n[1-2]", 0)
     assert [[(n.host, n.devices) for n in w.nodes] for w in cpu.worlds] == [[("n1", None)], [("n2", None)]]
-    assert all(w.grpo["use_cpu"] for w in cpu.worlds) and not any("use_cpu" in w.grpo for w in one.worlds)
+    assert all(w.members[0].grpo["use_cpu"] for w in cpu.worlds)
+    assert not any("use_cpu" in w.members[0].grpo for w in one.worlds)
     with pytest.raises(ConfigError, match=r"^members.1 \(llama\): needs 4 node\(s\) with 1 free GPU"):
         _plan(cfg, "n[1-6]", 1)
     with pytest.raises(ConfigError, match="a world of 4 processes does not fill whole nodes of 3 GPU"):
@@ -131,7 +132,8 @@ def test_a_world_across_nodes_meets_at_one_rendezvous(tmp_path):
 
 
 def test_the_member_builds_its_arguments_from_the_plan_alone(tmp_path):
-    """plan.json round-trips, and GRPOConfig(**world.grpo) is the member's GRPOConfig at its world size."""
+    """plan.json round-trips, and GRPOConfig(**grpo) of a world's member is the member's GRPOConfig at
+    its world size."""
     from councilzoo.learners.engine import grpo_config
 
     cfg = _config(tmp_path)
@@ -139,7 +141,9 @@ def test_the_member_builds_its_arguments_from_the_plan_alone(tmp_path):
     read = Placement.read(plan.write(tmp_path / "out"))
     assert read == plan
     for i, world in enumerate(read.worlds):
-        args, expected = grpo_config(world.grpo, world.name), cfg.member_args(i, world_size=world.processes)
+        [member] = world.members
+        assert member.index == i
+        args, expected = grpo_config(member.grpo, member.name), cfg.member_args(i, world_size=world.processes)
         assert args.to_dict() == expected.to_dict()
         assert world.nodes[0].command[-3:] == [str(tmp_path / "run" / "plan.json"), "--world", str(i)]
     assert read.config["distributed"]["host"] == "127.0.0.1" and read.fingerprint == cfg.fingerprint()
@@ -152,6 +156,7 @@ LAYOUTS = {
         "configs/corl_gpu_cluster.yaml", "gpu[01-04]",
         ["members.0.num_processes=16", "members.0.trainer.per_device_train_batch_size=4"],
     ),
+    "a shared_base group beside a member": ("configs/corl_shared_base_cpu.yaml", "gpu01", []),
 }
 
 

@@ -98,7 +98,7 @@ def test_cohort_reward_is_the_games_rule_against_peer_labels(tmp_path, rule, n):
 
 
 class _CutTrainer(_Trainer):
-    eos_token_ids, _tokenizer = [2], type("Tokenizer", (), {"pad_token_id": 0})
+    eos_token_ids, processing_class = [2], type("Tokenizer", (), {"pad_token_id": 0})
 
 
 def test_a_completion_cut_at_the_token_limit_gives_no_answer_from_its_unfinished_end(tmp_path):

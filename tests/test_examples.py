@@ -54,6 +54,12 @@ def test_evaluate_protocols_runs_every_protocol_with_the_tiny_lms():
     assert "most accurate: " in out
 
 
+def test_shared_base_debate_plays_three_adapters_in_one_call_a_round():
+    out = run_example("shared_base_debate.py", "--problems", "4")
+    assert re.search(r"^debate of \['ada', 'bo', 'cy'\] on one base: accuracy \d/4$", out, re.M)
+    assert "turns in 2 generate calls (rows a call: [12, 12])" in out  # 4 debates x 3 seats, 2 rounds
+
+
 @pytest.mark.slow
 def test_corl_cpu_trains_both_members(tmp_path):
     out = run_example("corl_cpu.py", "--out", str(tmp_path / "corl"), "--steps", "2")

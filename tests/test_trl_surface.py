@@ -1,7 +1,8 @@
 """The TRL surface councilzoo builds on: ``engine.trainer_class``, a ``GRPOTrainer`` subclass with
-two extension points written to be upstreamed (``generation_hooks``, ``log_metric``). The private
-names it rests on are checked here against the installed TRL, so a TRL release that renames or
-reshapes them fails this file, not a training run (docs/ARCHITECTURE.md lists them)."""
+extension points written to be upstreamed (``generation_hooks``, ``log_metric``, ``adapter``). The
+private names it rests on are checked here against the installed TRL and transformers, so a
+release that renames or reshapes them fails this file, not a training run (docs/ARCHITECTURE.md
+lists them)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ def test_trl_keeps_the_private_names_the_subclass_rests_on():
     assert "self._metrics[mode]" in log and "self._metrics[mode].clear()" in log  # averaged, then reset
     training_step = inspect.getsource(GRPOTrainer._prepare_inputs)
     assert "self._generate_and_score_completions(" in training_step
+    save = inspect.signature(GRPOTrainer._save)  # an adapter's trainer saves its adapter only
+    assert list(save.parameters) == ["self", "output_dir", "state_dict"]
+    assert "self._save(" in inspect.getsource(GRPOTrainer.save_model)  # checkpoints and final/ alike
 
 
 def test_a_hook_sees_each_round_and_a_logged_metric_reaches_the_row(tiny_model_dir, tmp_path):

@@ -222,7 +222,7 @@ def cut_at_token_limit(trainer: Any, completion_ids: Sequence[Sequence[int]]) ->
 
 
 def build_trainer(
-    model: str,
+    model: Any,
     tokenizer_path: str,
     args: Any,
     rows: list[dict],
@@ -230,8 +230,12 @@ def build_trainer(
     callbacks: Sequence[Any] = (),
     peft: Mapping[str, Any] | None = None,
     rollout_func: Any = None,
+    adapter: str | None = None,
 ) -> Any:
-    """A ``GRPOTrainer`` on ``rows`` with our callbacks in place of TRL's printed progress.
+    """A ``GRPOTrainer`` (``trainer_class``) on ``rows`` with our callbacks in place of TRL's printed
+    progress. ``model`` is a folder, or a loaded model: with ``adapter``, a ``PeftModel`` that holds
+    several adapters on one base (``learners/shared_base.py``), of which this trainer trains and
+    saves ``adapter``.
 
     Callbacks that write into checkpoints go in ``callbacks``: ``CheckpointManifest`` is added
     after them, so each checkpoint's manifest lists what they wrote.
@@ -256,6 +260,7 @@ def build_trainer(
         peft_config=peft_config,
         callbacks=list(callbacks),
         rollout_func=rollout_func,
+        adapter=adapter,
     )
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
@@ -321,21 +326,30 @@ _TRAINER_CLASS: list[type] = []
 
 
 def trainer_class() -> type:
-    """``GRPOTrainer`` with the two extension points councilzoo needs and TRL has no public hook for,
+    """``GRPOTrainer`` with the extension points councilzoo needs and TRL has no public hook for,
     written to be upstreamed (docs/ARCHITECTURE.md lists the private names it relies on;
-    tests/test_trl_surface.py fails when TRL changes them):
+    tests/test_trl_surface.py fails when TRL or transformers changes them):
 
     - ``generation_hooks``: callables given each generation round's batch (what
       ``_generate_and_score_completions`` returns: completion mask, advantages, importance ratios);
     - ``log_metric(name, value, mode=None)``: a figure averaged into the step's logged row exactly as
-      TRL's own metrics are (TRL's ``_metrics``), so it reaches ``metrics.jsonl`` and every tracker.
+      TRL's own metrics are (TRL's ``_metrics``), so it reaches ``metrics.jsonl`` and every tracker;
+    - ``adapter``: the trainer trains one adapter of a ``PeftModel`` that holds several on one base,
+      and its checkpoints and saved model hold that adapter only, in the folder's subfolder named
+      after it, where transformers' resume finds it (PEFT saves every adapter of the model by
+      default, so a resume would overwrite the peers' adapters).
     """
     if not _TRAINER_CLASS:
+        import os
+
+        import torch
+        from transformers.trainer import TRAINING_ARGS_NAME
         from trl import GRPOTrainer
 
         class CouncilGRPOTrainer(GRPOTrainer):
-            def __init__(self, *args: Any, **kwargs: Any) -> None:
+            def __init__(self, *args: Any, adapter: str | None = None, **kwargs: Any) -> None:
                 super().__init__(*args, **kwargs)
+                self.adapter = adapter
                 self.generation_hooks: list[Any] = []
 
             def log_metric(self, name: str, value: float, mode: str | None = None) -> None:
@@ -346,6 +360,16 @@ def trainer_class() -> type:
                 for hook in self.generation_hooks:
                     hook(out)
                 return out
+
+            def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+                if self.adapter is None:
+                    return super()._save(output_dir, state_dict)
+                output_dir = output_dir or self.args.output_dir
+                if self.args.should_save:
+                    self.model.save_pretrained(output_dir, selected_adapters=[self.adapter])
+                    self.processing_class.save_pretrained(output_dir)
+                    torch.save(self.args, os.path.join(output_dir, TRAINING_ARGS_NAME))
+                return None
 
         _TRAINER_CLASS.append(CouncilGRPOTrainer)
     return _TRAINER_CLASS[0]

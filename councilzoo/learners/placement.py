@@ -1,10 +1,12 @@
 """Where every world of a run goes, decided once: the placement plan.
 
-A run's worlds (a Co-RL cohort: one per member) are laid out on a description of the machines
-(``Machines``: this machine, a list of hosts, or a SLURM allocation) by ``plan_cohort``. The
-``Placement`` it returns says, for every world, its hosts and devices, its processes, its
-per-device batch and gradient accumulation, vLLM's mode and memory share, its rendezvous endpoint,
-the cohort link's address and the exact command of each of its nodes. The launcher writes it to
+A run's worlds (a Co-RL cohort: one per member, or one per ``shared_base`` group, whose members
+train a LoRA adapter each on one copy of their base in one process) are laid out on a description
+of the machines (``Machines``: this machine, a list of hosts, or a SLURM allocation) by
+``plan_cohort``. The ``Placement`` it returns says, for every world, its members, hosts and
+devices, its processes, its per-device batch and gradient accumulation, vLLM's mode and memory
+share, its rendezvous endpoint, the cohort link's address and the exact command of each of its
+nodes. The launcher writes it to
 ``OUT/plan.json`` and runs it (``launch.py``); ``--dry-run`` prints it; each member process reads
 its world from the file and derives nothing again (``member.py``).
 
@@ -32,8 +34,8 @@ from typing import Any
 from councilzoo.config import ConfigError
 
 __all__ = [
-    "Machines", "Node", "World", "Placement", "PLAN_FILE", "VLLM_GROUP_PORT", "expand_hostlist",
-    "fit_round", "plan_cohort", "free_port", "main",
+    "Machines", "Node", "WorldMember", "World", "Placement", "PLAN_FILE", "VLLM_GROUP_PORT",
+    "expand_hostlist", "fit_round", "plan_cohort", "free_port", "main",
 ]
 
 PLAN_FILE = "plan.json"
@@ -129,11 +131,22 @@ class Node:
 
 
 @dataclass
-class World:
-    """One world (a cohort member's data-parallel group): where it runs and how it trains."""
+class WorldMember:
+    """One model a world trains: the cohort member (its index in the config, its name) and its
+    ``GRPOConfig`` arguments, from which alone the member builds its trainer's."""
 
     index: int
     name: str
+    grpo: dict[str, Any]  # GRPOConfig(**grpo)
+
+
+@dataclass
+class World:
+    """One world: a cohort member's data-parallel group, or a ``shared_base`` group's one process
+    (a LoRA adapter a member on one copy of the base); where it runs and how it trains."""
+
+    index: int
+    name: str  # the member's, or the shared_base group's
     processes: int
     per_node: int
     launcher: str  # python (one process), torchrun or accelerate
@@ -141,8 +154,8 @@ class World:
     per_device_train_batch_size: int
     gradient_accumulation_steps: int
     vllm: str  # off, colocate (share of each GPU) or server (its address)
-    model: str
-    grpo: dict[str, Any]  # GRPOConfig(**grpo): the member builds its arguments from these alone
+    model: str  # a shared_base group's: the base
+    members: list[WorldMember]
     nodes: list[Node] = field(default_factory=list)
 
     def completions_per_step(self) -> int:
@@ -173,8 +186,21 @@ class Placement:
     @classmethod
     def read(cls, path: str | Path) -> Placement:
         data = json.loads(Path(path).read_text())
-        worlds = [World(**{**w, "nodes": [Node(**n) for n in w["nodes"]]}) for w in data.pop("worlds")]
+        worlds = [
+            World(**{**w, "members": [WorldMember(**m) for m in w["members"]],
+                     "nodes": [Node(**n) for n in w["nodes"]]})
+            for w in data.pop("worlds")
+        ]  # fmt: skip
         return cls(**data, worlds=worlds)
+
+    def world_of(self, member: int) -> World:
+        """The world that trains member ``member`` (its index in the config)."""
+        return next(w for w in self.worlds if any(m.index == member for m in w.members))
+
+    def worlds_of(self, members: Sequence[int]) -> list[int]:
+        """The worlds (indices, in plan order) that train ``members``: a group's world starts whole."""
+        wanted = set(members)
+        return [w.index for w in self.worlds if wanted & {m.index for m in w.members}]
 
     def hosts(self) -> list[str]:
         return list(dict.fromkeys(n.host for w in self.worlds for n in w.nodes))
@@ -188,6 +214,8 @@ class Placement:
             lines += [
                 f"world {w.index} ({w.name}): {w.processes} process(es), {w.per_node} on each of "
                 f"{len(w.nodes)} node(s), {w.launcher}",
+                *([f"  members          {', '.join(m.name for m in w.members)}: a LoRA adapter each on "
+                   "one copy of the base"] if len(w.members) > 1 else []),
                 f"  on               {where}",
                 f"  batch            {w.per_device_train_batch_size} a process x {w.processes} x "
                 f"accumulation {w.gradient_accumulation_steps} = {w.completions_per_step()} completions "
@@ -220,38 +248,59 @@ def plan_cohort(cfg: Any, learner: str, machines: Machines, resume: bool = False
 
     out = Path(cfg.output_dir).absolute()
     n = len(cfg.members)
-    slots = _Slots(machines)
+    layout = _world_members(cfg)
+    leads = [cfg.members[members[0]] for members in layout]  # a group's members share one shape
     where = [f"members.{i} ({m.name})" for i, m in enumerate(cfg.members)]
-    shapes = [slots.shape(m, where[i]) for i, m in enumerate(cfg.members)]
-    spans = sorted(range(n), key=lambda i: -shapes[i][0])  # worlds on whole hosts first
-    hosts = {i: slots.take(cfg.members[i], *shapes[i], where[i]) for i in spans}
+    world_where = [where[members[0]] if len(members) == 1 else f"shared_base {leads[k].shared_base!r}"
+                   for k, members in enumerate(layout)]  # fmt: skip
+    slots = _Slots(machines)
+    shapes = [slots.shape(lead, world_where[k]) for k, lead in enumerate(leads)]
+    spans = sorted(range(len(layout)), key=lambda k: -shapes[k][0])  # worlds on whole hosts first
+    hosts = {k: slots.take(leads[k], *shapes[k], world_where[k]) for k in spans}
     ports = _Ports(machines, cfg.distributed.port, n)
     link_host = cfg.distributed.host if machines.local else hosts[0][0][0]
     resolved = config_to_dict(cfg)
     resolved["distributed"].update(host=link_host, port=ports.link)
     worlds = []
-    for i, member in enumerate(cfg.members):
-        group_port = {**cfg.trainer, **member.trainer}.get("vllm_group_port", ports.vllm_group(i))
-        grpo = cfg.member_grpo_settings(i, member.world_size(), not machines.gpu, group_port)
-        _check_grpo(grpo, where[i])
-        launcher = ("accelerate" if member.accelerate_config
-                    else "torchrun" if member.world_size() > 1 else "python")  # fmt: skip
-        rendezvous = f"{hosts[i][0][0]}:{ports.rendezvous(i)}" if launcher != "python" else None
+    for k, members in enumerate(layout):
+        trained = []
+        for i in members:
+            member = cfg.members[i]
+            group_port = {**cfg.trainer, **member.trainer}.get("vllm_group_port", ports.vllm_group(i))
+            grpo = cfg.member_grpo_settings(i, member.world_size(), not machines.gpu, group_port)
+            _check_grpo(grpo, where[i])
+            trained.append(WorldMember(i, member.name, grpo))
+        lead, grpo = leads[k], trained[0].grpo
+        launcher = ("accelerate" if lead.accelerate_config
+                    else "torchrun" if lead.world_size() > 1 else "python")  # fmt: skip
+        rendezvous = f"{hosts[k][0][0]}:{ports.rendezvous(k)}" if launcher != "python" else None
         world = World(
-            index=i, name=member.name, processes=member.world_size(), per_node=shapes[i][1],
-            launcher=launcher, rendezvous=rendezvous,
+            index=k, name=lead.shared_base if len(members) > 1 else lead.name, processes=lead.world_size(),
+            per_node=shapes[k][1], launcher=launcher, rendezvous=rendezvous,
             per_device_train_batch_size=grpo["per_device_train_batch_size"],
             gradient_accumulation_steps=grpo.get("gradient_accumulation_steps", 1),
-            vllm=_vllm(grpo), model=member.model or str(cfg.tiny_model_dir(i)), grpo=grpo,
+            vllm=_vllm(grpo), model=lead.model or str(cfg.tiny_model_dir(members[0])), members=trained,
         )  # fmt: skip
-        entry = ["-m", "councilzoo.learners.corl.member", str(out / PLAN_FILE), "--world", str(i)]
-        world.nodes = [Node(host, devices, _command(world, member, rank, host, len(hosts[i]), entry))
-                       for rank, (host, devices) in enumerate(hosts[i])]  # fmt: skip
+        module = "shared_world" if len(members) > 1 else "member"
+        entry = ["-m", f"councilzoo.learners.corl.{module}", str(out / PLAN_FILE), "--world", str(k)]
+        world.nodes = [Node(host, devices, _command(world, lead, rank, host, len(hosts[k]), entry))
+                       for rank, (host, devices) in enumerate(hosts[k])]  # fmt: skip
         worlds.append(world)
     return Placement(
         learner=learner, machines=machines.source, link=f"{link_host}:{ports.link}",
         fingerprint=cfg.fingerprint(), resume=resume, config=resolved, worlds=worlds,
     )
+
+
+def _world_members(cfg: Any) -> list[list[int]]:
+    """The member indices of each world, in member order: a ``shared_base`` group's members in one
+    world, every other member in a world of its own."""
+    groups, layout = cfg.base_groups(), []
+    for i, member in enumerate(cfg.members):
+        members = groups[member.shared_base] if member.shared_base else [i]
+        if members not in layout:
+            layout.append(members)
+    return layout
 
 
 def _check_grpo(grpo: dict[str, Any], where: str) -> None:

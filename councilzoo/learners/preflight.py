@@ -136,6 +136,7 @@ class Plan:
     label_free: bool
     view: int = 0
     lora: bool = False
+    base_with: str | None = None  # a shared_base adapter's group member whose plan counts the base
     paraphrases: str | None = None  # data.paraphrases
     local_items: list | None = None  # the training items where they are on this machine (synthetic, a file)
     explicit: dict[str, Any] = field(default_factory=dict)  # the trainer settings the config sets
@@ -160,9 +161,12 @@ class Plan:
 
     def training_gib(self) -> float | None:
         """Weights, gradients and optimizer states a GPU holds (``recipe_checks.training_gib``; FSDP's
-        full sharding as ZeRO-3's); LoRA: the frozen fp32 weights alone (adapters are small)."""
+        full sharding as ZeRO-3's); LoRA: the frozen fp32 weights alone (adapters are small), counted
+        once for a shared base (with its group's first member)."""
         if self.facts is None:
             return None
+        if self.base_with:
+            return 0.0
         if self.lora:
             split = self.layout() == "zero3"
             return self.facts.params * _FROZEN_BYTES_PER_PARAM / (self.world if split else 1) / GIB
@@ -398,8 +402,10 @@ def _cohort_plans(cfg: Any, gpu_gib: float, placement: Any = None) -> list[Plan 
         held_out = (
             f"{_held_out(e.dataset, e.split, e.path, e.limit, e.num_problems)}, every {e.eval_steps} steps"
         )
+    groups = cfg.base_groups()
     for i, member in enumerate(cfg.members):
         where = f"members.{i} ({member.name})"
+        first = groups[member.shared_base][0] if member.shared_base else i
         try:
             args = cfg.member_args(i, world_size=member.world_size())
         except ConfigError as err:
@@ -410,11 +416,12 @@ def _cohort_plans(cfg: Any, gpu_gib: float, placement: Any = None) -> list[Plan 
             where=where, name=member.name, model=model, args=args,
             facts=model_facts(member.model) if member.model else None,
             world=member.world_size(),
-            machines=len(placement.worlds[i].nodes) if placement is not None else member.machines(),
+            machines=len(placement.world_of(i).nodes) if placement is not None else member.machines(),
             sharding=_sharding_of(member.accelerate_settings(), member.world_size()),
             data=(d.dataset, d.split, d.path, d.limit), items=items, items_per_round=cfg.prompts_per_step,
             round_of="items", held_out=held_out,
             label_free=cfg.reward_rule != "ground_truth", view=member.view, lora=member.peft is not None,
+            base_with=f"members.{first} ({cfg.members[first].name})" if first != i else None,
             paraphrases=d.paraphrases, local_items=local_items,
             explicit={**cfg.trainer, **member.trainer}, gpu_gib=gpu_gib,
         ))  # fmt: skip
@@ -478,6 +485,8 @@ def describe(plan: Plan) -> list[str]:
         if plan.lora:
             split = f" / {world}" if plan.layout() == "zero3" else ""
             per = f"frozen fp32 weights, {_FROZEN_BYTES_PER_PARAM}{split}"
+        if plan.base_with:
+            per = f"the shared base, counted with {plan.base_with}: 0"
         total = training + plan.vllm_gib()
         lines.append(f"  memory a GPU     ~{total:.1f} GiB + activations: training state {training:.1f} GiB "
                      f"({per} bytes a parameter), "

@@ -321,8 +321,9 @@ class RolloutEngine:
         for agent, indices in groups.values():
             batch = [contexts[i] for i in indices]
             if isinstance(agent, BatchedAgent):
-                key = (id(agent.generator), agent.sampling)
-                entry = calls.setdefault(key, (agent.generator, agent.sampling, []))
+                shared = getattr(agent.generator, "shared", agent.generator)  # seats of one base: one call
+                key = (id(shared), agent.sampling)
+                entry = calls.setdefault(key, (shared, agent.sampling, []))
                 entry[2].extend((agent, i, req) for i, req in zip(indices, agent.plan(batch), strict=True))
                 continue
             actions = agent.act(batch)
@@ -336,6 +337,8 @@ class RolloutEngine:
                 self.stats.generate_calls += 1
                 self.stats.batch_sizes.append(sum(r.n for r in requests if r.messages is not None))
             base = sampling if sampling.seed is not None else replace(sampling, seed=self.seed)
+            if generator is not planned[0][0].generator:  # adapters of one base: each prompt its own
+                generator = generator.mixed({id(r.messages): a.generator.adapter for a, _, r in planned})
             results = generate_requests(generator, requests, call_sampling(base, self._calls))
             self._calls += 1
             for (agent, i, request), completions in zip(planned, results, strict=True):

@@ -251,7 +251,7 @@ class TransformersGenerator:
             stop_strings=list(sampling.stop) or None,
             **(_NEUTRAL_GREEDY if sampling.greedy else _NEUTRAL_SAMPLING),
         )
-        sequences = self.model.generate(
+        sequences = self._model_generate(
             **{k: self._on_device(v) for k, v in inputs.items()},
             generation_config=config,
             logits_processor=processors,
@@ -263,6 +263,10 @@ class TransformersGenerator:
             self._completion(prompt, tokens, lps, sampling.stop)
             for prompt, tokens, lps in zip(prompt_ids, new_tokens.cpu().tolist(), logprobs, strict=True)
         ]
+
+    def _model_generate(self, **kwargs) -> torch.Tensor:
+        """``model.generate`` of one batch (``AdapterGenerator`` adds each row's adapter)."""
+        return self.model.generate(**kwargs)
 
     def _completion(self, prompt: list[int], tokens: list[int], logprobs: list[float], stop) -> Completion:
         """Cut one generated row where it ended (eos, stop string, or the length limit)."""

@@ -3,14 +3,16 @@
 Co-RL and its baselines are one learner (``CoRL``) with different reward rules. Each member is one
 ``torchrun`` / ``accelerate launch`` world (any number of processes: data parallel, ZeRO, FSDP)
 that runs ``python -m councilzoo.learners.corl.member OUT/plan.json --world i`` (``placement.py``
-plans the worlds). The members share no
-parameters and no process group; only each world's main process joins the cohort link
-(``link.py``), over which own labels travel keyed by (round, problem key).
+plans the worlds). The members share no parameters and no process group; only each world's main
+process joins the cohort link (``link.py``), over which own labels travel keyed by (round, problem
+key). The exception is a ``shared_base`` group: one world of one process
+(``shared_world.py``) in which each member trains a LoRA adapter on one copy of the group's base.
 
 Modules: ``config.py`` (``CoRLConfig``: the members and their settings), ``learner.py`` (``CoRL``),
 ``reward.py`` (``CohortReward``), ``rounds.py`` (the items of each round and the prompt rows),
-``member.py`` (one member's world), ``launch.py`` (the launcher), ``link.py`` (the cohort link),
-``seeded_sampling.py`` and ``metrics.py``; the trainer itself is ``learners/engine.py``.
+``member.py`` (one member's world), ``shared_world.py`` (a ``shared_base`` group's world),
+``launch.py`` (the launcher), ``link.py`` (the cohort link), ``seeded_sampling.py`` and
+``metrics.py``; the trainer itself is ``learners/engine.py``.
 
 Per generation round TRL samples G completions of every item for the member (its own paraphrase
 view), then calls ``CohortReward``, which:

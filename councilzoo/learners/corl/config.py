@@ -22,6 +22,7 @@ from councilzoo.learners.data import DataConfig
 from councilzoo.learners.logging import check_report_to
 from councilzoo.learners.placement import VLLM_GROUP_PORT
 from councilzoo.learners.recipe_checks import check_sleep_mode
+from councilzoo.learners.shared_base import check_group
 from councilzoo.real_models import is_real_model_name
 from councilzoo.tiny_members import member_spec
 
@@ -86,6 +87,14 @@ class MemberConfig:
             "then starts with `accelerate launch` instead of torchrun."
         },
     )
+    shared_base: str | None = field(
+        default=None,
+        metadata={
+            "help": "A base group's name: members naming the same group share one copy of their (same) "
+            "model in one world, each training its own LoRA adapter (its 'peft'); a tiny_family group's "
+            "base is its first member's model."
+        },
+    )
 
     def __post_init__(self) -> None:
         """Every mistake of the member at once, one line each (the config's loader adds the file,
@@ -107,6 +116,10 @@ class MemberConfig:
         if self.model and local and not Path(self.model).expanduser().is_dir():
             problems.append(f"member {self.name!r}: model path {self.model!r} does not exist")
         gather(problems, engine.check_trainer_overrides, self.trainer, "trainer")
+        placed = self.num_processes != 1 or self.nodes or self.accelerate_config or self.devices
+        if self.shared_base and placed:
+            problems.append(f"member {self.name!r}: a shared_base member runs in its group's one-process "
+                            "world; leave num_processes, nodes, accelerate_config and devices unset")
         if self.accelerate_config and not Path(self.accelerate_config).is_file():
             problems.append(
                 f"member {self.name!r}: accelerate_config {self.accelerate_config!r} does not exist"
@@ -264,6 +277,26 @@ class CoRLConfig:
                 raise ValueError(f"{where}: stop strings need seeded_sampling: true (TRL's own generation "
                                  "takes none)")
             check_sleep_mode(settings, owned, where)
+        problems = []
+        for group, indices in self.base_groups().items():
+            members = [self.members[i] for i in indices]
+            problems += check_group(
+                group,
+                {m.name: m.model or f"tiny_family {m.tiny_family}" for m in members},
+                {m.name: m.peft for m in members},
+                {m.name: {**self.trainer, **m.trainer} for m in members},
+                self.report_to,
+            )
+        if problems:
+            raise ValueError("\n".join(problems))
+
+    def base_groups(self) -> dict[str, list[int]]:
+        """Member indices by ``shared_base`` group (members without one are in none)."""
+        groups: dict[str, list[int]] = {}
+        for i, member in enumerate(self.members):
+            if member.shared_base:
+                groups.setdefault(member.shared_base, []).append(i)
+        return groups
 
     def member_style(self, index: int) -> str:
         """Member ``index``'s prompt style: its own, else the cohort's."""
@@ -327,7 +360,7 @@ class CoRLConfig:
 # Settings that place a run (machines, ports, folders, trackers) and change no update.
 _PLACEMENT = {
     "run": ("output_dir", "tiny_models_dir", "report_to", "project", "distributed", "warm_start"),
-    "member": ("num_processes", "nodes", "devices", "accelerate_config"),
+    "member": ("num_processes", "nodes", "devices", "accelerate_config", "shared_base"),
     "trainer": (
         "vllm_server_base_url", "vllm_server_host", "vllm_server_port", "vllm_server_timeout",
         "vllm_group_port", "vllm_gpu_memory_utilization", "logging_dir", "dataloader_num_workers",

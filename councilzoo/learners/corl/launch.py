@@ -9,18 +9,20 @@ fails (after ``FAILURE_GRACE_S`` in which the others may exit, so every failed w
 the launcher gets SIGTERM/SIGINT. Every process of a local world dies with its parent
 (``PR_SET_PDEATHSIG``), so no world outlives even a SIGKILLed launcher; a SLURM step ends with
 its ``srun``. With ``--hosts``, each host's launcher computes the same plan and starts its own
-nodes; ``members=`` starts a subset.
+nodes; ``members=`` starts a subset (a ``shared_base`` group's world starts whole).
 
 With ``warm_start`` a single-process world is forked from a server (multiprocessing's
 forkserver) that imported torch, transformers, peft and TRL once, instead of a fresh ``python``
 that spends ~6 s importing them: what many short runs (a reproduction's arms and seeds) pay for
-over and over. The forked world runs the same ``councilzoo.learners.corl.member`` main in its own
-session with its own environment; only what a library reads at import time keeps the value it
+over and over. The forked world runs the main of the module its plan's command names
+(``councilzoo.learners.corl.member``, or ``shared_world`` for a group) in its own session with its
+own environment; only what a library reads at import time keeps the value it
 had when the server started.
 """
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import os
 import shutil
@@ -56,11 +58,6 @@ __all__ = ["launch_cohort", "CohortFailed"]
 # What a warm-start server imports once (the member module pulls in torch and transformers).
 _WARM_MODULES = ("councilzoo.learners.corl.member", "trl.trainer.grpo_trainer", "peft")
 FAILURE_GRACE_S = 5.0  # after a world fails, how long the others may take to exit on their own
-
-
-def _member_argv(plan: Path, index: int) -> list[str]:
-    """The arguments of ``councilzoo.learners.corl.member``'s main for member ``index``."""
-    return [str(plan), "--world", str(index)]
 
 
 def _prepare_run(
@@ -135,32 +132,34 @@ def launch_cohort(
     """
     machines = machines or Machines.here()
     plan = plan_cohort(cfg, learner, machines, resume)
-    indices = list(range(len(cfg.members))) if members is None else list(members)
-    starts = _starts_here(plan, machines, indices, host)
+    worlds = plan.worlds_of(range(len(cfg.members)) if members is None else members)
+    starts = _starts_here(plan, machines, worlds, host)
+    indices = [m.index for w in worlds for m in plan.worlds[w].members]
     plan_path, folders = _prepare_run(cfg, plan, learner, resume, overwrite, indices)
     named = not machines.local and machines.slurm_job is None  # a host's part of a run on named hosts
-    names = ", ".join(plan.worlds[i].name + (f" on {node.host}" if named else "") for i, node in starts)
+    names = ", ".join(plan.worlds[w].name + (f" on {node.host}" if named else "") for w, node in starts)
     how = " as srun steps" if machines.slurm_job is not None else ""
     phase(f"starting {len(starts)} member world(s){how}: {names} (each loads its model, then trains)")
     with _sigterm_interrupts():
         _run_worlds(cfg, plan, plan_path, starts, timeout_s, machines)
-    return [_last_row(folders[i]) for i in dict.fromkeys(i for i, _ in starts)]
+    started = dict.fromkeys(w for w, _ in starts)
+    return [_last_row(folders[m.index]) for w in started for m in plan.worlds[w].members]
 
 
 def _starts_here(
-    plan: Placement, machines: Machines, indices: Sequence[int], host: str | None
+    plan: Placement, machines: Machines, worlds: Sequence[int], host: str | None
 ) -> list[tuple[int, Node | None]]:
     """(world, node) pairs this launcher starts: every node of one machine; in a SLURM job each
     world whole (node None: its ``srun`` step); with several hosts, the nodes on ``host``."""
     if machines.slurm_job is not None:
-        return [(i, None) for i in indices]
+        return [(w, None) for w in worlds]
     if len(machines.hosts) == 1:
-        return [(i, node) for i in indices for node in plan.worlds[i].nodes]
+        return [(w, node) for w in worlds for node in plan.worlds[w].nodes]
     host = host or socket.gethostname().split(".")[0]
     if host not in machines.hosts:
         raise ConfigError(f"--host {host!r} is not one of --hosts {list(machines.hosts)}; name this machine "
                           "with --host")  # fmt: skip
-    return [(i, node) for i in indices for node in plan.worlds[i].nodes if node.host == host]
+    return [(w, node) for w in worlds for node in plan.worlds[w].nodes if node.host == host]
 
 
 def _run_worlds(
@@ -176,7 +175,7 @@ def _run_worlds(
             if code is not None:
                 del procs[k]
                 if code != 0:
-                    failed.append(f"member {plan.worlds[starts[k][0]].name!r} exited with status {code}")
+                    failed.append(f"{_who(plan.worlds[starts[k][0]])} exited with status {code}")
 
     try:
         for k, (i, node) in enumerate(starts):
@@ -239,8 +238,15 @@ def _start_world(
     if node.devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = node.devices
     if cfg.warm_start and world.launcher == "python":
-        return _ForkedWorld(_member_argv(plan_path, index), env)
+        return _ForkedWorld(node.command[1:], env)
     return subprocess.Popen(node.command, env=env, start_new_session=True, preexec_fn=set_parent_death_signal)
+
+
+def _who(world: World) -> str:
+    """A world as a failure names it: its member, or its group's members."""
+    if len(world.members) == 1:
+        return f"member {world.name!r}"
+    return f"shared_base group {world.name!r} (members {', '.join(m.name for m in world.members)})"
 
 
 def _srun_step(plan_path: Path, world: World, machines: Machines) -> list[str]:
@@ -261,13 +267,14 @@ class CohortFailed(RuntimeError):
 
 
 class _ForkedWorld:
-    """A single-process member world forked from the warm-start server, with ``Popen``'s
-    ``pid``, ``poll`` and ``wait``; like a ``Popen`` world it leads its own process group."""
+    """A single-process world forked from the warm-start server, with ``Popen``'s ``pid``,
+    ``poll`` and ``wait``; like a ``Popen`` world it leads its own process group. ``argv``: the
+    plan's command after the interpreter (``-m MODULE PLAN --world I``)."""
 
     def __init__(self, argv: list[str], env: dict[str, str]) -> None:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(list(_WARM_MODULES))  # read when the server first starts
-        self.process = context.Process(target=_forked_member_main, args=(argv, env), name="member-world")
+        self.process = context.Process(target=_forked_world_main, args=(argv, env), name="member-world")
         self.process.start()
         self.pid = self.process.pid
         while self.process.is_alive() and _group_of(self.pid) != self.pid:
@@ -290,8 +297,9 @@ def _group_of(pid: int) -> int | None:
         return None
 
 
-def _forked_member_main(argv: list[str], env: dict[str, str]) -> None:
-    """A forked world: its own session and environment, then the member module's main."""
+def _forked_world_main(argv: list[str], env: dict[str, str]) -> None:
+    """A forked world: its own session and environment, then the main of the module ``argv`` names
+    (``-m MODULE ARGS...``)."""
     os.setsid()
     os.environ.clear()
     os.environ.update(env)
@@ -299,9 +307,8 @@ def _forked_member_main(argv: list[str], env: dict[str, str]) -> None:
         import torch
 
         torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
-    from councilzoo.learners.corl import member
-
-    sys.exit(member.main(argv))
+    _, module, *args = argv
+    sys.exit(importlib.import_module(module).main(args))
 
 
 def _stop(proc: subprocess.Popen | _ForkedWorld) -> None:

@@ -2,11 +2,13 @@
 
 ``python -m councilzoo.learners.corl.member OUT/plan.json --world I`` is what the launcher starts
 (under ``torchrun`` or ``accelerate launch`` for a world of several processes). It reads its world
-from the placement plan (``learners/placement.py``): the learner class, the resolved config, the
-``GRPOConfig`` arguments, the fingerprint and whether to resume; it computes none of them again.
-``run_member`` builds the member's round-ordered dataset and reward functions, joins the cohort
-link (peer rules, rank 0 only), agrees with the peers on the checkpoint to resume from, trains and
-saves the final model.
+from the placement plan (``learners/placement.py``, ``read_world``): the learner class, the
+resolved config, the ``GRPOConfig`` arguments, the fingerprint and whether to resume; it computes
+none of them again. ``run_member`` joins the cohort link (peer rules, rank 0 only), agrees with
+the peers on the checkpoint to resume from, builds the member's trainer (``member_trainer``: its
+round-ordered dataset and reward functions), trains and saves the final model (``save_member``).
+A ``shared_base`` group's world (``shared_world.py``) builds and saves its members' trainers with
+the same functions.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import argparse
 import ctypes
 import faulthandler
 import hashlib
-import importlib
 import json
 import os
 import signal
@@ -40,9 +41,9 @@ from councilzoo.processes import pid_alive
 from councilzoo.tasks import Problem, answers_equivalent, answers_for_batch
 
 __all__ = [
-    "HeldOutAccuracy", "member_model_path", "member_sees_images",
-    "run_member", "quiet_loading", "LAUNCHER_ENV", "PR_SET_PDEATHSIG", "die_with_launcher",
-    "set_parent_death_signal", "main",
+    "HeldOutAccuracy", "member_model_path", "member_sees_images", "run_member", "member_settings",
+    "member_trainer", "save_member", "last_row", "resume_checkpoint", "read_world", "quiet_loading",
+    "LAUNCHER_ENV", "PR_SET_PDEATHSIG", "die_with_launcher", "set_parent_death_signal", "main",
 ]
 
 
@@ -128,12 +129,14 @@ class HeldOutAccuracy(engine.MetricsFile):
 
 
 def member_model_path(cfg: CoRLConfig, index: int) -> str:
-    """The member's model folder: a resolved local/hub model, or its built tiny model."""
+    """The member's model folder: a resolved local/hub model, or its built tiny model (in a
+    ``shared_base`` group, the group's first member's)."""
     from councilzoo.agents.generators.model_lookup import resolve_model_path
 
     member = cfg.members[index]
     if member.tiny_family:
-        return str(cfg.tiny_model_dir(index))
+        first = cfg.base_groups()[member.shared_base][0] if member.shared_base else index
+        return str(cfg.tiny_model_dir(first))
     return resolve_model_path(member.model)
 
 
@@ -159,11 +162,21 @@ def completion_prompts(model_path: str) -> Callable[[list[dict]], list[dict] | s
     return lambda messages: completion_text(messages, tokenizer.bos_token)
 
 
-def _resume_checkpoint(cfg: CoRLConfig, index: int, link: CohortLink | None, resume: bool) -> str | None:
+def resume_checkpoint(cfg: CoRLConfig, index: int, link: Any, resume: bool) -> str | None:
     """The checkpoint every member has (the newest common step), or None to start fresh."""
     mine = engine.checkpoint_steps(cfg.member_dir(index)) if resume else []
     steps = link.agree_on_checkpoint(mine) if link is not None else (max(mine) if mine else None)
     return str(cfg.member_dir(index) / f"checkpoint-{steps}") if steps is not None else None
+
+
+def member_settings(cfg: CoRLConfig, index: int, plan: Placement | None) -> tuple[Any, str]:
+    """Member ``index``'s ``GRPOConfig`` and the cohort's fingerprint: the ``plan``'s (what the
+    launcher starts), or without one (a member run in this process) computed here for this
+    process's world."""
+    if plan is None:
+        return cfg.member_args(index), cfg.fingerprint()
+    [member] = [m for m in plan.world_of(index).members if m.index == index]
+    return engine.grpo_config(member.grpo, member.name), plan.fingerprint
 
 
 def run_member(
@@ -178,16 +191,41 @@ def run_member(
 
     ``reward_functions(cfg, index, problems, link)`` gives the learner's TRL reward functions.
     Peer rules join the cohort link from the world's main process; every member must agree on the
-    config fingerprint and on the checkpoint to resume from. With a ``plan`` (what the launcher
-    starts) the ``GRPOConfig`` and fingerprint are the plan's; without one (a member run in this
-    process) they are computed here for this process's world.
+    config fingerprint and on the checkpoint to resume from. The settings are the ``plan``'s where
+    given (``member_settings``).
     """
     quiet_loading()
-    if plan is not None:
-        args = engine.grpo_config(plan.worlds[index].grpo, cfg.members[index].name)
-        fingerprint = plan.fingerprint
-    else:
-        args, fingerprint = cfg.member_args(index), cfg.fingerprint()
+    args, fingerprint = member_settings(cfg, index, plan)
+    rank = int(os.environ.get("RANK", "0"))
+    link = None
+    if cfg.reward_rule in PEER_RULES and rank == 0:
+        link = CohortLink(
+            cfg.distributed, index, len(cfg.members), run_id="cohort", fingerprint=fingerprint
+        )
+    with link if link is not None else nullcontext():
+        checkpoint = resume_checkpoint(cfg, index, link, resume) if rank == 0 else None
+        checkpoint = _broadcast_from_main(checkpoint)
+        trainer = member_trainer(cfg, index, args, fingerprint, reward_functions, link, callbacks)
+        trainer.train(resume_from_checkpoint=checkpoint)
+        save_member(cfg, index, trainer)
+    engine.leave_world(trainer)
+    return last_row(trainer)
+
+
+def member_trainer(
+    cfg: CoRLConfig,
+    index: int,
+    args: Any,
+    fingerprint: str,
+    reward_functions: Callable[..., list],
+    link: Any,
+    callbacks: Sequence[Any] = (),
+    shared_base: Any = None,
+) -> Any:
+    """Member ``index``'s trainer on ``args``: its round-ordered dataset, reward functions (peer
+    labels through ``link``), metrics, progress and held-out evaluation. ``shared_base``: the
+    group's ``PeftModel``, of which the trainer trains the member's adapter (named after the
+    member), instead of loading the member's model with its ``peft`` settings."""
     problems = load_items(cfg.data, cfg.seed, cfg.views)
     model_path = member_model_path(cfg, index)
     member = cfg.members[index]
@@ -203,14 +241,7 @@ def run_member(
         problems, cfg.seed, engine.rounds_needed(args), cfg.prompts_per_step,
         lambda p: as_text(member_prompt(p, view, vlm, style)),
     )
-    rank = int(os.environ.get("RANK", "0"))
-    link = None
-    if cfg.reward_rule in PEER_RULES and rank == 0:
-        link = CohortLink(
-            cfg.distributed, index, len(cfg.members), run_id="cohort", fingerprint=fingerprint
-        )
     _tracker_env(cfg, member.name, fingerprint)
-    held_out = None
     if cfg.eval.eval_steps:
         held_out = HeldOutAccuracy(
             cfg.member_dir(index) / "eval.jsonl",
@@ -225,24 +256,32 @@ def run_member(
         engine.StepProgress(member.name, index),
         *callbacks,
     ]
-    with link if link is not None else nullcontext():
-        checkpoint = _resume_checkpoint(cfg, index, link, resume) if rank == 0 else None
-        checkpoint = _broadcast_from_main(checkpoint)
-        rollout = SeededSampling(cfg.seed, cfg.num_generations, member.stop) if cfg.seeded_sampling else None
-        rewards = reward_functions(cfg, index, problems, link)
-        trainer = engine.build_trainer(
+    rollout = SeededSampling(cfg.seed, cfg.num_generations, member.stop) if cfg.seeded_sampling else None
+    rewards = reward_functions(cfg, index, problems, link)
+    if shared_base is None:
+        return engine.build_trainer(
             model_path, model_path, args, rows, rewards, cbs, member.peft, rollout_func=rollout
         )
-        trainer.train(resume_from_checkpoint=checkpoint)
-        _record_gpu_peak(trainer, cfg.member_dir(index) / "gpu_memory.json", member.name)
-        final = cfg.member_dir(index) / "final"
-        if trainer.is_fsdp_enabled:  # whole weights in final/, whatever the checkpoints' state-dict type
-            trainer.accelerator.state.fsdp_plugin.set_state_dict_type("FULL_STATE_DICT")
-        trainer.save_model(str(final))
-        if trainer.accelerator.is_main_process:
-            trainer.processing_class.save_pretrained(str(final))
-            _write_world(cfg.member_dir(index) / "world.json", trainer)
-    engine.leave_world(trainer)
+    return engine.build_trainer(
+        shared_base, model_path, args, rows, rewards, cbs, rollout_func=rollout, adapter=member.name
+    )
+
+
+def save_member(cfg: CoRLConfig, index: int, trainer: Any) -> None:
+    """After training: the world's peak GPU memory, the final model in ``final/`` and what the
+    world really trained with (``world.json``)."""
+    _record_gpu_peak(trainer, cfg.member_dir(index) / "gpu_memory.json", cfg.members[index].name)
+    final = cfg.member_dir(index) / "final"
+    if trainer.is_fsdp_enabled:  # whole weights in final/, whatever the checkpoints' state-dict type
+        trainer.accelerator.state.fsdp_plugin.set_state_dict_type("FULL_STATE_DICT")
+    trainer.save_model(str(final))
+    if trainer.accelerator.is_main_process:
+        trainer.processing_class.save_pretrained(str(final))
+        _write_world(cfg.member_dir(index) / "world.json", trainer)
+
+
+def last_row(trainer: Any) -> dict[str, float]:
+    """The trainer's last logged row with a reward (empty if none)."""
     history = [r for r in trainer.state.log_history if "reward" in r]
     return history[-1] if history else {}
 
@@ -336,19 +375,27 @@ def set_parent_death_signal(sig: int = signal.SIGKILL) -> None:
 
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m councilzoo.learners.corl.member OUT/plan.json --world I``."""
-    parser = argparse.ArgumentParser(prog="councilzoo.learners.corl.member")
+def read_world(argv: Sequence[str] | None, prog: str) -> tuple[Placement, Any, Any, Any]:
+    """``PLAN --world I`` of a world's command line: the plan, world ``I``, its learner class and
+    the plan's resolved config (what a world process reads before anything else)."""
+    from councilzoo.learners.base import get_learner
+
+    parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("plan")
     parser.add_argument("--world", type=int, required=True)
     args = parser.parse_args(argv)
     faulthandler.enable()  # a crash in native code (seen once: SIGSEGV in libc) logs its Python stack
     die_with_launcher()
     plan = Placement.read(args.plan)
-    module, _, name = plan.learner.partition(":")
-    learner = getattr(importlib.import_module(module), name)
-    cfg = load_config(plan.config, learner.config_class)
-    run_member(cfg, args.world, learner.reward_functions, resume=plan.resume, plan=plan)
+    learner = get_learner(plan.learner)
+    return plan, plan.worlds[args.world], learner, load_config(plan.config, learner.config_class)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m councilzoo.learners.corl.member OUT/plan.json --world I``."""
+    plan, world, learner, cfg = read_world(argv, "councilzoo.learners.corl.member")
+    [member] = world.members
+    run_member(cfg, member.index, learner.reward_functions, resume=plan.resume, plan=plan)
     return 0
 
 

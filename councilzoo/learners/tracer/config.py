@@ -94,6 +94,12 @@ class AgentsConfig:
         "reviewer is a frozen copy, or models.reviewer).",
         default=True,
     )
+    shared_base: bool = _help(
+        "LLM with share_model false and generation.peft: the reviewer plays the proposer's base model "
+        "with the proposer's LoRA adapter switched off, instead of a frozen copy of it (one copy of "
+        "the base in memory, the same episodes).",
+        default=False,
+    )
     render: str | None = _help(
         "LLM: import path 'package.module:function' of a prompt renderer (TurnContext -> chat "
         "messages) for the trained agents, e.g. the format a model was fine-tuned on; None: the "
@@ -246,6 +252,16 @@ class TracerConfig:
             raise ValueError(f"agents.models has roles {unknown}; expected 'proposer' and 'reviewer'")
         if self.agents.kind == "llm" and "proposer" in models:
             raise ValueError("agents.models.proposer: with agents.kind='llm' the proposer is trained")
+        if self.agents.shared_base:
+            a, g = self.agents, self.generation
+            needs = {
+                "agents.kind 'llm'": a.kind == "llm", "agents.share_model false": not a.share_model,
+                "no agents.models.reviewer": "reviewer" not in models, "generation.enabled": g.enabled,
+                "generation.peft": bool(g.peft), "no use_vllm": not g.trainer.get("use_vllm"),
+            }  # fmt: skip
+            missing = [need for need, met in needs.items() if not met]
+            if missing:
+                raise ValueError(f"agents.shared_base (the reviewer on the proposer's base) needs: {missing}")
         for role, spec in models.items():
             try:
                 check_keywords(role, spec)

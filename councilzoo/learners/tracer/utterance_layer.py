@@ -25,7 +25,8 @@ subsampled when it has more. The release updated before each real utterance; her
 of a step are played by the policy of the previous step, and the update follows the batch.
 
 One trainer trains one model: the shared model with role prompts (default), or, with separate
-role models, the proposer's (the reviewer's model then only generates).
+role models, the proposer's (the reviewer's model then only generates: a frozen copy of the base,
+or with ``agents.shared_base`` the proposer's own base with its adapter switched off).
 
 A world of N processes (``torchrun --nproc_per_node N -m councilzoo.cli train tracer ...``)
 trains as one process with N times the micro-batch: rank 0 plays the step and samples every
@@ -131,6 +132,7 @@ class UtteranceLayer:
         import torch
         from transformers import AutoModelForCausalLM
 
+        from councilzoo.agents.generators.adapters import BASE, AdapterGenerator
         from councilzoo.agents.generators.model_lookup import resolve_model_path
         from councilzoo.agents.generators.transformers_backend import TransformersGenerator
 
@@ -169,7 +171,11 @@ class UtteranceLayer:
             self.agents = {"*": LLMAgent(self.generator, name="tracer", **options)}
         else:
             self.agents = {"proposer": LLMAgent(self.generator, name="proposer", **options)}
-            if "reviewer" not in a.models:  # a frozen copy of the base model (else built by role_agents)
+            if a.shared_base:  # the base under the proposer's adapter, the adapter switched off
+                tokenizer = self.trainer.processing_class
+                base = AdapterGenerator(self.trainer.model, {}, tokenizer=tokenizer, seed=cfg.seed)
+                self.agents["reviewer"] = LLMAgent(base.seat(BASE), name="reviewer", **options)
+            elif "reviewer" not in a.models:  # a frozen copy of the base model (else built by role_agents)
                 frozen = {"model": path, "device": a.device, "seed": cfg.seed}
                 spec = ModelSpec("transformers", frozen, agent=options)
                 self.agents["reviewer"] = build_model("reviewer", spec)
