@@ -222,13 +222,18 @@ def test_bad_requests_fail_before_work(gen, prompts, n, sampling, error):
         gen.generate(prompts, n=n, sampling=sampling)
 
 
-def test_chat_prompt_without_chat_template_is_a_clear_error(gen):
+def test_chat_prompt_without_chat_template_is_read_as_completion_text(gen):
+    """A base model (no chat template) is given the conversation as completion text: its greedy
+    reply equals the reply to that text passed as an already rendered string."""
+    from councilzoo.agents.generators.chat_template import completion_text
+
     template, gen.tokenizer.chat_template = gen.tokenizer.chat_template, None
     try:
-        with pytest.raises(ValueError, match="no chat template"):
-            gen.generate(PROMPTS[:1], sampling=GREEDY)
+        [as_messages] = gen.generate(PROMPTS[:1], sampling=GREEDY)
+        [as_text] = gen.generate([completion_text(PROMPTS[0], gen.tokenizer.bos_token)], sampling=GREEDY)
     finally:
         gen.tokenizer.chat_template = template
+    assert as_messages == as_text
 
 
 # --- model loading and the factory ----------------------------------------------------------
