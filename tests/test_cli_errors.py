@@ -411,7 +411,10 @@ CASES = {
     "train learner-owned trainer key": tr(
         "are set by the learner's own keys", config=corl("{learning_rate: 0.001}", "{max_steps: 3}")
     ),
-    "train bad trainer value": tr("trainer settings of", "--set", "trainer.lr_scheduler_type=nope"),
+    "train bad trainer value": tr(
+        "members.0 (qwen): trainer settings: nope is not a valid SchedulerType", "--set",
+        "trainer.lr_scheduler_type=nope",
+    ),
     "train accumulation mismatch": tr("does not divide", "--set", "trainer.gradient_accumulation_steps=3"),
     "train wrong type": tr("num_generations: expected int", "--set", "num_generations=many"),
     "train tau out of range": tr("tau must be in [0, 1]", "--set", "tau=5"),
