@@ -48,6 +48,16 @@ def claim_folder(claim: str) -> str:
     return claim.replace("-", "_")
 
 
+def check_seed_args(parser, args) -> None:
+    """The seed flags of an experiment's own entry point (``--seeds``, ``--first-seed``), checked
+    before any run: the checks are intervals over seeds, so one seed is refused."""
+    if args.seeds is not None and args.seeds < MIN_SEEDS:
+        parser.error(f"--seeds must be >= {MIN_SEEDS} (the checks are intervals over seeds), "
+                     f"got {args.seeds}")
+    if args.first_seed < 0:
+        parser.error(f"--first-seed must be >= 0, got {args.first_seed}")
+
+
 def run_claim(claim: str, out: str | Path, seeds: int | None = None, quick: bool = False) -> dict:
     """Run one claim into ``out/<its module>/``, write its report, and return its result dict."""
     if claim not in CLAIMS + OWN_COMMANDS:

@@ -34,7 +34,7 @@ import numpy as np
 
 from councilzoo.learners.corl.config import EvalConfig
 from councilzoo.learners.data import DataConfig
-from councilzoo.repro import MIN_SEEDS, map_in_processes
+from councilzoo.repro import check_seed_args, map_in_processes
 from councilzoo.repro.cohort_runs import seed_ci, train_cohort
 from councilzoo.repro.report import combine_parts, utc_now, write_report
 from councilzoo.repro.tiny_lms import addition_problems, tiny_lm
@@ -144,11 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-seed", type=int, default=0, help="first seed (default 0; the pilot: 100)")
     args = parser.parse_args(argv)
     started_at = utc_now()
-    if args.seeds is not None and args.seeds < MIN_SEEDS:
-        parser.error(f"--seeds must be >= {MIN_SEEDS} (the checks are intervals over seeds), "
-                     f"got {args.seeds}")
-    if args.first_seed < 0:
-        parser.error(f"--first-seed must be >= 0, got {args.first_seed}")
+    check_seed_args(parser, args)
     result = run(args.out, args.seeds, args.quick, args.first_seed)
     write_report(args.out, result, started_at=started_at)
     print(f"[corl co-training] {result['verdict']['status']}: {result['verdict']['reason']}")

@@ -48,7 +48,7 @@ import numpy as np  # noqa: E402
 from councilzoo.envs.rewards import own_label  # noqa: E402
 from councilzoo.learners.corl.config import EvalConfig  # noqa: E402
 from councilzoo.learners.data import DataConfig  # noqa: E402
-from councilzoo.repro import MIN_SEEDS, map_in_processes  # noqa: E402
+from councilzoo.repro import check_seed_args, map_in_processes  # noqa: E402
 from councilzoo.repro.cohort_runs import sample_answers, seed_ci, train_cohort  # noqa: E402
 from councilzoo.repro.report import combine_parts, save_figure, utc_now, write_report  # noqa: E402
 from councilzoo.repro.tiny_lms import addition_problems, tiny_lm  # noqa: E402
@@ -288,11 +288,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="train nothing: report the seeds whose runs all finished in --out")
     args = parser.parse_args(argv)
     started_at = utc_now()
-    if args.seeds is not None and args.seeds < MIN_SEEDS:
-        parser.error(f"--seeds must be >= {MIN_SEEDS} (the checks are intervals over seeds), "
-                     f"got {args.seeds}")
-    if args.first_seed < 0:
-        parser.error(f"--first-seed must be >= 0, got {args.first_seed}")
+    check_seed_args(parser, args)
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")
     if args.summarise:
