@@ -57,18 +57,24 @@ def test_an_agents_file_with_three_mistakes_reports_all_three_with_their_lines(t
     agents.write_text(AGENTS.replace("skill: 0.6", "skil: 0.6") + "samples: many\nanchor: strong\n")
     data = tmp_path / "data.jsonl"
     data.write_text(PROBLEM % (0, 0, 1) + '{"id": "p1", "question": "What is 1 + 1?"}\n')
-    argv = ["eval", "--protocol", "single,single", "--agents", str(agents), "--dataset", "jsonl",
-            "--path", str(data), "--out", str(tmp_path / "out")]
-    assert cli_main(argv) == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert all(line.startswith("councilzoo eval: error: ") for line in lines)
+
+    def errors(protocol: str) -> list[str]:
+        argv = ["eval", "--protocol", protocol, "--agents", str(agents), "--dataset", "jsonl",
+                "--path", str(data), "--out", str(tmp_path / "out")]
+        assert cli_main(argv) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert all(line.startswith("councilzoo eval: error: ") for line in lines)
+        return lines
+
+    # a flag's mistake is reported before the agents file is read (reading it imports model classes)
+    assert len(errors("single,single")) == 1
     expected = [
-        "--protocol 'single,single': 'single' is named 2 times",
         f"{agents}, line 2: models.medium.kwargs.skil: SimulatedAgent has no keyword 'skil' (did you mean",
         f"{agents}, line 7: samples: expected int, got str 'many'",
         f"{agents}, line 8: anchor: key given twice in one mapping (first on line 4)",
         f"{data}, line 2: problem 'p1' has no answer",
     ]
+    lines = errors("single")
     assert len(lines) == len(expected)
     for line, piece in zip(lines, expected, strict=True):
         assert piece in line, (piece, line)

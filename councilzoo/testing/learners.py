@@ -21,7 +21,6 @@ RENT on 2 shared CPU cores at load average ~33: 164 s (docs/testing.md, "Learner
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import signal
 import subprocess
@@ -91,16 +90,15 @@ def _killed_then_resumed(cls: type, config: dict, out: Path, member: int) -> Pat
     from councilzoo.config import load_config
     from councilzoo.learners.checkpoint import MANIFEST
     from councilzoo.learners.corl.member import run_member
+    from councilzoo.learners.placement import Machines, plan_cohort
 
     cfg = load_config({**config, "output_dir": str(out)}, cls.config_class)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out.parent / f"{out.name}.yaml"
-    path.write_text(json.dumps({**config, "output_dir": str(out)}))  # JSON is YAML
     spec, root = _spec(cls)
+    plan = plan_cohort(cfg, spec, Machines.here())  # the plan the launcher would start it from
     paths = [root, *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
-    command = [sys.executable, "-m", "councilzoo.learners.corl.member", str(path),
-               "--learner", spec, "--member", str(member)]
+    command = [sys.executable, "-m", "councilzoo.learners.corl.member", str(plan.write(out)),
+               "--world", str(plan.world_of(member).index)]
     log = out.parent / f"{out.name}.log"  # a file, not a pipe: a full pipe would stall the run
     with log.open("w") as sink:
         proc = subprocess.Popen(command, env=env, start_new_session=True, stdout=sink, stderr=sink)
