@@ -73,3 +73,13 @@ def test_each_arm_prompts_its_members_by_their_models_registered_setting():
     assert cf.member_settings(cf.GEMMA) == {"prompt_style": "few_shot", "stop": ["\nQuestion:"]}
     assert cf.member_settings(cf.SMOLLM2) == {"prompt_style": "concise", "stop": []}
     assert set(cf.DROP_FIRST) <= set(cf.ARMS) and set(cf.QUICK_ARMS) <= set(cf.ARMS)
+
+
+def test_the_training_level_is_the_lowest_where_both_models_are_in_the_useful_band():
+    def accuracy(smollm2, gemma):
+        levels = (0.0, 0.25, 0.5)
+        return {cf.SMOLLM2: {str(lv): {"greedy": a} for lv, a in zip(levels, smollm2, strict=True)},
+                cf.GEMMA: {str(lv): {"greedy": a} for lv, a in zip(levels, gemma, strict=True)}}
+
+    assert cf.training_level(accuracy((0.9, 0.6, 0.3), (0.1, 0.3, 0.2)), [0.0, 0.25, 0.5]) == (0.25, True)
+    assert cf.training_level(accuracy((0.9, 0.85, 0.3), (0.1, 0.05, 0.1)), [0.0, 0.25, 0.5]) == (0.0, False)

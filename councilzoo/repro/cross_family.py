@@ -50,6 +50,7 @@ __all__ = [
     "member_settings",
     "cohen_kappa",
     "error_agreement",
+    "training_level",
     "calibrate",
     "run_arm",
     "diversity_change",
@@ -101,7 +102,6 @@ FULL = {
     "held_out": 64,
     "train_items": 256,
     "max_new_tokens": 32,
-    "difficulty": 0.0,
     "calibration": {"levels": [0.0, 0.25, 0.5], "items": 64, "samples": 8},
 }
 QUICK = {
@@ -113,10 +113,10 @@ QUICK = {
     "held_out": 4,
     "train_items": 4,
     "max_new_tokens": 24,
-    "difficulty": 0.0,
     "calibration": {"levels": [0.0], "items": 8, "samples": 4},
 }
 QUICK_ARMS = ("ttrl_smollm2", "corl_cross")  # a pipeline check, not evidence
+USEFUL_BAND = (0.2, 0.8)  # greedy accuracy where peer labels are neither always right nor always wrong
 
 
 def member_settings(model: str) -> dict[str, Any]:
@@ -186,15 +186,25 @@ def _answers(model: str, problems, view: int, n: int, temperature: float, max_ne
     )
 
 
+def training_level(accuracy: dict[str, dict[str, dict]], levels) -> tuple[float, bool]:
+    """The plan's training level: the lowest level where every model's greedy accuracy lies in
+    ``USEFUL_BAND``, and True; else the first level, and False (the report says so)."""
+    lo, hi = USEFUL_BAND
+    for level in levels:
+        if all(lo <= per_level[str(level)]["greedy"] <= hi for per_level in accuracy.values()):
+            return level, True
+    return levels[0], False
+
+
 def calibrate(settings: dict) -> dict[str, Any]:
     """Per model and level: greedy and majority-of-``samples`` accuracy at the training temperature;
-    at the training level: the error agreement of SmolLM2 with Gemma, of two SmolLM2 samples, and of
-    SmolLM2 on two paraphrases (C1's inputs)."""
+    the training level (``training_level``); at that level the error agreement of SmolLM2 with
+    Gemma, of two SmolLM2 samples, and of SmolLM2 on two paraphrases (C1's inputs)."""
     from councilzoo.tasks import load_problems, plurality
 
     cal, temperature, tokens = settings["calibration"], TRAINER["temperature"], settings["max_new_tokens"]
-    levels: dict[str, dict] = {}
-    pairs: dict[str, dict] = {}
+    accuracy: dict[str, dict] = {}
+    seen: dict[float, tuple] = {}
     for level in cal["levels"]:
         problems = load_problems(DATASET, "test", limit=cal["items"], difficulty=level, seed=1)
         gold = [p.answer for p in problems]
@@ -203,24 +213,26 @@ def calibrate(settings: dict) -> dict[str, Any]:
             greedy[model] = [g[0] for g in _answers(model, problems, view, 1, 0.0, tokens)]
             sampled[model] = _answers(model, problems, view, cal["samples"], temperature, tokens)
             majority = [plurality(s, "numeric")[0] for s in sampled[model]]
-            levels.setdefault(model, {})[str(level)] = {
+            accuracy.setdefault(model, {})[str(level)] = {
                 "greedy": float(np.mean([a == g for a, g in zip(greedy[model], gold, strict=True)])),
                 "majority": float(np.mean([a == g for a, g in zip(majority, gold, strict=True)])),
             }
-        if level == settings["difficulty"]:
-            paraphrase = [g[0] for g in _answers(SMOLLM2, problems, 1, 1, 0.0, tokens)]
-            two_samples = ([s[0] for s in sampled[SMOLLM2]], [s[1] for s in sampled[SMOLLM2]])
-            cross = (greedy[SMOLLM2], greedy[GEMMA])
-            views = (greedy[SMOLLM2], paraphrase)
-            pairs = {
-                "smollm2 vs gemma": error_agreement(*cross, gold),
-                "smollm2 two samples": error_agreement(*two_samples, gold),
-                "smollm2 two paraphrases": error_agreement(*views, gold),
-                "kappa within minus cross, two samples": _kappa_difference(cross, two_samples, gold),
-                "kappa within minus cross, two paraphrases": _kappa_difference(cross, views, gold),
-                "items": len(gold),
-            }
-    return {"accuracy": levels, "error_agreement": pairs}
+        seen[level] = (problems, gold, greedy, sampled)
+    level, in_band = training_level(accuracy, cal["levels"])
+    problems, gold, greedy, sampled = seen[level]
+    paraphrase = [g[0] for g in _answers(SMOLLM2, problems, 1, 1, 0.0, tokens)]
+    two_samples = ([s[0] for s in sampled[SMOLLM2]], [s[1] for s in sampled[SMOLLM2]])
+    cross = (greedy[SMOLLM2], greedy[GEMMA])
+    views = (greedy[SMOLLM2], paraphrase)
+    pairs = {
+        "smollm2 vs gemma": error_agreement(*cross, gold),
+        "smollm2 two samples": error_agreement(*two_samples, gold),
+        "smollm2 two paraphrases": error_agreement(*views, gold),
+        "kappa within minus cross, two samples": _kappa_difference(cross, two_samples, gold),
+        "kappa within minus cross, two paraphrases": _kappa_difference(cross, views, gold),
+        "items": len(gold),
+    }
+    return {"accuracy": accuracy, "level": level, "level_in_band": in_band, "error_agreement": pairs}
 
 
 # ---- training runs ---------------------------------------------------------------------------------------
@@ -389,17 +401,19 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
     return the report dict with the claims' verdicts."""
     from councilzoo.repro import map_in_processes
 
-    settings = QUICK if quick else FULL
-    n_seeds = seeds or settings["seeds"]
+    sizes = QUICK if quick else FULL
+    n_seeds = seeds or sizes["seeds"]
     arms = QUICK_ARMS if quick else tuple(ARMS)
     out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     calibration_file = out / "calibration.json"
-    if calibration_file.exists() and json.loads(calibration_file.read_text())["settings"] == settings:
+    if calibration_file.exists() and json.loads(calibration_file.read_text())["settings"] == sizes:
         calibration = json.loads(calibration_file.read_text())["result"]
     else:
-        calibration = calibrate(settings)
-        calibration_file.write_text(json.dumps({"settings": settings, "result": calibration}))
+        calibration = calibrate(sizes)
+        calibration_file.write_text(json.dumps({"settings": sizes, "result": calibration}))
+    settings = {**sizes, "difficulty": calibration["level"]}  # the level calibration chose
     jobs = [(arm, seed, settings, out / "runs") for seed in range(n_seeds) for arm in arms]
     (out / "runs").mkdir(parents=True, exist_ok=True)
     results = map_in_processes(_run_job, jobs, workers=1)
@@ -408,7 +422,12 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
     verdicts = {"C1": decide_c1({k: v for k, v in pairs.items() if k.startswith("kappa within")})}
     cross = runs["corl_cross"]
     verdicts["C3"] = decide_c3({name: [_final_gain(r[name]) for r in cross] for name in ("smollm2", "gemma")})
-    results_out: dict[str, Any] = {"calibration": calibration}
+    band, level = f"greedy accuracy of both models in {list(USEFUL_BAND)}", calibration["level"]
+    results_out: dict[str, Any] = {
+        "training level": f"{level} (the lowest level with {band})" if calibration["level_in_band"]
+        else f"{level}: no calibrated level has {band}, so the first level",
+        "calibration": calibration,
+    }
     if "ttrl_smollm2" in runs:
         verdicts["C2"] = decide_c2(
             [diversity_change(r["smollm2"]["distinct_answers"]) for r in cross],
