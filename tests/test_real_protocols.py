@@ -1,5 +1,6 @@
-"""The real tier: every evaluation protocol on 8 problems with a council of SmolLM2-135M-Instruct
-seats (the shipped configs/eval_smollm2.yaml, shortened), through ``councilzoo eval``."""
+"""The real tier: every evaluation protocol on 4 problems with a council of SmolLM2-135M-Instruct and
+Gemma-3-270M seats (the shipped configs/eval_smollm2_gemma.yaml, shortened), through ``councilzoo
+eval``. One run of both families serves every test: decoding is most of the tier's cost."""
 
 from __future__ import annotations
 
@@ -16,20 +17,20 @@ from councilzoo.rollout.log import EpisodeLog
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[1]
-PROBLEMS = 8
-MAX_NEW_TOKENS = 8  # enough for the concise style's one number; decoding is most of the tier's cost
+PROBLEMS = 4
+MAX_NEW_TOKENS = 16  # Gemma's "4 + 3 = 7. The answer is 7." fits
 
 
 @pytest.fixture(scope="module")
-def council_run(smollm2_dir, tmp_path_factory) -> Path:
-    """``eval --protocol all`` on 8 test problems; short replies, two anchor samples and the smallest
+def two_family_run(smollm2_dir, gemma_dir, tmp_path_factory) -> Path:
+    """``eval --protocol all`` on 4 test problems; short replies, two anchor samples and the smallest
     dev set keep it quick."""
-    council = yaml.safe_load((ROOT / "configs" / "eval_smollm2.yaml").read_text())
+    council = yaml.safe_load((ROOT / "configs" / "eval_smollm2_gemma.yaml").read_text())
     for spec in council["models"].values():
         spec["agent"]["sampling"]["max_new_tokens"] = MAX_NEW_TOKENS
     council.update(samples=2, debate_rounds=1)
     council["comed"]["dev_size"] = 10  # the smallest dev set COMED accepts
-    tmp = tmp_path_factory.mktemp("real_eval")
+    tmp = tmp_path_factory.mktemp("two_family_eval")
     (tmp / "agents.yaml").write_text(yaml.safe_dump(council))
     out = tmp / "run"
     args = argparse.Namespace(protocol="all", agents=str(tmp / "agents.yaml"),
@@ -39,8 +40,8 @@ def council_run(smollm2_dir, tmp_path_factory) -> Path:
     return out
 
 
-def test_every_protocol_plays_every_problem_and_rescue_minus_harm_is_the_accuracy_change(council_run):
-    report = json.loads((council_run / "report.json").read_text())
+def test_every_protocol_plays_every_problem_and_rescue_minus_harm_is_the_accuracy_change(two_family_run):
+    report = json.loads((two_family_run / "report.json").read_text())
     assert set(report["protocols"]) == set(PROTOCOLS)
     for name, row in report["protocols"].items():
         counts = row["counts"]
@@ -49,46 +50,20 @@ def test_every_protocol_plays_every_problem_and_rescue_minus_harm_is_the_accurac
         assert len(row["rescue_ci"]) == 2 and len(row["harm_ci"]) == 2, name
 
 
-def test_the_real_models_replies_are_recorded_and_costed(council_run):
+def test_the_real_models_replies_are_recorded_and_costed(two_family_run):
     for name in ("single", "debate", "always_verify"):
-        records = list(EpisodeLog(council_run / "episodes" / f"{name}.jsonl").load().values())
+        records = list(EpisodeLog(two_family_run / "episodes" / f"{name}.jsonl").load().values())
         assert len(records) == PROBLEMS
         spoken = [t for r in records for t in r.turns if t.text]
         assert spoken, name
-        for turn in spoken:  # what SmolLM2 said, with its own token counts (at most the token cap)
+        for turn in spoken:  # what each model said, with its own token counts (at most the token cap)
             assert 0 < turn.cost.completion_tokens <= MAX_NEW_TOKENS and turn.cost.prompt_tokens > 20, name
             assert turn.cost.calls >= 1
 
 
-
-@pytest.fixture(scope="module")
-def two_family_run(smollm2_dir, gemma_dir, tmp_path_factory) -> Path:
-    """``eval --protocol all`` on 4 problems with SmolLM2 and Gemma-3-270M seats (the shipped
-    configs/eval_smollm2_gemma.yaml, shortened)."""
-    council = yaml.safe_load((ROOT / "configs" / "eval_smollm2_gemma.yaml").read_text())
-    for spec in council["models"].values():
-        spec["agent"]["sampling"]["max_new_tokens"] = 16  # Gemma's "4 + 3 = 7. The answer is 7." fits
-    council.update(samples=2, debate_rounds=1)
-    council["comed"]["dev_size"] = 10
-    tmp = tmp_path_factory.mktemp("two_family_eval")
-    (tmp / "agents.yaml").write_text(yaml.safe_dump(council))
-    out = tmp / "run"
-    args = argparse.Namespace(protocol="all", agents=str(tmp / "agents.yaml"),
-                              dataset="synthetic:word_problems", split="test", path=None, dev_path=None,
-                              limit=4, out=str(out), seed=0, overwrite=False)
-    assert main(args) == 0
-    return out
-
-
-def test_both_families_play_every_protocol(two_family_run):
-    """Every protocol scores every problem with rescue - harm = the accuracy change, and every
-    debater of both families speaks (Gemma's seats in completion text, SmolLM2's in its template)."""
-    report = json.loads((two_family_run / "report.json").read_text())
-    assert set(report["protocols"]) == set(PROTOCOLS)
-    for name, row in report["protocols"].items():
-        counts = row["counts"]
-        assert row["n"] == 4, name
-        assert counts["rescue"] - counts["harm"] == counts["accuracy"] - counts["anchor_accuracy"], name
+def test_both_families_speak_in_a_debate(two_family_run):
+    """Every debater of both families speaks (Gemma's seats in completion text, SmolLM2's in its
+    template)."""
     records = list(EpisodeLog(two_family_run / "episodes" / "debate.jsonl").load().values())
     speakers = {t.agent for r in records for t in r.turns if t.text}
     assert {"peer_0", "peer_1", "peer_2"} <= speakers

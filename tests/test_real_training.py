@@ -1,5 +1,6 @@
-"""The real tier: Co-RL trains SmolLM2-135M-Instruct (LoRA) from the shipped config, two members on
-two paraphrase views rewarded by each other's labels, in separate member worlds."""
+"""The real tier: Co-RL trains SmolLM2-135M-Instruct beside Gemma-3-270M (LoRA) from the shipped
+config, each rewarded by the other's labels, in separate member worlds. (The same-family cohort runs
+the same code with another model name; one real run is what the tier can afford.)"""
 
 from __future__ import annotations
 
@@ -26,29 +27,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_two_corl_steps_change_each_members_lora_weights_only(smollm2_dir, tmp_path):
-    raw = yaml.safe_load((ROOT / "configs" / "corl_smollm2_cpu.yaml").read_text())
-    raw.update(max_steps=2, prompts_per_step=2, num_generations=4, max_completion_length=16,
-               output_dir=str(tmp_path / "run"), distributed={"port": _free_port()})
-    raw["data"]["num_problems"] = 8
-    raw["eval"].update(num_problems=4, eval_steps=2)
-    cfg = load_config(raw, CoRLConfig)
-    CoRL(cfg).train()
-
-    for index, member in enumerate(cfg.members):
-        folder = cfg.member_dir(index)
-        adapter = load_file(folder / "final" / "adapter_model.safetensors")
-        assert adapter and all("lora_" in name for name in adapter)  # the base weights were not saved
-        # peft starts every lora_B at zero: a non-zero one is an update that reached the weights
-        moved = [name for name, w in adapter.items() if "lora_B" in name and torch.count_nonzero(w) > 0]
-        assert moved, f"{member.name}: no LoRA weight moved in 2 steps"
-        rows = [r for r in read_metrics(folder / "metrics.jsonl") if "reward" in r]
-        assert [r["step"] for r in rows] == [1, 2]
-        assert any(r["reward_std"] > 0 for r in rows), f"{member.name}: every group's rewards were equal"
-        evals = read_metrics(folder / "eval.jsonl")  # held-out greedy accuracy before and after
-        assert [e["step"] for e in evals] == [0, 2] and all(len(e["hits"]) == 4 for e in evals)
-
-
 def test_a_two_family_cohort_trains_together_changing_only_each_members_lora_weights(
     smollm2_dir, gemma_dir, tmp_path
 ):
@@ -60,7 +38,7 @@ def test_a_two_family_cohort_trains_together_changing_only_each_members_lora_wei
                output_dir=str(tmp_path / "run"))
     raw["distributed"]["port"] = _free_port()
     raw["data"]["num_problems"] = 8
-    raw["eval"].update(num_problems=2, eval_steps=0)
+    raw["eval"].update(num_problems=2, eval_steps=2)
     cfg = load_config(raw, CoRLConfig)
     CoRL(cfg).train()
 
@@ -72,3 +50,5 @@ def test_a_two_family_cohort_trains_together_changing_only_each_members_lora_wei
         assert moved, f"{member.name}: no LoRA weight moved in 2 steps"
         rows = [r for r in read_metrics(folder / "metrics.jsonl") if "reward" in r]
         assert [r["step"] for r in rows] == [1, 2]
+        evals = read_metrics(folder / "eval.jsonl")  # held-out greedy accuracy before and after
+        assert [e["step"] for e in evals] == [0, 2] and all(len(e["hits"]) == 2 for e in evals)
