@@ -17,6 +17,7 @@ __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m councilzoo.learners.tracer.world OUT/plan.json --world 0``."""
     plan, world, _, cfg = read_world(argv, "councilzoo.learners.tracer.world")
     run_world(plan, world, cfg)
     return 0
