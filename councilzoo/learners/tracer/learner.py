@@ -326,6 +326,7 @@ class Tracer:
         self.controller.train()
         self.controller.epoch = self.step_count
         turns: list = []
+
         def speaking(i: int, ctx: Any, m: Mode) -> None:  # the utterance layer's candidate turns
             turns.append((first + i, ctx, Mode(m)))
 
