@@ -357,12 +357,13 @@ def _check_grpo(grpo: dict[str, Any], where: str) -> None:
 def _vllm(grpo: Mapping[str, Any]) -> str:
     if not grpo.get("use_vllm"):
         return "off (transformers generates)"
+    port = grpo.get("vllm_group_port", VLLM_GROUP_PORT)  # TRACER's one world keeps TRL's default
     if grpo.get("vllm_mode", "colocate") == "server":
         url = grpo.get("vllm_server_base_url") or f"{grpo.get('vllm_server_host', '0.0.0.0')}:" \
                                                   f"{grpo.get('vllm_server_port', 8000)}"
-        return f"server {url}, weight-sync group port {grpo['vllm_group_port']}"
+        return f"server {url}, weight-sync group port {port}"
     return (f"colocate, {grpo.get('vllm_gpu_memory_utilization', 0.3)} of each GPU, "
-            f"weight-sync group port {grpo['vllm_group_port']}")  # fmt: skip
+            f"weight-sync group port {port}")  # fmt: skip
 
 
 def _command(world: World, member: Any, rank: int, host: str, nodes: int, entry: list[str]) -> list[str]:
