@@ -200,3 +200,19 @@ def test_the_reviewed_recipe_shows_each_finding_of_the_review(capsys, monkeypatc
     )  # fmt: skip
     for finding in findings:
         assert f"  warning: {finding}" in out.split("members.1 (llama)")[1], finding
+
+
+def test_tracer_dry_run_prints_its_one_world_and_refuses_turns_that_do_not_split(capsys, monkeypatch):
+    """TRACER's placement plan: num_processes 2 is one torchrun world on this machine, each process
+    taking half of the round's 16 candidates; on 3 processes 4 turns do not split into whole turns."""
+    monkeypatch.chdir(ROOT)
+    code, out, err = dry_run(capsys, "configs/tracer_cpu_tiny.yaml", "num_processes=2")
+    assert code == 0, err
+    plan = out[out.index("placement on this machine"):]
+    assert "world 0 (tracer): 2 process(es), 2 on each of 1 node(s), torchrun" in plan
+    assert "batch            4 a process x 2 x accumulation 1 = 8 completions an optimizer step" in plan
+    assert "-m councilzoo.learners.tracer.world" in plan and "--nproc-per-node 2" in plan
+    code, _, err = dry_run(capsys, "configs/tracer_cpu_tiny.yaml", "num_processes=3")
+    assert code == 2
+    assert err[0] == ("councilzoo train: error: tracer: generation: turns_per_step 4 does not split into "
+                      "whole turns over 3 processes (each samples its turns' groups); choose a multiple of 3")

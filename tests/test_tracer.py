@@ -11,7 +11,7 @@ from councilzoo.config import ConfigError, load_config
 from councilzoo.envs.types import Mode, Turn
 from councilzoo.learners.tracer.config import TracerConfig
 from councilzoo.learners.tracer.controller_layer import action_values, branch, play_episodes, snapshot
-from councilzoo.learners.tracer.learner import FRESH_EPISODES, Tracer, consensus_labels
+from councilzoo.learners.tracer.learner import FRESH_EPISODES, Tracer, consensus_labels, merge_shares
 from councilzoo.tasks import extract_answer, plurality
 
 # A pool where speaking sometimes harms: reviewers raise false alarms and proposers get swayed.
@@ -115,6 +115,32 @@ def test_resume_restores_regrets_and_strategy_sums_exactly_and_continues_identic
     train(resumed)
     for key, value in straight.controller.state_dict().items():
         np.testing.assert_array_equal(resumed.controller.state_dict()[key], value)
+
+
+def test_processes_playing_shares_of_a_step_learn_what_one_process_learns():
+    """A world of 3 processes (its shares played here one after another): each plays a block of
+    the step's problems, and the controllers learned from the merged step are one process's, the
+    decisions in the order one process plays them (what a world's ranks gather)."""
+    overrides = {"problems_per_step": 11, "episodes_per_problem": 2, "label_free": True}  # 11 = 4 + 4 + 3
+    alone, ranks = make(steps=2, **overrides), [make(steps=2, **overrides) for _ in range(3)]
+    for _ in range(2):
+        problems, episodes = alone.batch(alone.step_count)
+        shares = [r.play_share(problems, episodes, k, 3) for k, r in enumerate(ranks)]
+        assert [len(s.records) for s in shares] == [8, 8, 6]
+        whole, one = merge_shares(shares), alone.play_share(problems, episodes, 0, 1)
+        assert [(d.episode, d.turn_index, d.role, d.state, d.action) for d in whole.decisions] == \
+               [(d.episode, d.turn_index, d.role, d.state, d.action) for d in one.decisions]
+        assert [(d.turn_index, d.episode) for d in one.decisions] == \
+               sorted((d.turn_index, d.episode) for d in one.decisions)  # the order merge_shares keeps
+        np.testing.assert_array_equal(whole.values, one.values)
+        assert whole.labels == one.labels and len(one.decisions) > 20
+        expected = alone.learn(problems, one, 0.0, 0)
+        for rank in ranks:
+            got = rank.learn(problems, whole, 0.0, 0)
+            assert {k: v for k, v in got.items() if k not in ("ticks", "seconds")} == \
+                   {k: v for k, v in expected.items() if k not in ("ticks", "seconds")}
+            for key, value in alone.controller.state_dict().items():
+                np.testing.assert_array_equal(rank.controller.state_dict()[key], value, err_msg=key)
 
 
 def test_label_free_training_uses_peer_consensus_labels():

@@ -122,7 +122,7 @@ def test_trained_agents_speak_in_the_configured_prompt_format(tiny_model_dir, tm
     tracer = Tracer(tiny_config(tiny_model_dir, tmp_path / "run", agents=agents))
     layer, g = tracer.generation, tracer.cfg.generation
     batch = layer.rollout([{}] * (g.turns_per_step * g.num_candidates), layer.trainer)
-    turns = [ctx for _, ctx, _ in layer._turns if ctx.role == "proposer"]
+    turns = [ctx for _, ctx, _ in layer.turns if ctx.role == "proposer"]
 
     def prompt_ids(render) -> set[tuple[int, ...]]:
         replies = layer.generator.generate([render(ctx) for ctx in turns], 1, Sampling(max_new_tokens=1))

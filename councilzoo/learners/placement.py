@@ -3,16 +3,18 @@
 A run's worlds (a Co-RL cohort: one per member, or one per ``shared_base`` group, whose members
 train a LoRA adapter each on one copy of their base in one process) are laid out on a description
 of the machines (``Machines``: this machine, a list of hosts, or a SLURM allocation) by
-``plan_cohort``. The ``Placement`` it returns says, for every world, its members, hosts and
+``plan_cohort``; a TRACER run's one world (``num_processes`` on this machine) by ``plan_tracer``.
+The ``Placement`` either returns says, for every world, its members, hosts and
 devices, its processes, its per-device batch and gradient accumulation, vLLM's mode and memory
 share, its rendezvous endpoint, the cohort link's address and the exact command of each of its
 nodes. The launcher writes it to
 ``OUT/plan.json`` and runs it (``launch.py``); ``--dry-run`` prints it; each member process reads
 its world from the file and derives nothing again (``member.py``).
 
-The batch arithmetic of every learner lives here too (``fit_round``): TRL's rule that a
-generation round splits into whole global batches and whole optimizer steps, checked at a world's
-real size before anything starts.
+The batch arithmetic of every learner lives here too: TRL's rule that a generation round splits
+into whole global batches and whole optimizer steps (``fit_round``), TRACER's split of a round
+into minibatches over a world (``split_round``) and the optimizer steps a round makes
+(``updates_per_round``), each checked at a world's real size before anything starts.
 
 ``python -m councilzoo.learners.placement PLAN --world I`` runs world ``I``'s command for the node
 it is on (``SLURMD_NODENAME``, else ``--host``): what each ``srun`` step of a SLURM job starts.
@@ -35,7 +37,8 @@ from councilzoo.config import ConfigError
 
 __all__ = [
     "Machines", "Node", "WorldMember", "World", "Placement", "PLAN_FILE", "VLLM_GROUP_PORT",
-    "expand_hostlist", "fit_round", "plan_cohort", "free_port", "main",
+    "expand_hostlist", "fit_round", "split_round", "updates_per_round", "plan_cohort", "plan_tracer",
+    "free_port", "main",
 ]
 
 PLAN_FILE = "plan.json"
@@ -168,8 +171,8 @@ class Placement:
 
     learner: str  # module:Class the worlds import
     machines: str
-    link: str  # host:port of the cohort link's store (member 0's first host)
-    fingerprint: str
+    link: str | None  # host:port of the cohort link's store (member 0's first host); None: no cohort
+    fingerprint: str | None  # what the cohort's members agree on (None: one world, nothing to agree)
     resume: bool
     config: dict[str, Any]  # the resolved config every world loads
     worlds: list[World]
@@ -207,7 +210,8 @@ class Placement:
 
     def describe(self) -> list[str]:
         """What ``--dry-run`` prints: one block per world."""
-        lines = [f"placement on {self.machines}: {len(self.worlds)} world(s), cohort link at {self.link}"]
+        link = f", cohort link at {self.link}" if self.link else ""
+        lines = [f"placement on {self.machines}: {len(self.worlds)} world(s){link}"]
         for w in self.worlds:
             where = "; ".join(f"{n.host} devices {n.devices}" if n.devices is not None else n.host
                               for n in w.nodes)  # fmt: skip
@@ -292,6 +296,38 @@ def plan_cohort(cfg: Any, learner: str, machines: Machines, resume: bool = False
     )
 
 
+def plan_tracer(cfg: Any, learner: str, machines: Machines, resume: bool = False) -> Placement:
+    """The placement of a TRACER run: one world of ``cfg.num_processes`` processes on this machine
+    (torchrun's c10d rendezvous when several; with GPUs, one a process), its trainer's
+    ``GRPOConfig`` arguments checked at that size (one ``ConfigError`` line where they fail)."""
+    from councilzoo.config import config_to_dict
+
+    n = cfg.num_processes
+    if not machines.local:
+        raise ConfigError("TRACER runs one world on this machine; drop --hosts and --slurm")
+    if machines.gpu and n > machines.gpus_per_host:
+        raise ConfigError(f"num_processes {n}, but {machines.source}: lower num_processes to "
+                          f"{machines.gpus_per_host} or fewer")  # fmt: skip
+    members, batch, accumulation, vllm = [], 0, 1, "off (no trained model: controllers only)"
+    if cfg.generation.enabled:
+        grpo = cfg.trainer_settings(n, cpu=not machines.gpu)
+        _check_grpo(grpo, "generation.trainer")
+        members = [WorldMember(0, "tracer", grpo)]
+        batch, accumulation = grpo["per_device_train_batch_size"], grpo.get("gradient_accumulation_steps", 1)
+        vllm = _vllm(grpo)
+    launcher = "torchrun" if n > 1 else "python"
+    world = World(
+        index=0, name="tracer", processes=n, per_node=n, launcher=launcher,
+        rendezvous=f"127.0.0.1:{free_port()}" if n > 1 else None, per_device_train_batch_size=batch,
+        gradient_accumulation_steps=accumulation, vllm=vllm, model=cfg.agents.model or "", members=members,
+    )  # fmt: skip
+    out = Path(cfg.output_dir).absolute()
+    entry = ["-m", "councilzoo.learners.tracer.world", str(out / PLAN_FILE), "--world", "0"]
+    world.nodes = [Node(machines.hosts[0], None, _command(world, None, 0, machines.hosts[0], 1, entry))]
+    return Placement(learner=learner, machines=machines.source, link=None, fingerprint=None,
+                     resume=resume, config=config_to_dict(cfg), worlds=[world])  # fmt: skip
+
+
 def _world_members(cfg: Any) -> list[list[int]]:
     """The member indices of each world, in member order: a ``shared_base`` group's members in one
     world, every other member in a world of its own."""
@@ -321,12 +357,13 @@ def _check_grpo(grpo: dict[str, Any], where: str) -> None:
 def _vllm(grpo: Mapping[str, Any]) -> str:
     if not grpo.get("use_vllm"):
         return "off (transformers generates)"
+    port = grpo.get("vllm_group_port", VLLM_GROUP_PORT)  # TRACER's one world keeps TRL's default
     if grpo.get("vllm_mode", "colocate") == "server":
         url = grpo.get("vllm_server_base_url") or f"{grpo.get('vllm_server_host', '0.0.0.0')}:" \
                                                   f"{grpo.get('vllm_server_port', 8000)}"
-        return f"server {url}, weight-sync group port {grpo['vllm_group_port']}"
+        return f"server {url}, weight-sync group port {port}"
     return (f"colocate, {grpo.get('vllm_gpu_memory_utilization', 0.3)} of each GPU, "
-            f"weight-sync group port {grpo['vllm_group_port']}")  # fmt: skip
+            f"weight-sync group port {port}")  # fmt: skip
 
 
 def _command(world: World, member: Any, rank: int, host: str, nodes: int, entry: list[str]) -> list[str]:
@@ -487,6 +524,31 @@ def fit_round(
         f"micro-steps (per_device_train_batch_size {processes}), which gradient_accumulation_steps="
         f"{accumulation} does not divide{use}"
     )
+
+
+def split_round(turns: int, candidates: int, world: int, minibatches: int, where: str) -> int:
+    """The micro-batch of each of ``world`` processes when a round of ``turns`` x ``candidates``
+    completions trains in ``minibatches`` updates (TRACER's round): each process samples whole
+    turns' groups (``turns`` a multiple of ``world``) and trains ``1 / minibatches`` of its share
+    an update. A wrong size is one ``ConfigError`` line naming ``where``."""
+    if turns % world:
+        raise ConfigError(f"{where}: turns_per_step {turns} does not split into whole turns over "
+                          f"{world} processes (each samples its turns' groups); choose a multiple of "
+                          f"{world}")  # fmt: skip
+    batch = turns * candidates
+    if batch % (world * minibatches):
+        raise ConfigError(
+            f"{where}: a round of {batch} candidates (turns_per_step x num_candidates) does not split "
+            f"into {minibatches} minibatches on each of {world} processes; choose sizes it divides"
+        )
+    return batch // (world * minibatches)
+
+
+def updates_per_round(settings: Mapping[str, Any], world: int) -> float:
+    """Optimizer steps a trainer takes on one generation round of ``GRPOConfig(**settings)`` in a
+    world of ``world`` processes (TRL's ``steps_per_generation`` x passes / accumulation)."""
+    micro_steps = settings["generation_batch_size"] // (settings["per_device_train_batch_size"] * world)
+    return micro_steps * settings.get("num_iterations", 1) / settings.get("gradient_accumulation_steps", 1)
 
 
 def _nearest(value: int, limit: int) -> list[int]:

@@ -429,7 +429,7 @@ def _cohort_plans(cfg: Any, gpu_gib: float, placement: Any = None) -> list[Plan 
 
 
 def _tracer_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
-    """TRACER's one trained model (its utterance trainer), planned on one process."""
+    """TRACER's one trained model (its utterance trainer), planned on its world's processes."""
 
     from councilzoo.learners.tracer.utterance_layer import utterance_args
 
@@ -437,7 +437,7 @@ def _tracer_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
         return []
     d = cfg.data
     try:
-        args = utterance_args(cfg)
+        args = utterance_args(cfg, cfg.num_processes)
     except ConfigError as err:
         return [("tracer", str(err))]
     every = f"every {cfg.eval_every} TRACER steps" if cfg.eval_every else "at the end"
@@ -445,7 +445,7 @@ def _tracer_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
     held_out = f"{', '.join(sets)}; {every}"
     return [Plan(
         where="tracer", name="tracer", model=cfg.agents.model, facts=model_facts(cfg.agents.model), args=args,
-        world=1, machines=1, sharding="none",
+        world=cfg.num_processes, machines=1, sharding="none",
         data=(d.dataset, d.split, d.path, d.limit),
         items=_count_items(d.dataset, d.split, d.path, d.limit, d.num_problems),
         items_per_round=cfg.problems_per_step, round_of="turns",

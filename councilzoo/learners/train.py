@@ -6,18 +6,17 @@ loads. ``--set`` takes dotted paths into the YAML (list items by index:
 
 Cohort learners plan one world per member (``learners/placement.py``) on this machine, on
 ``--hosts`` (each host's launcher starts its own nodes) or on a SLURM job's allocation (``--slurm``)
-and start it; ``--members 1,2`` starts only those. ``--dry-run`` trains nothing: it prints the
-preflight (``learners/preflight.py``) and the placement plan, and exits 2 on a setting the docs call
-wrong or a plan that does not fit the machines.
+and start it; ``--members 1,2`` starts only those. TRACER plans its one world (``num_processes`` on
+this machine) the same way. ``--dry-run`` trains nothing: it prints the preflight
+(``learners/preflight.py``) and the placement plan, and exits 2 on a setting the docs call wrong or
+a plan that does not fit the machines.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import inspect
 import json
-import os
 import socket
 import sys
 from collections.abc import Sequence
@@ -137,14 +136,13 @@ def main(args: argparse.Namespace) -> int:
     cfg = _read_config(args.config, learner_class.config_class, sets)
     machines = _machines(args)
     if getattr(args, "dry_run", False):
+        from councilzoo.learners.placement import Machines
         from councilzoo.learners.preflight import preflight
 
         plan, unplaced = None, []
-        if hasattr(learner_class, "spec"):  # a cohort: its worlds' placement plan
-            from councilzoo.learners.placement import Machines, plan_cohort
-
+        if hasattr(learner_class, "placement"):  # a learner that starts worlds: their placement plan
             try:
-                plan = plan_cohort(cfg, learner_class.spec(), machines or Machines.here(), args.resume)
+                plan = learner_class.placement(cfg, machines or Machines.here(), args.resume)
             except ConfigError as err:
                 unplaced.append(f"placement: {err}")
         report, errors = preflight(args.learner, cfg, args.gpu_memory, plan)
@@ -174,13 +172,9 @@ def main(args: argparse.Namespace) -> int:
     lock = f".councilzoo-members-{'-'.join(map(str, members))}.lock" if members is not None else LOCK_FILE
     if args.hosts:  # each host's launcher of a run on named hosts (one folder they all share)
         lock = f".councilzoo-host-{args.host or socket.gethostname().split('.')[0]}.lock"
-    # each node of a multi-node cohort locks its members; the other ranks of a torchrun world
-    # (TRACER on N processes) run under their rank 0's lock
-    main_rank = os.environ.get("RANK", "0") == "0"
-    held = run_lock(cfg.output_dir, flag, lock) if main_rank else contextlib.nullcontext()
     try:
-        with held:
-            if changed and main_rank:
+        with run_lock(cfg.output_dir, flag, lock):
+            if changed:
                 _record_changed_settings(cfg, changed, learner.resume_step())
             rows = learner.train(resume=args.resume, overwrite=args.overwrite, **kwargs)
     except (CohortFailed, PeerFailure) as exc:

@@ -1,4 +1,5 @@
 """The one command that starts a cohort: it runs the placement plan (``learners/placement.py``).
+``run_plan`` is the part every learner's worlds share (TRACER's world of N processes too).
 
 ``launch_cohort`` plans the member worlds on the machines (this one, ``--hosts``, or a SLURM job),
 checks everything that can fail fast (output folder, data, models) before any member starts,
@@ -52,7 +53,7 @@ from councilzoo.learners.placement import Machines, Node, Placement, World, plan
 from councilzoo.progress import phase
 from councilzoo.tiny_members import build_tiny_models
 
-__all__ = ["launch_cohort", "CohortFailed"]
+__all__ = ["launch_cohort", "run_plan", "CohortFailed"]
 
 
 # What a warm-start server imports once (the member module pulls in torch and transformers).
@@ -140,8 +141,7 @@ def launch_cohort(
     names = ", ".join(plan.worlds[w].name + (f" on {node.host}" if named else "") for w, node in starts)
     how = " as srun steps" if machines.slurm_job is not None else ""
     phase(f"starting {len(starts)} member world(s){how}: {names} (each loads its model, then trains)")
-    with _sigterm_interrupts():
-        _run_worlds(cfg, plan, plan_path, starts, timeout_s, machines)
+    run_plan(plan, plan_path, starts, machines, timeout_s, cfg.warm_start)
     started = dict.fromkeys(w for w, _ in starts)
     return [_last_row(folders[m.index]) for w in started for m in plan.worlds[w].members]
 
@@ -162,9 +162,20 @@ def _starts_here(
     return [(w, node) for w in worlds for node in plan.worlds[w].nodes if node.host == host]
 
 
+def run_plan(
+    plan: Placement, plan_path: Path, starts: list[tuple[int, Node | None]], machines: Machines,
+    timeout_s: float | None = None, warm_start: bool = False,
+) -> None:
+    """Start the ``(world, node)`` pairs of ``plan`` (written at ``plan_path``) that run here, wait
+    for them, and stop them all (``CohortFailed``) when one fails, the time runs out or the
+    launcher gets SIGTERM/SIGINT. ``warm_start``: single-process worlds forked from the warm server."""
+    with _sigterm_interrupts():
+        _run_worlds(plan, plan_path, starts, machines, timeout_s, warm_start)
+
+
 def _run_worlds(
-    cfg: CoRLConfig, plan: Placement, plan_path: Path, starts: list[tuple[int, Node | None]],
-    timeout_s: float | None, machines: Machines,
+    plan: Placement, plan_path: Path, starts: list[tuple[int, Node | None]], machines: Machines,
+    timeout_s: float | None, warm_start: bool,
 ) -> None:
     procs: dict[int, subprocess.Popen | _ForkedWorld] = {}
     failed: list[str] = []
@@ -179,7 +190,7 @@ def _run_worlds(
 
     try:
         for k, (i, node) in enumerate(starts):
-            procs[k] = _start_world(cfg, plan, plan_path, i, node, machines)
+            procs[k] = _start_world(plan, plan_path, i, node, machines, warm_start)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while procs:
             reap()
@@ -223,7 +234,7 @@ def _interrupt(signum, frame) -> None:
 
 
 def _start_world(
-    cfg: CoRLConfig, plan: Placement, plan_path: Path, index: int, node: Node | None, machines: Machines
+    plan: Placement, plan_path: Path, index: int, node: Node | None, machines: Machines, warm_start: bool
 ) -> subprocess.Popen | _ForkedWorld:
     """Start one node of world ``index`` here (or, ``node`` None, the whole world as an ``srun``
     step) in its own session; a local world is marked with the launcher's pid and dies with it
@@ -237,7 +248,7 @@ def _start_world(
     env[LAUNCHER_ENV] = str(os.getpid())
     if node.devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = node.devices
-    if cfg.warm_start and world.launcher == "python":
+    if warm_start and world.launcher == "python":
         return _ForkedWorld(node.command[1:], env)
     return subprocess.Popen(node.command, env=env, start_new_session=True, preexec_fn=set_parent_death_signal)
 

@@ -50,6 +50,13 @@ class CoRL(Learner):
                              machines=machines, host=host)  # fmt: skip
 
     @classmethod
+    def placement(cls, cfg: Any, machines: Any, resume: bool = False) -> Any:
+        """The cohort's placement plan on ``machines`` (``placement.plan_cohort``)."""
+        from councilzoo.learners.placement import plan_cohort
+
+        return plan_cohort(cfg, cls.spec(), machines, resume)
+
+    @classmethod
     def spec(cls) -> str:
         """``module:Class``: what the member worlds import."""
         return f"{cls.__module__}:{cls.__qualname__}"

@@ -7,14 +7,16 @@ the combinations before any work starts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 from councilzoo.agents.factory import ModelSpec, check_keywords, import_object
 from councilzoo.config import ConfigError
+from councilzoo.learners import engine
 from councilzoo.learners.data import DataConfig
 from councilzoo.learners.engine import check_trainer_overrides
 from councilzoo.learners.logging import check_report_to
+from councilzoo.learners.placement import split_round, updates_per_round
 from councilzoo.learners.recipe_checks import check_sleep_mode
 
 __all__ = ["BASELINES", "ROLES", "GenerationConfig", "TracerDataConfig", "TracerConfig"]
@@ -183,6 +185,11 @@ class TracerConfig:
         "Output folder (metrics.jsonl, checkpoints, summary.json).", default="runs/tracer"
     )
     problems_per_step: int = _help("Problems per training batch.", default=32)
+    num_processes: int = _help(
+        "Processes of TRACER's world (data parallel; with GPUs one each): each plays its share of a "
+        "step's problems and samples its share of the round (needs generation.enabled when above 1).",
+        default=1,
+    )
     episodes_per_problem: int = _help("Episodes per problem per step.", default=1)
     label_free: bool = _help("Train against peer-consensus labels instead of gold.", default=False)
     consensus_votes: str = _help(
@@ -209,7 +216,8 @@ class TracerConfig:
     data: TracerDataConfig = _help("The problems.", default_factory=TracerDataConfig)
 
     def __post_init__(self) -> None:
-        for name in ("max_steps", "problems_per_step", "episodes_per_problem", "save_total_limit"):
+        for name in ("max_steps", "problems_per_step", "num_processes", "episodes_per_problem",
+                     "save_total_limit"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         check_report_to(self.report_to)
@@ -227,6 +235,9 @@ class TracerConfig:
             raise ValueError(f"baselines {unknown} unknown; expected some of {list(BASELINES)}")
         if self.generation.enabled and self.agents.kind != "llm":
             raise ValueError("generation.enabled needs agents.kind='llm' (simulated agents have no weights)")
+        if self.num_processes > 1 and not self.generation.enabled:
+            raise ValueError("num_processes above 1 needs generation.enabled (a world trains a model; "
+                             "controllers alone run in one process)")
         if self.generation.num_candidates < 2:
             raise ValueError("generation.num_candidates must be >= 2 (GSPO needs a group to compare)")
         if self.agents.kind == "llm" and not self.agents.model:
@@ -244,6 +255,27 @@ class TracerConfig:
         if self.data.paraphrases:
             raise ValueError("data.paraphrases: TRACER's agents read the original wording; leave it out")
         check_sleep_mode(self.generation.trainer, ["TRACER's episodes"], "generation.trainer")
+
+    def trainer_settings(self, world: int, cpu: bool | None = None) -> dict[str, Any]:
+        """The ``GRPOConfig`` arguments of the utterance trainer in a world of ``world`` processes
+        (what the placement plan stores): a round is ``turns_per_step`` turns x ``num_candidates``
+        candidates of at most ``max_new_tokens``, trained in ``generation.minibatches`` updates unless
+        ``generation.trainer`` chooses the micro-batch (``placement.split_round``). The trainer counts
+        updates, so ``max_steps`` and ``save_steps`` are scaled by the updates a round: TRACER's
+        steps stay generation rounds."""
+        a, g = self.agents, self.generation
+        micro = split_round(g.turns_per_step, g.num_candidates, world, g.minibatches, "generation")
+        run = engine.RunSettings.of(self)
+        per_round = engine.Round(g.turns_per_step, g.num_candidates, a.max_new_tokens)
+        overrides = {"temperature": a.temperature, "save_total_limit": self.save_total_limit,
+                     "per_device_train_batch_size": micro, **g.trainer}  # fmt: skip
+
+        def settings(updates: int) -> dict[str, Any]:
+            scaled = replace(run, max_steps=self.max_steps * updates, save_steps=self.save_steps * updates)
+            return scaled.grpo_settings(per_round, f"tracer-{self.seed}", overrides, world, "generation", cpu)
+
+        updates = updates_per_round(settings(1), world)
+        return settings(1) if updates == 1 else settings(int(updates))
 
     def _check_role_models(self) -> None:
         models = self.agents.models

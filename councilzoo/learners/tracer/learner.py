@@ -32,13 +32,15 @@ Either way the bound ``regret <= Delta sqrt(2 T)`` holds per state with its own 
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 import shutil
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -60,16 +62,17 @@ from councilzoo.learners.checkpoint import (
 from councilzoo.learners.data import load_items
 from councilzoo.learners.engine import StepProgress, checkpoint_steps, latest_trainer_checkpoint, leave_world
 from councilzoo.learners.logging import MetricsLogger, read_metrics
+from councilzoo.learners.placement import Machines, Placement, World, plan_tracer
 from councilzoo.learners.tracer.config import ROLES, TracerConfig
-from councilzoo.learners.tracer.controller_layer import Player, action_values, branch, play_episodes
+from councilzoo.learners.tracer.controller_layer import Decision, Player, action_values, branch, play_episodes
 from councilzoo.learners.tracer.metrics import episode_metrics, flatten, regret_summary, speak_rates
 from councilzoo.progress import Progress
 from councilzoo.rollout import RolloutEngine
 from councilzoo.tasks import Problem, answers_equivalent, extract_answer, load_problems, plurality
 
 __all__ = [
-    "baseline_controllers", "consensus_labels", "role_agents", "Tracer", "ControllerCheckpoints",
-    "TracerLearner",
+    "baseline_controllers", "consensus_labels", "role_agents", "StepShare", "merge_shares", "Tracer",
+    "ControllerCheckpoints", "TracerLearner", "run_world",
 ]
 
 FRESH_EPISODES = 1_000_000  # episode numbers of the label-free fresh proposals (no real episode's)
@@ -141,6 +144,39 @@ def role_agents(cfg: TracerConfig, trained: Mapping[str, Agent] | None = None) -
     return {**trained, **build_models(cfg.agents.models)}
 
 
+@dataclass
+class StepShare:
+    """What one process played of a step: its episodes' records and labels, its decisions (episodes
+    numbered in the step, branches dropped) with their action values, its speaking turns
+    ``(episode, context, mode)``, and its engine's sampling-seed counter after playing."""
+
+    records: list
+    labels: list
+    decisions: list[Decision]
+    values: np.ndarray
+    valid: np.ndarray
+    turns: list
+    calls: int
+
+
+def merge_shares(shares: Sequence[StepShare]) -> StepShare:
+    """The whole step from its processes' shares (in rank order: blocks of consecutive episodes),
+    decisions and turns in the order one process plays them: the lockstep loop plays every live
+    episode's next turn each tick, so by (turn's position in its episode, episode)."""
+    if len(shares) == 1:
+        return shares[0]
+    decisions = heapq.merge(*[zip(s.decisions, s.values, s.valid, strict=True) for s in shares],
+                            key=lambda row: (row[0].turn_index, row[0].episode))  # fmt: skip
+    decided = list(decisions)
+    turns = heapq.merge(*[s.turns for s in shares], key=lambda t: (len(t[1].transcript), t[0]))
+    return StepShare(
+        records=[r for s in shares for r in s.records], labels=[x for s in shares for x in s.labels],
+        decisions=[d for d, _, _ in decided], values=np.array([v for _, v, _ in decided]).reshape(-1, 2),
+        valid=np.array([ok for _, _, ok in decided], bool), turns=list(turns),
+        calls=max(s.calls for s in shares),
+    )  # fmt: skip
+
+
 class Tracer:
     """TRACER's learner (see the module docstring). ``step()`` runs one training step.
 
@@ -155,6 +191,7 @@ class Tracer:
         agents: Mapping[str, object] | None = None,
         train_problems: Sequence[Problem] | None = None,
         eval_sets: Mapping[str, Sequence[Problem]] | None = None,
+        trainer_settings: Mapping[str, Any] | None = None,
     ) -> None:
         self.cfg = cfg
         data = cfg.data
@@ -192,12 +229,14 @@ class Tracer:
             from councilzoo.learners.tracer.utterance_layer import UtteranceLayer
 
             callbacks = [ControllerCheckpoints(self), _UpdateMetrics(self), StepProgress("tracer")]
-            self.generation = UtteranceLayer(cfg, self.play_step, callbacks)
+            self.generation = UtteranceLayer(cfg, self.play_step, callbacks, trainer_settings)
         if agents is None:
             agents = role_agents(cfg, self.generation.agents if self.generation else None)
         self._envs: list = []
+        rank, _ = self.world()
+        seed = cfg.seed if rank == 0 else int(np.random.default_rng([cfg.seed, rank]).integers(2**31))
         # The engine's own env is never played: episodes run on this learner's pool and snapshots.
-        self.engine = RolloutEngine(self._new_env, agents, num_envs=1, seed=cfg.seed, progress=False)
+        self.engine = RolloutEngine(self._new_env, agents, num_envs=1, seed=seed, progress=False)
         self.player = Player(self.engine, self.controller)
         self.step_count = 0
         self.out_dir = Path(cfg.output_dir)
@@ -245,24 +284,54 @@ class Tracer:
         (With the utterance layer on, the trainer runs steps itself: see ``train``.)"""
         return self.play_step()[2]
 
+    def world(self) -> tuple[int, int]:
+        """(this process's rank, processes) of the utterance trainer's world; (0, 1) without one."""
+        if not self.trains_utterances:
+            return 0, 1
+        acc = self.generation.trainer.accelerator
+        return acc.process_index, acc.num_processes
+
     def play_step(self) -> tuple[list[Problem], list[str | None], dict]:
-        """One step's episodes and controller update: (problems per episode, labels, metrics)."""
-        cfg, t0, ticks = self.cfg, time.perf_counter(), self.player.ticks
-        mode = cfg.controller.values
+        """One step's episodes and controller update: (problems per episode, labels, metrics).
+
+        In a world of N processes each plays its share of the step's problems (``play_share``);
+        every process then updates its controllers on the whole step, gathered in the order one
+        process plays it (``merge_shares``), so every rank's controllers are one process's."""
+        t0, ticks = time.perf_counter(), self.player.ticks
+        problems, episodes = self.batch(self.step_count)
+        rank, world = self.world()
+        share = self.play_share(problems, episodes, rank, world)
+        if world > 1:
+            from accelerate.utils import gather_object
+
+            shares = gather_object([share])
+        else:
+            shares = [share]
+        step = merge_shares(shares)
+        self.engine.load_state_dict({"calls": max(s.calls for s in shares)})  # one seed counter a world
+        return problems, step.labels, self.learn(problems, step, t0, ticks)
+
+    def play_share(
+        self, problems: Sequence[Problem], episodes: Sequence[int], rank: int, world: int
+    ) -> StepShare:
+        """Play, branch and value process ``rank``'s share of a step (of ``world`` processes): a
+        block of whole problems, so a problem's label-free consensus is its own. Decisions and turns
+        keep the step's episode numbers."""
+        cfg, mode = self.cfg, self.cfg.controller.values
+        per_problem = cfg.episodes_per_problem
+        mine = np.array_split(np.arange(len(problems) // per_problem), world)[rank]
+        first = int(mine[0]) * per_problem if len(mine) else 0
+        last = first + len(mine) * per_problem
+        problems, episodes = list(problems[first:last]), list(episodes[first:last])
         self.controller.train()
         self.controller.epoch = self.step_count
-        problems, episodes = self.batch(self.step_count)
-        gen = self.generation if cfg.generation.enabled else None
-        if gen is not None:
-            gen.start_step()
-        records, decisions = play_episodes(
-            self.player,
-            self._reset(problems),
-            episodes,
-            self.state_fn,
-            mode,
-            on_speak=gen.collect if gen else None,
-        )
+        turns: list = []
+
+        def speaking(i: int, ctx: Any, m: Mode) -> None:  # the utterance layer's candidate turns
+            turns.append((first + i, ctx, Mode(m)))
+
+        records, decisions = play_episodes(self.player, self._reset(problems), episodes, self.state_fn, mode,
+                                           on_speak=speaking if self.trains_utterances else None)  # fmt: skip
         branch(self.player, decisions, episodes, mode)
         if cfg.label_free and cfg.consensus_votes == "samples":
             labels = self.sampled_consensus(problems)
@@ -273,14 +342,22 @@ class Tracer:
             labels = [p.answer for p in problems]
         kinds = [p.kind for p in problems]
         values, valid = action_values(decisions, records, labels, kinds, mode, cfg.env.lam, cfg.env.cost_unit)
-        self._update_controller(decisions, values, valid)
+        played = [replace(d, episode=first + d.episode, alt_record=None, alt_turn=None) for d in decisions]
+        return StepShare(records, labels, played, values, valid, turns, self.engine.state_dict()["calls"])
+
+    def learn(self, problems: Sequence[Problem], step: StepShare, t0: float, ticks: int) -> dict:
+        """The controllers' update on a whole step, and its metrics (logged by the main process)."""
+        cfg, records, decisions = self.cfg, step.records, step.decisions
+        if self.generation is not None:
+            self.generation.turns = step.turns
+        self._update_controller(decisions, step.values, step.valid)
         self.step_count += 1
         rows = self.controller.report()
         metrics = {
             "step": self.step_count,
             "train": episode_metrics(records, cfg.env.lam, cfg.env.cost_unit),
             "decisions": len(decisions),
-            "labeled_decisions": int(valid.sum()),
+            "labeled_decisions": int(step.valid.sum()),
             **regret_summary(rows),
             "speak_rate": speak_rates(decisions, self.state_fn.names),
             "regret": rows,
@@ -292,11 +369,11 @@ class Tracer:
                 np.mean(
                     [  # gold read only to report the labels' quality
                         p.answer is not None and answers_equivalent(label, p.answer, p.kind)
-                        for label, p in zip(labels, problems, strict=True)
+                        for label, p in zip(step.labels, problems, strict=True)
                     ]
                 )
             )
-        if cfg.eval_every and self.step_count % cfg.eval_every == 0:
+        if cfg.eval_every and self.step_count % cfg.eval_every == 0 and self.world()[0] == 0:
             metrics["eval"] = {name: self.evaluate(ps) for name, ps in self.eval_sets.items()}
         if self.logger is not None:
             self.log_row()  # a step played without an update of its own (it had nothing to train)
@@ -304,7 +381,7 @@ class Tracer:
             if not self.trains_utterances:
                 self.log_row()
         self.history.append(metrics)
-        return problems, labels, metrics
+        return metrics
 
     def sampled_consensus(self, problems: Sequence[Problem]) -> list[str | None]:
         """Label-free labels from ``consensus_samples`` fresh opening proposals per problem, played
@@ -487,52 +564,81 @@ class TracerLearner(Learner):
         controllers = [int(p.name.split("-")[1]) for p in (out / "checkpoints").glob("step-*")]
         return max([*checkpoint_steps(out, verify=False), *controllers], default=None)
 
+    @classmethod
+    def placement(cls, cfg: TracerConfig, machines: Any, resume: bool = False) -> Placement:
+        """TRACER's one world on ``machines`` (``placement.plan_tracer``)."""
+        return plan_tracer(cfg, cls.name, machines, resume)
+
     def train(self, resume: bool = False, overwrite: bool = False) -> list[dict]:
-        """Train, then compare with the fixed protocols. In a world of several processes (torchrun)
-        rank 0 plays, logs, evaluates and writes; the other ranks train their share of each round
-        and wait for rank 0 to finish (``generation.trainer.ddp_timeout`` bounds the wait)."""
+        """Plan TRACER's world on this machine (``placement.plan_tracer``), check the output folder,
+        write the plan and run the world: one process here, in this process; N processes started by
+        the launcher every learner shares (``corl.launch.run_plan``, under torchrun). Returns the
+        learned controllers' accuracy on the first evaluation set (``summary.json``)."""
+        from councilzoo.learners.corl.launch import run_plan
+
         cfg, out = self.cfg, Path(self.cfg.output_dir)
-        main = int(os.environ.get("RANK", "0")) == 0
+        if os.environ.get("WORLD_SIZE", "1") != "1":
+            raise ConfigError("councilzoo train tracer starts its own world: set num_processes in the config "
+                              "instead of running it under torchrun or accelerate")  # fmt: skip
+        machines = Machines.here()
+        plan = self.placement(cfg, machines, resume)
         held = (out / "checkpoints").is_dir() or bool(checkpoint_steps(out, verify=False))
         if held and not (resume or overwrite):
             raise ConfigError(f"output_dir {str(out)!r} already holds checkpoints of a run: pass --resume to "
                               "continue it or --overwrite to start again")
-        if overwrite and not resume and main:
+        if overwrite and not resume:
             shutil.rmtree(out, ignore_errors=True)
-        if main:
-            if cfg.generation.enabled:  # TRL's checkpoint-N folders, else the controllers' own
-                check_checkpoint_folder(out, resume, TRAINER_CHECKPOINT_RE)
-            else:
-                check_checkpoint_folder(out / "checkpoints", resume)
-            write_run_files(out, cfg, seed=cfg.seed, learner="tracer")
-        tracer = Tracer(cfg)
-        resume_from = tracer.resume() if resume else None
-        if not main:
-            tracer.train(resume_from)
-            tracer.leave_world()
-            return []
-        if resume:
-            _keep_rows_up_to(out / "metrics.jsonl", tracer.step_count)
-        with MetricsLogger(out, cfg.report_to, resume=resume) as logger:
-            tracer.logger = logger
-            tracer.train(resume_from)
-        summary = {name: tracer.compare(problems) for name, problems in tracer.eval_sets.items()}
-        summary_rows = tracer.controller.report()
-        (out / "summary.json").write_text(
-            json.dumps({"eval": summary, "regret": summary_rows, **regret_summary(summary_rows)}, indent=1,
-                       default=float)
-        )
-        for name, protocols in summary.items():
-            print(f"\n{name}: protocol | accuracy | objective | calls/q | correction | preservation")
-            for protocol, m in protocols.items():
-                cells = [m["accuracy"], m["objective"], m["calls_per_question"], m["correction_rate"],
-                         m["preservation_rate"]]
-                print(f"  {protocol:13s} | " + " | ".join(_fmt(c) for c in cells))
-        print(f"\nregret <= bound in every state: {not regret_summary(summary_rows)['states_over_bound']}; "
-              f"results in {out}")
-        first = next(iter(summary.values()), {}).get("tracer", {})
+        if cfg.generation.enabled:  # TRL's checkpoint-N folders, else the controllers' own
+            check_checkpoint_folder(out, resume, TRAINER_CHECKPOINT_RE)
+        else:
+            check_checkpoint_folder(out / "checkpoints", resume)
+        write_run_files(out, cfg, seed=cfg.seed, learner="tracer")
+        path = plan.write(out)
+        [world] = plan.worlds
+        if world.launcher == "python":
+            return run_world(plan, world, cfg)
+        run_plan(plan, path, [(0, node) for node in world.nodes], machines)
+        return _summary_rows(json.loads((out / "summary.json").read_text())["eval"])
+
+
+def run_world(plan: Placement, world: World, cfg: TracerConfig) -> list[dict]:
+    """One process of TRACER's world, with the trainer settings the plan holds: train, then (rank 0)
+    compare with the fixed protocols and write ``summary.json``. Rank 0 plays its share, logs,
+    evaluates and writes; the other ranks play and train their shares and wait for rank 0 to finish
+    (``generation.trainer.ddp_timeout`` bounds the wait)."""
+    out = Path(cfg.output_dir)
+    tracer = Tracer(cfg, trainer_settings=world.members[0].grpo if world.members else None)
+    resume_from = tracer.resume() if plan.resume else None
+    if tracer.world()[0] != 0:
+        tracer.train(resume_from)
         tracer.leave_world()
-        return [{"accuracy": first.get("accuracy")}]
+        return []
+    if plan.resume:
+        _keep_rows_up_to(out / "metrics.jsonl", tracer.step_count)
+    with MetricsLogger(out, cfg.report_to, resume=plan.resume) as logger:
+        tracer.logger = logger
+        tracer.train(resume_from)
+    summary = {name: tracer.compare(problems) for name, problems in tracer.eval_sets.items()}
+    summary_rows = tracer.controller.report()
+    (out / "summary.json").write_text(
+        json.dumps({"eval": summary, "regret": summary_rows, **regret_summary(summary_rows)}, indent=1,
+                   default=float)
+    )
+    for name, protocols in summary.items():
+        print(f"\n{name}: protocol | accuracy | objective | calls/q | correction | preservation")
+        for protocol, m in protocols.items():
+            cells = [m["accuracy"], m["objective"], m["calls_per_question"], m["correction_rate"],
+                     m["preservation_rate"]]
+            print(f"  {protocol:13s} | " + " | ".join(_fmt(c) for c in cells))
+    print(f"\nregret <= bound in every state: {not regret_summary(summary_rows)['states_over_bound']}; "
+          f"results in {out}")
+    tracer.leave_world()
+    return _summary_rows(summary)
+
+
+def _summary_rows(summary: Mapping[str, Mapping[str, dict]]) -> list[dict]:
+    """The run's row: the learned controllers' accuracy on the first evaluation set."""
+    return [{"accuracy": next(iter(summary.values()), {}).get("tracer", {}).get("accuracy")}]
 
 
 def _keep_rows_up_to(path: Path, step: int) -> None:

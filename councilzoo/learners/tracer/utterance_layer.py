@@ -28,18 +28,20 @@ One trainer trains one model: the shared model with role prompts (default), or, 
 role models, the proposer's (the reviewer's model then only generates: a frozen copy of the base,
 or with ``agents.shared_base`` the proposer's own base with its adapter switched off).
 
-A world of N processes (``torchrun --nproc_per_node N -m councilzoo.cli train tracer ...``)
-trains as one process with N times the micro-batch: rank 0 plays the step and samples every
-candidate, the round is broadcast, and rank r trains slice r of it (TRL's own split of a round:
-rank-major, whole groups of G), so rewards, advantages and the averaged gradient are the
-one-process ones. The controllers live on rank 0. Weights must be whole on every rank (DDP or
-ZeRO-2): under ZeRO-3 or FSDP rank 0's generation would wait for parameter gathers the others
-never join (refused, ``recipe_checks.check_tracer_world``).
+A world of N processes (``num_processes: N``: the placement plan's one world, started by the
+launcher under torchrun) trains as one process with N times the micro-batch: every rank plays
+its share of the step's problems, the controllers of every rank learn from the whole step
+(gathered in one process's order, ``learner.Tracer.play_step``), every rank picks the same
+turns and samples the candidates of its share of them, and trains them (TRL's own split of a
+round: rank-major, whole groups of G), so the controllers' update and the round's prompts are
+the one-process ones; the sampled text differs (a generate call's batch is another). Weights
+must be whole on every rank (DDP or ZeRO-2): under ZeRO-3 or FSDP a rank's generation would
+wait for parameter gathers the others never join (refused, ``recipe_checks.check_tracer_world``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -49,7 +51,6 @@ from councilzoo.agents.base import Sampling
 from councilzoo.agents.factory import ModelSpec, build_model, import_object
 from councilzoo.agents.llm import LLMAgent
 from councilzoo.agents.parsing import parse_action
-from councilzoo.config import ConfigError
 from councilzoo.envs.types import Mode
 from councilzoo.learners import engine
 from councilzoo.learners.live_policy import push_weights, trainer_vllm_generator, vllm_mode
@@ -63,34 +64,11 @@ __all__ = ["UtteranceLayer"]
 _STEP_PROMPT = [{"role": "user", "content": "tracer step"}]  # dataset placeholder; rollout_func plays
 
 
-def utterance_args(cfg: TracerConfig) -> Any:
-    """The ``GRPOConfig`` of TRACER's utterance trainer: a round is ``turns_per_step`` turns x
-    ``num_candidates`` candidates of at most ``max_new_tokens``, trained in ``generation.minibatches``
-    updates unless ``generation.trainer`` chooses the micro-batch. The trainer counts updates, so
-    ``max_steps`` and ``save_steps`` are scaled by the updates per round: TRACER's steps stay
-    generation rounds."""
-    args = _utterance_args(cfg, 1)
-    per_round = engine.optimizer_steps_per_round(args)
-    return args if per_round == 1 else _utterance_args(cfg, int(per_round))
-
-
-def _utterance_args(cfg: TracerConfig, updates_per_round: int) -> Any:
-    a, g = cfg.agents, cfg.generation
-    batch, world = g.turns_per_step * g.num_candidates, engine.current_world_size()
-    if batch % (world * g.minibatches):
-        raise ConfigError(
-            f"generation: a round of {batch} candidates (turns_per_step x num_candidates) does not split "
-            f"into {g.minibatches} minibatches on each of {world} processes; choose sizes it divides"
-        )
-    minibatch = {"per_device_train_batch_size": batch // (world * g.minibatches)}
-    k = updates_per_round
-    run = replace(engine.RunSettings.of(cfg), max_steps=cfg.max_steps * k, save_steps=cfg.save_steps * k)
-    return run.grpo_config(
-        engine.Round(g.turns_per_step, g.num_candidates, a.max_new_tokens),
-        run_name=f"tracer-{cfg.seed}",
-        overrides={"temperature": a.temperature, "save_total_limit": cfg.save_total_limit,
-                   **minibatch, **g.trainer},
-    )
+def utterance_args(cfg: TracerConfig, world: int | None = None) -> Any:
+    """The ``GRPOConfig`` of TRACER's utterance trainer in a world of ``world`` processes (default:
+    this process's): ``TracerConfig.trainer_settings``, the batch split by the placement plan's rule."""
+    settings = cfg.trainer_settings(engine.current_world_size() if world is None else world)
+    return engine.grpo_config(settings, f"tracer-{cfg.seed}")
 
 
 def leave_one_out_labels(answers: Sequence[str | None], kind: str) -> list[str | None]:
@@ -126,9 +104,13 @@ class UtteranceLayer:
     """The trained model, its ``GRPOTrainer``, and the LLM agents that play with it.
 
     ``callbacks`` are trainer callbacks that save into each checkpoint (TRACER's controllers), so
-    the checkpoint's manifest covers them."""
+    the checkpoint's manifest covers them; ``settings`` are the trainer's ``GRPOConfig`` arguments
+    as the placement plan decided them (default: ``utterance_args`` for this process's world)."""
 
-    def __init__(self, cfg: TracerConfig, play_step: Any, callbacks: Sequence[Any] = ()) -> None:
+    def __init__(
+        self, cfg: TracerConfig, play_step: Any, callbacks: Sequence[Any] = (),
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
         import torch
         from transformers import AutoModelForCausalLM
 
@@ -144,7 +126,7 @@ class UtteranceLayer:
         path = resolve_model_path(a.model)
         self.shared = a.share_model and "reviewer" not in a.models
         self.trained_roles = ROLES if self.shared else ("proposer",)
-        args = utterance_args(cfg)
+        args = utterance_args(cfg) if settings is None else engine.grpo_config(settings, f"tracer-{cfg.seed}")
         self.trainer = engine.build_trainer(
             # fp32 master weights whatever the checkpoint's dtype (transformers 5 would load a bf16
             # checkpoint in bf16, and pure-bf16 AdamW loses most updates); `bf16: true` autocasts
@@ -179,7 +161,7 @@ class UtteranceLayer:
                 frozen = {"model": path, "device": a.device, "seed": cfg.seed}
                 spec = ModelSpec("transformers", frozen, agent=options)
                 self.agents["reviewer"] = build_model("reviewer", spec)
-        self._turns: list = []
+        self.turns: list = []  # the step's speaking turns (episode, context, mode), set by the learner
 
     def sync(self) -> None:
         """Make the generator play the trainer's current weights: a no-op with transformers (it
@@ -187,53 +169,46 @@ class UtteranceLayer:
         if vllm_mode(self.trainer.args):
             push_weights(self.trainer, self.generator)
 
-    # -- the episodes' hook: remember every speaking turn ---------------------------------------
-    def collect(self, episode: int, context, mode: Mode) -> None:
-        self._turns.append((episode, context, Mode(mode)))
-
-    def start_step(self) -> None:
-        self._turns = []
-
     def _leave_one_out(self, role: str) -> bool:
         """Whether ``role``'s candidates are scored against their group's other candidates."""
         return self.cfg.label_free and self.cfg.consensus_votes == "samples" and role == "proposer"
 
     # -- TRL's rollout_func -------------------------------------------------------------------
     def rollout(self, prompts: list, trainer: Any) -> dict[str, list]:
-        """This rank's share of one TRACER step's round: the step is played on rank 0, then G
-        candidates of each chosen speaking turn (group after group), broadcast to every rank."""
-        from accelerate.utils import broadcast_object_list
-
+        """This rank's share of one TRACER step's round (``play_and_sample``)."""
         g, acc = self.cfg.generation, trainer.accelerator
         if len(prompts) * acc.num_processes != g.turns_per_step * g.num_candidates:
             raise RuntimeError(
                 f"expected {g.turns_per_step} x {g.num_candidates} prompts over {acc.num_processes} "
                 f"process(es), got {len(prompts)} on this one"
             )
-        round_ = [self.play_and_sample(trainer) if acc.is_main_process else None]
-        if acc.num_processes > 1:
-            broadcast_object_list(round_, from_process=0)
-        share = slice(acc.process_index * len(prompts), (acc.process_index + 1) * len(prompts))
-        return {k: v[share] if isinstance(v, list) else v for k, v in round_[0].items()}
+        return self.play_and_sample(trainer)
 
     def play_and_sample(self, trainer: Any) -> dict[str, list]:
-        """One TRACER step, then the whole round: G candidates of each chosen speaking turn."""
-        g = self.cfg.generation
+        """One TRACER step (every rank plays its share and learns from the whole), then this rank's
+        share of the round: G candidates of each of its chosen speaking turns. Every rank chooses
+        the same turns from the whole step's; rank r samples turns ``r k .. (r + 1) k - 1`` of them
+        (k = turns_per_step / world), which is TRL's own split of a round (rank-major, whole groups),
+        with a sampling seed of its own."""
+        g, acc = self.cfg.generation, trainer.accelerator
         while True:
             problems, labels, metrics = self.play_step()
-            turns = [t for t in self._turns if t[1].role in self.trained_roles
+            turns = [t for t in self.turns if t[1].role in self.trained_roles
                      and (labels[t[0]] is not None or self._leave_one_out(t[1].role))]
             if turns:
                 break  # else a step with nothing to train: play the next one
         rng = np.random.default_rng([self.cfg.seed, metrics["step"], 17])
         picked = rng.choice(len(turns), size=g.turns_per_step, replace=len(turns) < g.turns_per_step)
-        chosen = [turns[k] for k in np.sort(picked)]
+        share = g.turns_per_step // acc.num_processes
+        first = acc.process_index * share
+        chosen = [turns[k] for k in np.sort(picked)][first:first + share]
+        seed = int(rng.integers(2**31))
+        if acc.process_index:  # the other ranks' draws independent of rank 0's
+            seed = int(np.random.default_rng([seed, acc.process_index]).integers(2**31))
         agent = self.agents.get("proposer", self.agents.get("*"))
         requests = agent.plan([replace(ctx, legal_modes=(mode,)) for _, ctx, mode in chosen])
         groups = self.generator.generate(
-            [r.messages for r in requests],
-            n=g.num_candidates,
-            sampling=replace(self.sampling, seed=int(rng.integers(2**31))),
+            [r.messages for r in requests], n=g.num_candidates, sampling=replace(self.sampling, seed=seed)
         )
         out: dict[str, list] = {
             k: [] for k in ("prompt_ids", "completion_ids", "role", "mode", "kind", "label", "pending")
