@@ -1,11 +1,13 @@
 """Every bad input to the command line: one line on stderr, exit status 2, no traceback, no network,
 and no half-written output folder.
 
-Each row of ``CASES`` runs ``councilzoo ARGV`` in a fresh process (so environment variables such as
-HF_HUB_OFFLINE act as they do for a user) under a guard that blocks, and reports on stderr, any
-connection that does not go to this machine. ``{out}`` in ARGV is the output folder that must not
-appear, ``{closed}`` a localhost port nobody listens on, and ``files`` are written into the test's
-folder first (``{dir}`` names it). Add a row for every new mistake a user can make.
+Each row of ``CASES`` runs ``councilzoo ARGV`` under a guard that blocks, and reports, any
+connection that does not go to this machine: in this process (the CLI's own ``main``), or in a fresh
+one where the row sets environment variables that libraries read when imported (HF_HUB_OFFLINE) or
+hides an installed package (``--no-httpx``, ``--no-smollm2``), so they act as they do for a user. A
+fresh process costs a second of imports, so only those rows pay it. ``{out}`` in ARGV is the output
+folder that must not appear, ``{closed}`` a localhost port nobody listens on, and ``files`` are written
+into the test's folder first (``{dir}`` names it). Add a row for every new mistake a user can make.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ anchor: medium
 peers: [strong, medium]
 verifier: strong
 """
-# Run the CLI with every connection off this machine refused (and reported as a second line).
-GUARDED_CLI = """
+# Every connection off this machine refused (and reported as a line on stderr): the guard this
+# module's in-process rows install, and the preamble of a fresh process's command.
+GUARD = """
 import socket, sys
 LOCAL = ("127.0.0.1", "::1", "localhost")
 def refuse(what):
@@ -42,6 +45,8 @@ def getaddrinfo(host, *args, **kwargs):
     if host not in (None, *LOCAL):
         refuse(host)
     return real_getaddrinfo(host, *args, **kwargs)
+"""
+GUARDED_CLI = GUARD + """
 socket.socket.connect, socket.getaddrinfo = connect, getaddrinfo
 if "--no-httpx" in sys.argv:
     sys.argv.remove("--no-httpx")
@@ -474,8 +479,42 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
+FRESH_PROCESS_FLAGS = ("--no-httpx", "--no-smollm2")
+
+
+def needs_fresh_process(case: Case) -> bool:
+    """Whether ``case`` sets what libraries read at import time, or hides an installed package."""
+    return bool(case.env) or any(flag in case.argv for flag in FRESH_PROCESS_FLAGS)
+
+
+def run_fresh(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
+    done = subprocess.run(
+        [sys.executable, "-c", GUARDED_CLI, *argv], capture_output=True, text=True, env=env, timeout=120
+    )
+    return done.returncode, done.stderr
+
+
+def run_here(argv: list[str], env: dict[str, str], monkeypatch, capsys) -> tuple[int, str]:
+    from councilzoo.cli import main
+
+    guard: dict = {}
+    exec(GUARD, guard)  # noqa: S102 - the same guard a fresh process runs
+    monkeypatch.setattr(socket.socket, "connect", guard["connect"])
+    monkeypatch.setattr(socket, "getaddrinfo", guard["getaddrinfo"])
+    for key in set(os.environ) - set(env):
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    capsys.readouterr()
+    try:
+        status = main(argv)
+    except SystemExit as stop:  # argparse's own errors
+        status = stop.code
+    return status, capsys.readouterr().err
+
+
 @pytest.mark.parametrize("name", CASES)
-def test_bad_input_is_one_line_exit_2_no_traceback_no_network_no_output(name, tmp_path):
+def test_bad_input_is_one_line_exit_2_no_traceback_no_network_no_output(name, tmp_path, monkeypatch, capsys):
     case = CASES[name]
     fill = {"dir": str(tmp_path), "out": str(tmp_path / "out"), "closed": str(closed_port())}
     for filename, text in case.files.items():
@@ -491,14 +530,15 @@ def test_bad_input_is_one_line_exit_2_no_traceback_no_network_no_output(name, tm
         "HF_ENDPOINT": f"http://127.0.0.1:{fill['closed']}",
         **case.env,
     }
-    done = subprocess.run(
-        [sys.executable, "-c", GUARDED_CLI, *argv], capture_output=True, text=True, env=env, timeout=120
-    )
-    lines = done.stderr.splitlines()
+    if needs_fresh_process(case):
+        status, stderr = run_fresh(argv, env)
+    else:
+        status, stderr = run_here(argv, env, monkeypatch, capsys)
+    lines = stderr.splitlines()
     command = argv[0]
-    assert done.returncode == 2, done.stderr
-    assert len(lines) == 1 and lines[0].startswith(f"councilzoo {command}: error: "), done.stderr
-    assert expected in lines[0] and "Traceback" not in done.stderr
+    assert status == 2, stderr
+    assert len(lines) == 1 and lines[0].startswith(f"councilzoo {command}: error: "), stderr
+    assert expected in lines[0] and "Traceback" not in stderr
     assert not (tmp_path / "out").exists()
 
 
