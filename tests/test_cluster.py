@@ -255,22 +255,9 @@ def test_every_recipe_keeps_the_shipped_updates():
                 assert (update, steps) == (expected, 4), (opening, name, update, steps)
 
 
-def test_two_nodes_one_member_each(tmp_path, models):
-    """Two launchers (--members 0 and --members 1) with different --set lines join one cohort; each
-    member's world of 2 samples, votes and is rewarded as a one-process member with the same global
-    batch, and trains."""
-    commands = recipe("Two nodes, one member each")
-    assert [node for node, _ in commands] == ["A", "B"]
-    nodes = run_nodes(commands, tmp_path, models)
-    alone = one_process_run(tmp_path / "alone", models, ["trainer.gradient_accumulation_steps=2"])
-    runs = {"qwen": nodes["A"] / RUN, "llama": nodes["B"] / RUN}
-    assert_same_training(runs, alone, models)
-    agreement = [trained_rows(run, name)[0]["agreement"] for name, run in runs.items()]
-    assert agreement[0] == agreement[1]  # both computed it from the same exchanged labels
-
-
 def test_a_member_spanning_two_nodes(tmp_path, models):
-    """Member 0 is one torchrun world over nodes A and B (127.0.0.1 and 127.0.0.2, c10d rendezvous at
+    """Three launchers, one per node, join one cohort. Member 0 is one torchrun world over nodes A
+    and B (127.0.0.1 and 127.0.0.2, c10d rendezvous at
     the first), member 1 runs on node C, each launcher with the same plan: the cohort trains, and the
     spanning member samples, votes and is rewarded as a one-process member with the same global batch."""
     commands = recipe("A member spanning two nodes")
@@ -283,7 +270,10 @@ def test_a_member_spanning_two_nodes(tmp_path, models):
     # a CPU world of 2 per member: qwen 2 x 2 completions a step, llama 2 x 4
     sets = ["trainer.gradient_accumulation_steps=2", "members.0.trainer.per_device_train_batch_size=2"]
     alone = one_process_run(tmp_path / "alone", models, sets)
-    assert_same_training({"qwen": nodes["A"] / RUN, "llama": nodes["C"] / RUN}, alone, models)
+    runs = {"qwen": nodes["A"] / RUN, "llama": nodes["C"] / RUN}
+    assert_same_training(runs, alone, models)
+    agreement = [trained_rows(run, name)[0]["agreement"] for name, run in runs.items()]
+    assert agreement[0] == agreement[1]  # both computed it from the same exchanged labels
     assert not (nodes["B"] / RUN / "members" / "qwen" / "final").exists()  # machine 0's rank 0 saves
 
 
