@@ -19,6 +19,7 @@ from councilzoo.agents.generators.transformers_backend import TransformersGenera
 from councilzoo.agents.llm import LLMAgent
 from councilzoo.cli import main
 from councilzoo.config import ConfigError, load_config
+from councilzoo.learners import engine
 from councilzoo.learners.corl.config import CoRLConfig
 from councilzoo.learners.corl.launch import launch_cohort
 from councilzoo.learners.corl.learner import CoRL
@@ -242,6 +243,52 @@ def test_tracer_reviewer_on_the_proposers_base_plays_as_a_frozen_copy(tiny_model
     assert any(not torch.equal(before[k], base_adapter[k]) for k in before)
     reviewer = tracer.generation.agents["reviewer"].generator
     assert reviewer.shared.model is tracer.generation.trainer.model and reviewer.adapter == BASE
+
+
+def _tracer_roles_run(model_dir, out, shared: bool, resume: bool = False):
+    """A 2-step TRACER run with both roles trained (``agents.train_reviewer``), on one base with an
+    adapter each or on a model each; returns its history and each role's final adapter."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_tracer_llm import tiny_config
+
+    from councilzoo.learners.tracer.learner import Tracer
+
+    agents = {"kind": "llm", "model": str(model_dir), "max_new_tokens": 12, "stop": ["e", "a"],
+              "share_model": False, "train_reviewer": True, "shared_base": shared}
+    tracer = Tracer(tiny_config(model_dir, out, agents=agents, save_steps=1))
+    rows = tracer.train(tracer.resume() if resume else None)
+    history = [{k: v for k, v in row.items() if k != "seconds"} for row in rows]
+    finals = {role: load_file(next((folder / "final").rglob("adapter_model.safetensors")))
+              for role, folder in (("proposer", out), ("reviewer", out / "reviewer"))}  # fmt: skip
+    return history, finals
+
+
+def test_tracer_roles_as_two_adapters_on_one_base_update_as_two_separate_models(tiny_model_dir, tmp_path):
+    """TRACER's proposer and reviewer each trained by its own trainer: as two LoRA adapters of one
+    base they play the same steps (history) and end with the same adapters as two separate models,
+    the two adapters different; each role keeps its own checkpoints and metrics, and a run killed
+    between the proposer's and the reviewer's save of step 2 resumes both from step 1 (the newest
+    step both hold) and ends as the uninterrupted run."""
+    separate_history, separate = _tracer_roles_run(tiny_model_dir, tmp_path / "separate", shared=False)
+    out = tmp_path / "shared"
+    shared_history, shared = _tracer_roles_run(tiny_model_dir, out, shared=True)
+    assert shared_history == separate_history
+    for role in ("proposer", "reviewer"):
+        assert_same(separate[role], shared[role])
+    assert any(not torch.equal(shared["proposer"][k], shared["reviewer"][k]) for k in shared["proposer"])
+    reviewer_rows = (out / "reviewer" / "metrics.jsonl").read_text().splitlines()
+    assert len(reviewer_rows) == 2 and "reward" in reviewer_rows[0]
+    assert engine.checkpoint_steps(out) == engine.checkpoint_steps(out / "reviewer") == [1, 2]
+    step_1 = load_file(out / "reviewer" / "checkpoint-1" / "reviewer" / "adapter_model.safetensors")
+    assert any(not torch.equal(step_1[k], shared["reviewer"][k]) for k in step_1)  # the reviewer trains
+
+    shutil.rmtree(out / "reviewer" / "checkpoint-2")
+    resumed_history, resumed = _tracer_roles_run(tiny_model_dir, out, shared=True, resume=True)
+    assert resumed_history == shared_history[1:]
+    for role in ("proposer", "reviewer"):
+        assert_same(shared[role], resumed[role])
 
 
 def test_tracer_shared_base_needs_separate_role_models_with_lora(tiny_model_dir):

@@ -58,7 +58,7 @@ from councilzoo.learners.checkpoint import (
     save_checkpoint,
 )
 from councilzoo.learners.data import load_items
-from councilzoo.learners.engine import StepProgress, checkpoint_steps, latest_trainer_checkpoint, leave_world
+from councilzoo.learners.engine import StepProgress, checkpoint_steps, leave_world
 from councilzoo.learners.logging import MetricsLogger, read_metrics
 from councilzoo.learners.tracer.config import ROLES, TracerConfig
 from councilzoo.learners.tracer.controller_layer import Player, action_values, branch, play_episodes
@@ -262,6 +262,7 @@ class Tracer:
             self.state_fn,
             mode,
             on_speak=gen.collect if gen else None,
+            on_silent=gen.collect_silent if gen else None,
         )
         branch(self.player, decisions, episodes, mode)
         if cfg.label_free and cfg.consensus_votes == "samples":
@@ -421,7 +422,7 @@ class Tracer:
             if latest is not None:
                 self.load(latest)
             return latest
-        trainer_ckpt = latest_trainer_checkpoint(self.out_dir)
+        trainer_ckpt = self.generation.latest_checkpoint()
         if trainer_ckpt is not None:
             self.load(latest_checkpoint(trainer_ckpt / "tracer"))
         return trainer_ckpt
@@ -443,11 +444,9 @@ class Tracer:
             progress.close()
             self.save(ckpt_dir)
             return self.history
-        trainer = self.generation.trainer
-        trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+        self.generation.train(resume_from)
         if self.logger is not None:
             self.log_row()
-        trainer.save_model(str(self.out_dir / "final"))  # adapters: adapter_config.json + weights
         return self.history
 
 

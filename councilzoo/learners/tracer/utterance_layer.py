@@ -41,6 +41,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -54,6 +56,7 @@ from councilzoo.envs.types import Mode
 from councilzoo.learners import engine
 from councilzoo.learners.live_policy import push_weights, trainer_vllm_generator, vllm_mode
 from councilzoo.learners.recipe_checks import check_tracer_world
+from councilzoo.learners.shared_base import AdapterTurns, SharedRounds, load_shared_base, run_threads
 from councilzoo.learners.tracer.config import ROLES, TracerConfig
 from councilzoo.learners.tracer.controller_layer import NO_VERDICT
 from councilzoo.tasks import answers_equivalent, plurality
@@ -129,9 +132,6 @@ class UtteranceLayer:
     the checkpoint's manifest covers them."""
 
     def __init__(self, cfg: TracerConfig, play_step: Any, callbacks: Sequence[Any] = ()) -> None:
-        import torch
-        from transformers import AutoModelForCausalLM
-
         from councilzoo.agents.generators.adapters import BASE, AdapterGenerator
         from councilzoo.agents.generators.model_lookup import resolve_model_path
         from councilzoo.agents.generators.transformers_backend import TransformersGenerator
@@ -143,43 +143,107 @@ class UtteranceLayer:
         )
         path = resolve_model_path(a.model)
         self.shared = a.share_model and "reviewer" not in a.models
-        self.trained_roles = ROLES if self.shared else ("proposer",)
-        args = utterance_args(cfg)
-        self.trainer = engine.build_trainer(
-            # fp32 master weights whatever the checkpoint's dtype (transformers 5 would load a bf16
-            # checkpoint in bf16, and pure-bf16 AdamW loses most updates); `bf16: true` autocasts
-            AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32),
-            path,
-            args,
-            [
-                {"prompt": _STEP_PROMPT, "slot": i}
-                for i in range(engine.rounds_needed(args) * g.turns_per_step)
-            ],
-            [UtteranceReward(g.cost_penalty, a.max_new_tokens)],
-            callbacks,
-            peft=g.peft,
-            rollout_func=self.rollout,
-        )
-        check_tracer_world(sharding(self.trainer.accelerator), self.trainer.accelerator.num_processes)
-        if vllm_mode(args):  # TRL's colocated engine or its server plays and samples; pushed by sync()
-            self.generator = trainer_vllm_generator(self.trainer)
-        else:  # the trainer's model itself, trained in place
-            tokenizer = self.trainer.processing_class
-            self.generator = TransformersGenerator(self.trainer.model, tokenizer=tokenizer, seed=cfg.seed)
-        options = {"sampling": self.sampling, "render": import_object(a.render) if a.render else None}
+        # each trainer (by name) and the roles whose turns it trains on
         if self.shared:
-            self.agents = {"*": LLMAgent(self.generator, name="tracer", **options)}
+            self.trainer_roles = {"*": ROLES}
         else:
-            self.agents = {"proposer": LLMAgent(self.generator, name="proposer", **options)}
-            if a.shared_base:  # the base under the proposer's adapter, the adapter switched off
-                tokenizer = self.trainer.processing_class
-                base = AdapterGenerator(self.trainer.model, {}, tokenizer=tokenizer, seed=cfg.seed)
-                self.agents["reviewer"] = LLMAgent(base.seat(BASE), name="reviewer", **options)
-            elif "reviewer" not in a.models:  # a frozen copy of the base model (else built by role_agents)
-                frozen = {"model": path, "device": a.device, "seed": cfg.seed}
-                spec = ModelSpec("transformers", frozen, agent=options)
-                self.agents["reviewer"] = build_model("reviewer", spec)
+            self.trainer_roles = {role: (role,) for role in (ROLES if a.train_reviewer else ("proposer",))}
+        self.trained_roles = tuple(r for roles in self.trainer_roles.values() for r in roles)
+        if a.train_reviewer:
+            self.trainers = self._role_trainers(path, callbacks)
+        else:
+            args = utterance_args(cfg)
+            self.trainers = {
+                next(iter(self.trainer_roles)): engine.build_trainer(
+                    _load_model(path), path, args, _rows(cfg, args), [_reward(cfg)], callbacks, peft=g.peft,
+                    rollout_func=self.rollout,
+                )
+            }
+        self.trainer = next(iter(self.trainers.values()))  # the lead: the run's folder, rows, controllers
+        check_tracer_world(sharding(self.trainer.accelerator), self.trainer.accelerator.num_processes)
+        tokenizer = self.trainer.processing_class
+        if vllm_mode(self.trainer.args):  # TRL's colocated engine or its server plays and samples; sync()
+            generators = {name: trainer_vllm_generator(trainer) for name, trainer in self.trainers.items()}
+        elif a.train_reviewer and a.shared_base:  # a generator per adapter: a generate call per role
+            generators = {role: AdapterGenerator(self.turns.model, {}, tokenizer=tokenizer, seed=cfg.seed)
+                          .seat(role) for role in ROLES}  # fmt: skip
+        else:  # each trainer's model itself, trained in place
+            generators = {
+                name: TransformersGenerator(trainer.model, tokenizer=tokenizer, seed=cfg.seed)
+                for name, trainer in self.trainers.items()
+            }
+        self.generator = generators[next(iter(self.trainers))]
+        options = {"sampling": self.sampling, "render": import_object(a.render) if a.render else None}
+        self.agents = {name: LLMAgent(generator, name="tracer" if name == "*" else name, **options)
+                       for name, generator in generators.items()}  # fmt: skip
+        frozen_reviewer = not (self.shared or a.train_reviewer)  # the reviewer only generates
+        if frozen_reviewer and a.shared_base:  # the base under the proposer's adapter, the adapter off
+            base = AdapterGenerator(self.trainer.model, {}, tokenizer=tokenizer, seed=cfg.seed)
+            self.agents["reviewer"] = LLMAgent(base.seat(BASE), name="reviewer", **options)
+        elif frozen_reviewer and "reviewer" not in a.models:  # a frozen copy (else built by role_agents)
+            frozen = {"model": path, "device": a.device, "seed": cfg.seed}
+            spec = ModelSpec("transformers", frozen, agent=options)
+            self.agents["reviewer"] = build_model("reviewer", spec)
         self._turns: list = []
+        self._silent: list = []
+
+    def _role_trainers(self, path: str, callbacks: Sequence[Any]) -> dict[str, Any]:
+        """``agents.train_reviewer``: a trainer per role, taking turns in this process
+        (``learners/shared_base.py``), each on its role's part of the one played step
+        (``SharedRounds``): on one base with a LoRA adapter each (``agents.shared_base``), or on a
+        model each. The reviewer's folder is ``output_dir/reviewer/``."""
+        cfg, g = self.cfg, self.cfg.generation
+        if engine.current_world_size() > 1:
+            raise ConfigError("agents.train_reviewer: the role trainers take turns in one process; start the "
+                              "run without torchrun")
+        base = None
+        if cfg.agents.shared_base:
+            base = load_shared_base(path, dict.fromkeys(ROLES, g.peft), cfg.seed)
+        self.turns = AdapterTurns(base)
+        self.rounds = SharedRounds(self.turns, ROLES, self.play_rounds)
+        self._taken = dict.fromkeys(ROLES, 0)
+        reviewer_dir = Path(cfg.output_dir) / "reviewer"
+        role_callbacks = {
+            "proposer": callbacks, "reviewer": [engine.MetricsFile(reviewer_dir / "metrics.jsonl")]
+        }
+        trainers = {}
+        for role in ROLES:
+            args = utterance_args(cfg if role == "proposer" else replace(cfg, output_dir=str(reviewer_dir)))
+            common = (path, args, _rows(cfg, args), [_reward(cfg)], role_callbacks[role])
+            rollout = partial(self.role_rollout, role)
+            if base is None:
+                model = _load_model(path)
+                trainers[role] = engine.build_trainer(model, *common, peft=g.peft, rollout_func=rollout)
+            else:
+                base.set_adapter(role)
+                trainers[role] = engine.build_trainer(base, *common, rollout_func=rollout, adapter=role)
+            self.turns.save_rng(role)
+        return trainers
+
+    def train(self, resume_from: str | Path | None = None) -> None:
+        """Train (from TRL checkpoint ``resume_from``, the lead's: every trainer resumes from its
+        checkpoint of the same step) and save each trainer's final model in its ``final/``."""
+        def run(trainer: Any) -> None:
+            folder = Path(trainer.args.output_dir)
+            checkpoint = str(folder / Path(resume_from).name) if resume_from else None
+            trainer.train(resume_from_checkpoint=checkpoint)
+            trainer.save_model(str(folder / "final"))  # adapters: adapter_config.json + weights
+
+        if len(self.trainers) == 1:
+            run(self.trainer)
+            return
+
+        def in_turn(name: str, trainer: Any) -> None:
+            with self.turns.turn(name):
+                run(trainer)
+
+        run_threads({name: partial(in_turn, name, t) for name, t in self.trainers.items()}, self.rounds.fail)
+
+    def latest_checkpoint(self) -> Path | None:
+        """The lead's newest TRL checkpoint of a step every trainer holds (None if there is none)."""
+        held = [set(engine.checkpoint_steps(t.args.output_dir)) for t in self.trainers.values()]
+        steps = set.intersection(*held)
+        return Path(self.trainer.args.output_dir) / f"checkpoint-{max(steps)}" if steps else None
 
     def sync(self) -> None:
         """Make the generator play the trainer's current weights: a no-op with transformers (it
@@ -191,8 +255,13 @@ class UtteranceLayer:
     def collect(self, episode: int, context, mode: Mode) -> None:
         self._turns.append((episode, context, Mode(mode)))
 
+    def collect_silent(self, episode: int, context, mode: Mode) -> None:
+        """A decision that chose silence, with the speaking mode passed over: a role trainer's
+        stand-in turn in a step where its role never spoke."""
+        self._silent.append((episode, context, Mode(mode)))
+
     def start_step(self) -> None:
-        self._turns = []
+        self._turns, self._silent = [], []
 
     def _leave_one_out(self, role: str) -> bool:
         """Whether ``role``'s candidates are scored against their group's other candidates."""
@@ -216,21 +285,55 @@ class UtteranceLayer:
         share = slice(acc.process_index * len(prompts), (acc.process_index + 1) * len(prompts))
         return {k: v[share] if isinstance(v, list) else v for k, v in round_[0].items()}
 
+    def role_rollout(self, role: str, prompts: list, trainer: Any) -> dict[str, list]:
+        """``agents.train_reviewer``: role ``role``'s trainer's ``rollout_func``: its part of the
+        step played once for both roles (``SharedRounds``: the proposer's trainer plays it)."""
+        k, self._taken[role] = self._taken[role], self._taken[role] + 1
+        part = self.rounds.take(role, k)
+        if len(part["prompt_ids"]) != len(prompts):
+            raise RuntimeError(f"{role}: expected {len(prompts)} candidates, got {len(part['prompt_ids'])}")
+        return part
+
     def play_and_sample(self, trainer: Any) -> dict[str, list]:
         """One TRACER step, then the whole round: G candidates of each chosen speaking turn."""
-        g = self.cfg.generation
+        return self.play_rounds(with_logprobs=bool(vllm_mode(trainer.args)))[next(iter(self.trainers))]
+
+    def play_rounds(self, with_logprobs: bool = False) -> dict[str, dict[str, list]]:
+        """One TRACER step (played again while a trainer has no turn of its roles to train on),
+        then each trainer's round: G candidates of each of its chosen speaking turns. A role
+        trainer (``agents.train_reviewer``) whose role spoke in none of the step's turns trains on
+        the role's decisions to stay silent, made to speak (the turns their branches play), so a
+        reviewer that learned to skip still gets its update."""
+        def trainable(turns: list, roles: Sequence[str]) -> list:
+            return [t for t in turns
+                    if t[1].role in roles and (labels[t[0]] is not None or self._leave_one_out(t[1].role))]
+
         while True:
             problems, labels, metrics = self.play_step()
-            turns = [t for t in self._turns if t[1].role in self.trained_roles
-                     and (labels[t[0]] is not None or self._leave_one_out(t[1].role))]
-            if turns:
+            turns = {name: trainable(self._turns, roles) for name, roles in self.trainer_roles.items()}
+            if len(turns) > 1:  # a role trainer whose role never spoke: its decisions to stay silent
+                turns = {name: found or trainable(self._silent, self.trainer_roles[name])
+                         for name, found in turns.items()}  # fmt: skip
+            if all(turns.values()):
                 break  # else a step with nothing to train: play the next one
-        rng = np.random.default_rng([self.cfg.seed, metrics["step"], 17])
+        seed = [self.cfg.seed, metrics["step"], 17]  # the first trainer's draw; the others' add their index
+        return {
+            name: self._sample(name, turns[name], labels, seed + [k] * (k > 0), with_logprobs)
+            for k, name in enumerate(turns)
+        }
+
+    def _sample(
+        self, name: str, turns: list, labels: Sequence[str | None], seed: list[int], with_logprobs: bool
+    ) -> dict[str, list]:
+        """Trainer ``name``'s round: G candidates of each of ``turns_per_step`` of ``turns`` (drawn
+        by ``seed``), sampled by the agent playing its role."""
+        g = self.cfg.generation
+        rng = np.random.default_rng(seed)
         picked = rng.choice(len(turns), size=g.turns_per_step, replace=len(turns) < g.turns_per_step)
         chosen = [turns[k] for k in np.sort(picked)]
-        agent = self.agents.get("proposer", self.agents.get("*"))
+        agent = self.agents[name]
         requests = agent.plan([replace(ctx, legal_modes=(mode,)) for _, ctx, mode in chosen])
-        groups = self.generator.generate(
+        groups = agent.generator.generate(
             [r.messages for r in requests],
             n=g.num_candidates,
             sampling=replace(self.sampling, seed=int(rng.integers(2**31))),
@@ -253,8 +356,28 @@ class UtteranceLayer:
                 out["pending"].append(ctx.extras.get("pending_answer") or "")
         # vLLM's sampled-token log-probabilities feed TRL's importance-sampling correction; with
         # transformers TRL scores the old policy itself
-        out["logprobs"] = [c.logprobs for g in groups for c in g] if vllm_mode(trainer.args) else None
+        out["logprobs"] = [c.logprobs for g in groups for c in g] if with_logprobs else None
         return out
+
+
+def _load_model(path: str) -> Any:
+    """The model at ``path`` in fp32 master weights whatever the checkpoint's dtype (transformers 5
+    would load a bf16 checkpoint in bf16, and pure-bf16 AdamW loses most updates); ``bf16: true``
+    autocasts."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+
+
+def _rows(cfg: TracerConfig, args: Any) -> list[dict]:
+    """The trainer's dataset: placeholders, one per prompt of every round (``rollout_func`` plays)."""
+    count = engine.rounds_needed(args) * cfg.generation.turns_per_step
+    return [{"prompt": _STEP_PROMPT, "slot": i} for i in range(count)]
+
+
+def _reward(cfg: TracerConfig) -> UtteranceReward:
+    return UtteranceReward(cfg.generation.cost_penalty, cfg.agents.max_new_tokens)
 
 
 def sharding(accelerator: Any) -> str:
