@@ -291,12 +291,21 @@ def test_tracer_roles_as_two_adapters_on_one_base_update_as_two_separate_models(
         assert_same(shared[role], resumed[role])
 
 
-def test_tracer_shared_base_needs_separate_role_models_with_lora(tiny_model_dir):
+@pytest.mark.parametrize(
+    "agents, trainer, message",
+    [
+        ({"shared_base": True}, {}, r"agents.shared_base needs: \['agents.share_model false'\]"),
+        ({"train_reviewer": True}, {}, r"agents.train_reviewer needs: \['agents.share_model false'\]"),
+        ({"train_reviewer": True, "share_model": False}, {"gradient_accumulation_steps": 2},
+         "gradient_accumulation_steps"),
+    ],
+)
+def test_tracer_role_models_on_one_base_are_checked_before_work(tiny_model_dir, agents, trainer, message):
     from councilzoo.learners.tracer.config import TracerConfig
 
-    data = {"agents": {"kind": "llm", "model": str(tiny_model_dir), "shared_base": True},
-            "generation": {"enabled": True}}
-    with pytest.raises(ConfigError, match=r"needs: \['agents.share_model false'\]"):
+    data = {"agents": {"kind": "llm", "model": str(tiny_model_dir), **agents},
+            "generation": {"enabled": True, "trainer": trainer}}
+    with pytest.raises(ConfigError, match=message):
         load_config(data, TracerConfig)
 
 
@@ -307,8 +316,8 @@ def train(learner: str, config: str, *sets: str) -> int:
 @pytest.mark.slow
 def test_the_shipped_shared_base_configs_train_on_cpu(tmp_path, tiny_model_dir, monkeypatch):
     """configs/corl_shared_base_cpu.yaml (two adapters on one tiny base beside a Llama member) and
-    configs/tracer_shared_base_cpu.yaml, each for a short run: every member writes its own metrics
-    and final adapter."""
+    configs/tracer_shared_base_cpu.yaml (proposer and reviewer adapters on one base), each for a
+    short run: every member and role writes its own metrics and final adapter."""
     monkeypatch.chdir(Path(__file__).resolve().parents[1])
     out = tmp_path / "corl"
     sets = ["max_steps=2", "save_steps=2", f"output_dir={out}", f"distributed.port={_free_port()}"]
@@ -320,4 +329,6 @@ def test_the_shipped_shared_base_configs_train_on_cpu(tmp_path, tiny_model_dir, 
     out = tmp_path / "tracer"
     sets = ["max_steps=1", "save_steps=1", f"output_dir={out}", f"agents.model={tiny_model_dir}"]
     assert train("tracer", "configs/tracer_shared_base_cpu.yaml", *sets, "data.eval_limit=2") == 0
-    assert (out / "final" / "adapter_model.safetensors").is_file()
+    for folder, role in ((out, "proposer"), (out / "reviewer", "reviewer")):
+        assert (folder / "final" / role / "adapter_model.safetensors").is_file()
+    assert (out / "reviewer" / "metrics.jsonl").read_text().count("\n") == 1

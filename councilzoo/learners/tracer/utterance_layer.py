@@ -24,9 +24,14 @@ Turns are resampled (with replacement, seeded) when a step has fewer than ``turn
 subsampled when it has more. The release updated before each real utterance; here the episodes
 of a step are played by the policy of the previous step, and the update follows the batch.
 
-One trainer trains one model: the shared model with role prompts (default), or, with separate
+Who trains: one trainer trains the shared model with role prompts (default), or, with separate
 role models, the proposer's (the reviewer's model then only generates: a frozen copy of the base,
-or with ``agents.shared_base`` the proposer's own base with its adapter switched off).
+or with ``agents.shared_base`` the proposer's own base with its adapter switched off). With
+``agents.train_reviewer`` each role has a trainer of its own (its own optimizer, schedule,
+checkpoints, metrics), on a model each or, with ``agents.shared_base``, on a LoRA adapter each of
+one base: the trainers take turns in this process and the step, played once in the proposer's
+trainer's ``rollout_func``, gives each its role's turns (``learners/shared_base.py``:
+``AdapterTurns``, ``SharedRounds``).
 
 A world of N processes (``torchrun --nproc_per_node N -m councilzoo.cli train tracer ...``)
 trains as one process with N times the micro-batch: rank 0 plays the step and samples every
@@ -126,7 +131,8 @@ class UtteranceReward:
 
 
 class UtteranceLayer:
-    """The trained model, its ``GRPOTrainer``, and the LLM agents that play with it.
+    """The trained models, their ``GRPOTrainer``s (``trainer``: the lead, whose folder is the
+    run's), and the LLM agents that play with them.
 
     ``callbacks`` are trainer callbacks that save into each checkpoint (TRACER's controllers), so
     the checkpoint's manifest covers them."""
