@@ -331,4 +331,4 @@ def test_the_shipped_shared_base_configs_train_on_cpu(tmp_path, tiny_model_dir, 
     assert train("tracer", "configs/tracer_shared_base_cpu.yaml", *sets, "data.eval_limit=2") == 0
     for folder, role in ((out, "proposer"), (out / "reviewer", "reviewer")):
         assert (folder / "final" / role / "adapter_model.safetensors").is_file()
-    assert (out / "reviewer" / "metrics.jsonl").read_text().count("\n") == 1
+    assert (out / "reviewer" / "metrics.jsonl").read_text().count("\n") == 2  # a row an update, 2 a step
