@@ -156,7 +156,8 @@ def test_a_group_is_one_world_of_the_plan_and_other_members_their_own(tmp_path, 
 
 def test_dry_run_counts_the_shared_base_once(tmp_path, capsys):
     """Two adapters on a 1.5B base: the first member's plan holds the frozen fp32 base, the second
-    none (it points at the first); a member of its own would count a base of its own."""
+    none (it points at the first); a member of its own would count a base of its own. Likewise
+    TRACER's reviewer trainer beside the proposer's: on their shared base, or on a model of its own."""
     member = {"model": "Qwen/Qwen2.5-1.5B-Instruct", "peft": LORA, "shared_base": "qwen"}
     config = tmp_path / "shared.yaml"
     config.write_text(yaml.safe_dump({
@@ -169,6 +170,19 @@ def test_dry_run_counts_the_shared_base_once(tmp_path, capsys):
     base = 1.54e9 * 4 / 2**30
     assert f"training state {base:.1f} GiB (frozen fp32 weights, 4 bytes a parameter)" in first
     assert "state 0.0 GiB (the shared base, counted with members.0 (a): 0 bytes a parameter)" in second
+
+    for shared in (True, False):  # TRACER's proposer and reviewer trainers
+        config.write_text(yaml.safe_dump({
+            "agents": {"kind": "llm", "model": "Qwen/Qwen2.5-1.5B-Instruct", "share_model": False,
+                       "train_reviewer": True, "shared_base": shared},
+            "generation": {"enabled": True}, "output_dir": str(tmp_path / "tracer"),
+        }))  # fmt: skip
+        assert main(["train", "tracer", str(config), "--dry-run"]) == 0
+        proposer, reviewer = capsys.readouterr().out.split("tracer (reviewer)")
+        held = f"training state {base:.1f} GiB (frozen fp32 weights"
+        counted = "state 0.0 GiB (the shared base, counted with tracer: 0 bytes a parameter)"
+        assert held in proposer
+        assert (counted if shared else held) in reviewer
 
 
 FRESH = {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"], "init_lora_weights": False}
