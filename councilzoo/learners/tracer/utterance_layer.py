@@ -310,15 +310,12 @@ class UtteranceLayer:
         trainer (``agents.train_reviewer``) whose role spoke in none of the step's turns trains on
         the role's decisions to stay silent, made to speak (the turns their branches play), so a
         reviewer that learned to skip still gets its update."""
-        def trainable(turns: list, roles: Sequence[str]) -> list:
-            return [t for t in turns
-                    if t[1].role in roles and (labels[t[0]] is not None or self._leave_one_out(t[1].role))]
-
         while True:
             problems, labels, metrics = self.play_step()
-            turns = {name: trainable(self._turns, roles) for name, roles in self.trainer_roles.items()}
+            by_trainer = self.trainer_roles
+            turns = {name: self._trainable(self._turns, roles, labels) for name, roles in by_trainer.items()}
             if len(turns) > 1:  # a role trainer whose role never spoke: its decisions to stay silent
-                turns = {name: found or trainable(self._silent, self.trainer_roles[name])
+                turns = {name: found or self._trainable(self._silent, by_trainer[name], labels)
                          for name, found in turns.items()}  # fmt: skip
             if all(turns.values()):
                 break  # else a step with nothing to train: play the next one
@@ -327,6 +324,11 @@ class UtteranceLayer:
             name: self._sample(name, turns[name], labels, seed + [k] * (k > 0), with_logprobs)
             for k, name in enumerate(turns)
         }
+
+    def _trainable(self, turns: list, roles: Sequence[str], labels: Sequence[str | None]) -> list:
+        """The ``turns`` of ``roles`` that have a label to be scored against."""
+        return [t for t in turns
+                if t[1].role in roles and (labels[t[0]] is not None or self._leave_one_out(t[1].role))]
 
     def _sample(
         self, name: str, turns: list, labels: Sequence[str | None], seed: list[int], with_logprobs: bool
