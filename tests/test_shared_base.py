@@ -25,7 +25,7 @@ from councilzoo.learners.corl.launch import launch_cohort
 from councilzoo.learners.corl.learner import CoRL
 from councilzoo.learners.corl.shared_world import run_shared_base
 from councilzoo.learners.placement import Machines, Placement, plan_cohort
-from councilzoo.learners.shared_base import check_group
+from councilzoo.learners.shared_base import AdapterTurns, SharedRounds, check_group, run_threads
 from councilzoo.rollout.engine import RolloutEngine
 from councilzoo.tasks import synthetic_problems
 
@@ -303,6 +303,42 @@ def test_tracer_roles_as_two_adapters_on_one_base_update_as_two_separate_models(
     assert resumed_history == shared_history[1:]
     for role in ("proposer", "reviewer"):
         assert_same(shared[role], resumed[role])
+
+
+def test_a_round_is_made_once_every_trainer_asked_for_it_and_a_failure_wakes_the_peers():
+    """SharedRounds between two threads taking turns: the lead makes round k only after the other
+    trainer has asked for it (so after its updates of round k - 1), each gets its own part, and a
+    trainer that fails stops the one waiting for it instead of leaving it waiting forever."""
+    turns = AdapterTurns(None)
+    events: list[str] = []
+
+    def make() -> dict[str, str]:
+        events.append(f"made {made}")
+        return {"lead": f"lead {made}", "peer": f"peer {made}"}
+
+    rounds, made = SharedRounds(turns, ["lead", "peer"], make), 0
+
+    def trainer(name: str, steps: int) -> None:
+        nonlocal made
+        with turns.turn(name):
+            for k in range(steps):
+                part = rounds.take(name, k)
+                if name == "lead":
+                    made += 1
+                events.append(f"{name} trained on {part}")
+
+    run_threads({"lead": lambda: trainer("lead", 2), "peer": lambda: trainer("peer", 2)}, rounds.fail)
+    assert events == ["made 0", "lead trained on lead 0", "peer trained on peer 0",
+                      "made 1", "lead trained on lead 1", "peer trained on peer 1"]  # fmt: skip
+
+    def broken() -> None:
+        with turns.turn("peer"):
+            raise RuntimeError("peer broke")
+
+    turns = AdapterTurns(None)  # the trainers above take turns on these from now on
+    rounds = SharedRounds(turns, ["lead", "peer"], make)
+    with pytest.raises(RuntimeError, match="peer broke"):
+        run_threads({"lead": lambda: trainer("lead", 1), "peer": broken}, rounds.fail)
 
 
 @pytest.mark.parametrize(
