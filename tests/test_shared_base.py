@@ -19,12 +19,13 @@ from councilzoo.agents.generators.transformers_backend import TransformersGenera
 from councilzoo.agents.llm import LLMAgent
 from councilzoo.cli import main
 from councilzoo.config import ConfigError, load_config
+from councilzoo.learners import engine
 from councilzoo.learners.corl.config import CoRLConfig
 from councilzoo.learners.corl.launch import launch_cohort
 from councilzoo.learners.corl.learner import CoRL
 from councilzoo.learners.corl.shared_world import run_shared_base
 from councilzoo.learners.placement import Machines, Placement, plan_cohort
-from councilzoo.learners.shared_base import check_group
+from councilzoo.learners.shared_base import AdapterTurns, SharedRounds, check_group, run_threads
 from councilzoo.rollout.engine import RolloutEngine
 from councilzoo.tasks import synthetic_problems
 
@@ -155,7 +156,8 @@ def test_a_group_is_one_world_of_the_plan_and_other_members_their_own(tmp_path, 
 
 def test_dry_run_counts_the_shared_base_once(tmp_path, capsys):
     """Two adapters on a 1.5B base: the first member's plan holds the frozen fp32 base, the second
-    none (it points at the first); a member of its own would count a base of its own."""
+    none (it points at the first); a member of its own would count a base of its own. Likewise
+    TRACER's reviewer trainer beside the proposer's: on their shared base, or on a model of its own."""
     member = {"model": "Qwen/Qwen2.5-1.5B-Instruct", "peft": LORA, "shared_base": "qwen"}
     config = tmp_path / "shared.yaml"
     config.write_text(yaml.safe_dump({
@@ -168,6 +170,19 @@ def test_dry_run_counts_the_shared_base_once(tmp_path, capsys):
     base = 1.54e9 * 4 / 2**30
     assert f"training state {base:.1f} GiB (frozen fp32 weights, 4 bytes a parameter)" in first
     assert "state 0.0 GiB (the shared base, counted with members.0 (a): 0 bytes a parameter)" in second
+
+    for shared in (True, False):  # TRACER's proposer and reviewer trainers
+        config.write_text(yaml.safe_dump({
+            "agents": {"kind": "llm", "model": "Qwen/Qwen2.5-1.5B-Instruct", "share_model": False,
+                       "train_reviewer": True, "shared_base": shared},
+            "generation": {"enabled": True}, "output_dir": str(tmp_path / "tracer"),
+        }))  # fmt: skip
+        assert main(["train", "tracer", str(config), "--dry-run"]) == 0
+        proposer, reviewer = capsys.readouterr().out.split("tracer (reviewer)")
+        held = f"training state {base:.1f} GiB (frozen fp32 weights"
+        counted = "state 0.0 GiB (the shared base, counted with tracer: 0 bytes a parameter)"
+        assert held in proposer
+        assert (counted if shared else held) in reviewer
 
 
 FRESH = {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"], "init_lora_weights": False}
@@ -244,12 +259,107 @@ def test_tracer_reviewer_on_the_proposers_base_plays_as_a_frozen_copy(tiny_model
     assert reviewer.shared.model is tracer.generation.trainer.model and reviewer.adapter == BASE
 
 
-def test_tracer_shared_base_needs_separate_role_models_with_lora(tiny_model_dir):
+def _tracer_roles_run(model_dir, out, shared: bool, resume: bool = False):
+    """A 2-step TRACER run with both roles trained (``agents.train_reviewer``), on one base with an
+    adapter each or on a model each; returns its history and each role's final adapter."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_tracer_llm import tiny_config
+
+    from councilzoo.learners.tracer.learner import Tracer
+
+    agents = {"kind": "llm", "model": str(model_dir), "max_new_tokens": 12, "stop": ["e", "a"],
+              "share_model": False, "train_reviewer": True, "shared_base": shared}
+    tracer = Tracer(tiny_config(model_dir, out, agents=agents, save_steps=1))
+    rows = tracer.train(tracer.resume() if resume else None)
+    history = [{k: v for k, v in row.items() if k != "seconds"} for row in rows]
+    finals = {role: load_file(next((folder / "final").rglob("adapter_model.safetensors")))
+              for role, folder in (("proposer", out), ("reviewer", out / "reviewer"))}  # fmt: skip
+    return history, finals
+
+
+def test_tracer_roles_as_two_adapters_on_one_base_update_as_two_separate_models(tiny_model_dir, tmp_path):
+    """TRACER's proposer and reviewer each trained by its own trainer: as two LoRA adapters of one
+    base they play the same steps (history) and end with the same adapters as two separate models,
+    the two adapters different; each role keeps its own checkpoints and metrics, and a run killed
+    between the proposer's and the reviewer's save of step 2 resumes both from step 1 (the newest
+    step both hold) and ends as the uninterrupted run."""
+    separate_history, separate = _tracer_roles_run(tiny_model_dir, tmp_path / "separate", shared=False)
+    out = tmp_path / "shared"
+    shared_history, shared = _tracer_roles_run(tiny_model_dir, out, shared=True)
+    assert shared_history == separate_history
+    for role in ("proposer", "reviewer"):
+        assert_same(separate[role], shared[role])
+    assert any(not torch.equal(shared["proposer"][k], shared["reviewer"][k]) for k in shared["proposer"])
+    reviewer_rows = (out / "reviewer" / "metrics.jsonl").read_text().splitlines()
+    assert len(reviewer_rows) == 2 and "reward" in reviewer_rows[0]
+    assert engine.checkpoint_steps(out) == engine.checkpoint_steps(out / "reviewer") == [1, 2]
+    step_1 = load_file(out / "reviewer" / "checkpoint-1" / "reviewer" / "adapter_model.safetensors")
+    assert any(not torch.equal(step_1[k], shared["reviewer"][k]) for k in step_1)  # the reviewer trains
+
+    shutil.rmtree(out / "reviewer" / "checkpoint-2")
+    resumed_history, resumed = _tracer_roles_run(tiny_model_dir, out, shared=True, resume=True)
+    assert resumed_history == shared_history[1:]
+    for role in ("proposer", "reviewer"):
+        assert_same(shared[role], resumed[role])
+
+
+def test_a_round_is_made_once_every_trainer_asked_for_it_and_a_failure_wakes_the_peers():
+    """SharedRounds between two threads taking turns: the lead makes round k only after the other
+    trainer has asked for it (so after its updates of round k - 1), each gets its own part, and a
+    trainer that fails stops the one waiting for it instead of leaving it waiting forever."""
+    turns = AdapterTurns(None)
+    events: list[str] = []
+
+    def make() -> dict[str, str]:
+        events.append(f"made {made}")
+        return {"lead": f"lead {made}", "peer": f"peer {made}"}
+
+    rounds, made = SharedRounds(turns, ["lead", "peer"], make), 0
+
+    def trainer(name: str, steps: int) -> None:
+        nonlocal made
+        with turns.turn(name):
+            for k in range(steps):
+                part = rounds.take(name, k)
+                if name == "lead":
+                    made += 1
+                events.append(f"{name} trained on {part}")
+
+    run_threads({"lead": lambda: trainer("lead", 2), "peer": lambda: trainer("peer", 2)}, rounds.fail)
+    assert events == ["made 0", "lead trained on lead 0", "peer trained on peer 0",
+                      "made 1", "lead trained on lead 1", "peer trained on peer 1"]  # fmt: skip
+
+    def broken() -> None:
+        with turns.turn("peer"):
+            raise RuntimeError("peer broke")
+
+    turns = AdapterTurns(None)  # the trainers above take turns on these from now on
+    rounds = SharedRounds(turns, ["lead", "peer"], make)
+    with pytest.raises(RuntimeError, match="peer broke"):
+        run_threads({"lead": lambda: trainer("lead", 1), "peer": broken}, rounds.fail)
+
+
+@pytest.mark.parametrize(
+    "agents, trainer, run, message",
+    [
+        ({"shared_base": True}, {}, {}, r"agents.shared_base needs: \['agents.share_model false'\]"),
+        ({"train_reviewer": True}, {}, {}, r"agents.train_reviewer needs: \['agents.share_model false'\]"),
+        ({"train_reviewer": True, "share_model": False}, {"gradient_accumulation_steps": 2}, {},
+         "gradient_accumulation_steps"),
+        ({"train_reviewer": True, "share_model": False}, {}, {"num_processes": 2},
+         r"agents.train_reviewer needs: \['num_processes 1'\]"),  # the trainers take turns in one process
+    ],
+)
+def test_tracer_role_models_on_one_base_are_checked_before_work(
+    tiny_model_dir, agents, trainer, run, message
+):
     from councilzoo.learners.tracer.config import TracerConfig
 
-    data = {"agents": {"kind": "llm", "model": str(tiny_model_dir), "shared_base": True},
-            "generation": {"enabled": True}}
-    with pytest.raises(ConfigError, match=r"needs: \['agents.share_model false'\]"):
+    data = {"agents": {"kind": "llm", "model": str(tiny_model_dir), **agents},
+            "generation": {"enabled": True, "trainer": trainer}, **run}
+    with pytest.raises(ConfigError, match=message):
         load_config(data, TracerConfig)
 
 
@@ -260,8 +370,8 @@ def train(learner: str, config: str, *sets: str) -> int:
 @pytest.mark.slow
 def test_the_shipped_shared_base_configs_train_on_cpu(tmp_path, tiny_model_dir, monkeypatch):
     """configs/corl_shared_base_cpu.yaml (two adapters on one tiny base beside a Llama member) and
-    configs/tracer_shared_base_cpu.yaml, each for a short run: every member writes its own metrics
-    and final adapter."""
+    configs/tracer_shared_base_cpu.yaml (proposer and reviewer adapters on one base), each for a
+    short run: every member and role writes its own metrics and final adapter."""
     monkeypatch.chdir(Path(__file__).resolve().parents[1])
     out = tmp_path / "corl"
     sets = ["max_steps=2", "save_steps=2", f"output_dir={out}", f"distributed.port={_free_port()}"]
@@ -273,4 +383,6 @@ def test_the_shipped_shared_base_configs_train_on_cpu(tmp_path, tiny_model_dir, 
     out = tmp_path / "tracer"
     sets = ["max_steps=1", "save_steps=1", f"output_dir={out}", f"agents.model={tiny_model_dir}"]
     assert train("tracer", "configs/tracer_shared_base_cpu.yaml", *sets, "data.eval_limit=2") == 0
-    assert (out / "final" / "adapter_model.safetensors").is_file()
+    for folder, role in ((out, "proposer"), (out / "reviewer", "reviewer")):
+        assert (folder / "final" / role / "adapter_model.safetensors").is_file()
+    assert (out / "reviewer" / "metrics.jsonl").read_text().count("\n") == 2  # a row an update, 2 a step

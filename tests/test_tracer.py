@@ -134,6 +134,10 @@ def test_processes_playing_shares_of_a_step_learn_what_one_process_learns():
                sorted((d.turn_index, d.episode) for d in one.decisions)  # the order merge_shares keeps
         np.testing.assert_array_equal(whole.values, one.values)
         assert whole.labels == one.labels and len(one.decisions) > 20
+        for kept in ("turns", "silent"):  # the utterance layer's candidates, numbered in the step
+            merged, played = ([(e, c.role, c.problem.id, len(c.transcript), m)
+                               for e, c, m in getattr(part, kept)] for part in (whole, one))  # fmt: skip
+            assert merged == played and played, kept
         expected = alone.learn(problems, one, 0.0, 0)
         for rank in ranks:
             got = rank.learn(problems, whole, 0.0, 0)

@@ -19,7 +19,7 @@ import json
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -429,7 +429,9 @@ def _cohort_plans(cfg: Any, gpu_gib: float, placement: Any = None) -> list[Plan 
 
 
 def _tracer_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
-    """TRACER's one trained model (its utterance trainer), planned on its world's processes."""
+    """TRACER's trained model (its utterance trainer), planned on its world's processes; with
+    ``agents.train_reviewer`` the reviewer's trainer too, whose base is counted with the
+    proposer's when the roles share one (``agents.shared_base``)."""
 
     from councilzoo.learners.tracer.utterance_layer import utterance_args
 
@@ -443,7 +445,7 @@ def _tracer_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
     every = f"every {cfg.eval_every} TRACER steps" if cfg.eval_every else "at the end"
     sets = [_held_out(name, d.eval_split, None, d.eval_limit, d.num_problems) for name in d.eval]
     held_out = f"{', '.join(sets)}; {every}"
-    return [Plan(
+    plan = Plan(
         where="tracer", name="tracer", model=cfg.agents.model, facts=model_facts(cfg.agents.model), args=args,
         world=cfg.num_processes, machines=1, sharding="none",
         data=(d.dataset, d.split, d.path, d.limit),
@@ -451,7 +453,14 @@ def _tracer_plans(cfg: Any, gpu_gib: float) -> list[Plan | tuple[str, str]]:
         items_per_round=cfg.problems_per_step, round_of="turns",
         held_out=held_out, label_free=cfg.label_free, lora=cfg.generation.peft is not None,
         explicit=dict(cfg.generation.trainer), gpu_gib=gpu_gib,
-    )]  # fmt: skip
+    )  # fmt: skip
+    if not cfg.agents.train_reviewer:
+        return [plan]
+    reviewer_cfg = replace(cfg, output_dir=str(Path(cfg.output_dir) / "reviewer"))
+    reviewer_args = utterance_args(reviewer_cfg, cfg.num_processes)
+    reviewer = replace(plan, where="tracer (reviewer)", name="reviewer", args=reviewer_args,
+                       base_with="tracer" if cfg.agents.shared_base else None)  # fmt: skip
+    return [plan, reviewer]
 
 
 def describe(plan: Plan) -> list[str]:

@@ -18,18 +18,23 @@ world of its own, so the updates are those of separate models (tested within flo
 TRL trainers in one process share accelerate's ``GradientState``; that is harmless while every
 adapter takes one optimizer step per micro-batch (``gradient_accumulation_steps`` 1), which
 ``check_group`` requires.
+
+The same turns serve trainers of separate models in one world (``AdapterTurns(None)``: the
+two-model run a shared-base run is compared with), and trainers that train on parts of one
+played round (``SharedRounds``: TRACER's proposer and reviewer, one step played for both).
 """
 
 from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 __all__ = [
-    "check_group", "AdapterTurns", "LocalExchange", "PausingLink", "load_shared_base",
+    "check_group", "check_turn_taking", "AdapterTurns", "LocalExchange", "PausingLink", "SharedRounds",
+    "run_threads", "load_shared_base",
 ]
 
 # Trainer settings every adapter of one world must leave at these values (see the module docstring).
@@ -50,24 +55,33 @@ def check_group(
     if missing:
         problems.append(f"shared_base {group!r}: {missing} give no 'peft' (each agent on a shared base "
                         "trains its own LoRA adapter)")
+    return problems + check_turn_taking(f"shared_base {group!r}", trainer, report_to)
+
+
+def check_turn_taking(
+    where: str, trainer: Mapping[str, Mapping[str, Any]], report_to: Sequence[str]
+) -> list[str]:
+    """Problems (one line each, starting with ``where``) with trainer settings, by trainer name,
+    of trainers that take turns in one world (``AdapterTurns``)."""
+    problems = []
     for name, settings in trainer.items():
         wrong = {k: settings[k] for k, v in _ONE_STEP_PER_BATCH.items() if settings.get(k, v) != v}
         if wrong:
-            problems.append(f"shared_base {group!r}: {name} sets {wrong}; adapters on one base train with "
-                            f"{_ONE_STEP_PER_BATCH} (their trainers share accelerate's GradientState)")
+            problems.append(f"{where}: {name} sets {wrong}; trainers taking turns in one world train with "
+                            f"{_ONE_STEP_PER_BATCH} (they share accelerate's GradientState)")
     vllm = sorted(name for name, settings in trainer.items() if settings.get("use_vllm"))
     if vllm:
-        problems.append(f"shared_base {group!r}: {vllm} set use_vllm, which adapters on one base do not "
+        problems.append(f"{where}: {vllm} set use_vllm, which trainers taking turns in one world do not "
                         "have yet (one vLLM engine serving every adapter); leave it unset: they generate "
                         "with transformers")
     batches = {name: settings.get("per_device_train_batch_size") for name, settings in trainer.items()}
     if len(set(batches.values())) > 1:
-        problems.append(f"shared_base {group!r}: per_device_train_batch_size differs, {batches}; its agents "
+        problems.append(f"{where}: per_device_train_batch_size differs, {batches}; its trainers "
                         "share one world's batch layout (the placement plan), so set it alike or not at all")
     trackers = sorted(set(report_to) & set(_TRACKERS_PER_PROCESS))
-    if trackers and len(models) > 1:
-        problems.append(f"shared_base {group!r}: report_to {trackers} names one run per process; use "
-                        "tensorboard (a folder per adapter) or none")
+    if trackers and len(trainer) > 1:
+        problems.append(f"{where}: report_to {trackers} names one run per process; use "
+                        "tensorboard (a folder per trainer) or none")
     return problems
 
 
@@ -95,7 +109,8 @@ class AdapterTurns:
     """Turns on one ``PeftModel``: a thread works on the model only inside ``turn(adapter)``,
     with that adapter active and the adapter's own random-number state (Python, numpy, torch) in
     place, as if it were alone in its process; ``pause(adapter)`` hands the turn on while the
-    thread waits for something other adapters provide."""
+    thread waits for something other adapters provide. With ``model`` None the turns are those of
+    trainers of separate models (names, not adapters): the same order and random states."""
 
     def __init__(self, model: Any) -> None:
         self.model = model
@@ -108,7 +123,8 @@ class AdapterTurns:
 
     def _enter(self, adapter: str) -> None:
         self._lock.acquire()
-        self.model.set_adapter(adapter)
+        if self.model is not None:
+            self.model.set_adapter(adapter)
         if adapter in self._rng:
             _set_rng_state(self._rng[adapter])
 
@@ -184,6 +200,70 @@ class _LocalLink:
 
     def collect(self, step: int, problem_ids: Sequence[str]) -> dict[str, list[str | None]]:
         return self.exchange.collect(self.adapter, step, problem_ids)
+
+
+class SharedRounds:
+    """One round played for several trainers of one world, each training on its part of it: each
+    trainer's ``rollout_func`` asks for its part of its ``k``-th round (``take``). The lead (the
+    first name) makes round ``k`` once every trainer has asked for it, so after every trainer's
+    updates of round ``k - 1``, in the lead's own turn: ``make()`` returns every trainer's part by
+    name. ``fail(reason)`` wakes and stops every waiter."""
+
+    def __init__(
+        self, turns: AdapterTurns, names: Sequence[str], make: Callable[[], Mapping[str, Any]]
+    ) -> None:
+        self.turns, self.names, self.make = turns, tuple(names), make
+        self._asked = dict.fromkeys(self.names, -1)
+        self._parts: dict[tuple[str, int], Any] = {}
+        self._changed = threading.Condition()
+        self.failure: str | None = None
+
+    def fail(self, reason: str) -> None:
+        with self._changed:
+            self.failure = reason
+            self._changed.notify_all()
+
+    def take(self, name: str, k: int) -> Any:
+        lead = name == self.names[0]
+        with self._changed:
+            self._asked[name] = k
+            self._changed.notify_all()
+        ready = (lambda: min(self._asked.values()) >= k) if lead else (lambda: (name, k) in self._parts)
+        with self.turns.pause(name), self._changed:
+            self._changed.wait_for(lambda: self.failure is not None or ready())
+            if self.failure is not None:
+                raise PeerFailed(self.failure)
+            if not lead:
+                return self._parts.pop((name, k))
+        parts = self.make()  # back in the lead's turn
+        with self._changed:
+            self._parts.update({(other, k): parts[other] for other in self.names[1:]})
+            self._changed.notify_all()
+        return parts[name]
+
+
+def run_threads(
+    jobs: Mapping[str, Callable[[], None]], on_failure: Callable[[str], None] | None = None
+) -> None:
+    """Run each job in a thread of its own and wait for all of them. The first failure is passed
+    to ``on_failure`` (which wakes the peers waiting on the failed one) and raised here."""
+    errors: list[BaseException] = []
+
+    def run(name: str, job: Callable[[], None]) -> None:
+        try:
+            job()
+        except BaseException as exc:  # noqa: BLE001 - raised again by the calling thread
+            errors.append(exc)
+            if on_failure is not None:
+                on_failure(f"{name!r} failed: {type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=run, args=item, name=item[0]) for item in jobs.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
 
 
 class PausingLink:

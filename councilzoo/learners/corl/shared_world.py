@@ -15,9 +15,9 @@ under ``<name>/``, ``final/<name>/``) and resumes from the checkpoint the cohort
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
+from functools import partial
 from typing import Any
 
 from councilzoo.envs.rewards import PEER_RULES
@@ -35,7 +35,13 @@ from councilzoo.learners.corl.member import (
     save_member,
 )
 from councilzoo.learners.placement import Placement
-from councilzoo.learners.shared_base import AdapterTurns, LocalExchange, PausingLink, load_shared_base
+from councilzoo.learners.shared_base import (
+    AdapterTurns,
+    LocalExchange,
+    PausingLink,
+    load_shared_base,
+    run_threads,
+)
 
 __all__ = ["run_shared_base", "main"]
 
@@ -83,7 +89,6 @@ def _run_threads(
     """One thread per member: join the cohort, agree on the checkpoint, then train in turns. The
     first failure stops the others (the in-process exchange fails; a cohort link aborts the cohort
     when its ``with`` body raises) and is raised here."""
-    errors: list[BaseException] = []
     common = None  # without a cohort link, the newest checkpoint every member of the group holds
     if resume and not cohort_links:
         held = [set(engine.checkpoint_steps(cfg.member_dir(i))) for i in indices]
@@ -92,30 +97,18 @@ def _run_threads(
     def member(i: int, trainer: Any) -> None:
         name = cfg.members[i].name
         link = cohort_links.get(i)
-        try:
-            with link if link is not None else nullcontext():  # joins and leaves with the cohort
-                if link is not None:
-                    checkpoint = resume_checkpoint(cfg, i, link, resume)
-                else:
-                    checkpoint = None if common is None else str(cfg.member_dir(i) / f"checkpoint-{common}")
-                with turns.turn(name):
-                    trainer.train(resume_from_checkpoint=checkpoint)
-                    save_member(cfg, i, trainer)
-        except BaseException as exc:  # noqa: BLE001 - raised again by the main thread
-            errors.append(exc)
-            if exchange is not None:
-                exchange.fail(f"member {name!r} failed: {type(exc).__name__}: {exc}")
+        with link if link is not None else nullcontext():  # joins and leaves with the cohort
+            if link is not None:
+                checkpoint = resume_checkpoint(cfg, i, link, resume)
+            else:
+                checkpoint = None if common is None else str(cfg.member_dir(i) / f"checkpoint-{common}")
+            with turns.turn(name):
+                trainer.train(resume_from_checkpoint=checkpoint)
+                save_member(cfg, i, trainer)
 
-    threads = [
-        threading.Thread(target=member, args=(i, t), name=f"member-{cfg.members[i].name}")
-        for i, t in zip(indices, trainers, strict=True)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
+    jobs = {f"member {cfg.members[i].name}": partial(member, i, t)
+            for i, t in zip(indices, trainers, strict=True)}
+    run_threads(jobs, exchange.fail if exchange is not None else None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,6 +18,7 @@ from councilzoo.learners.engine import check_trainer_overrides
 from councilzoo.learners.logging import check_report_to
 from councilzoo.learners.placement import split_round, updates_per_round
 from councilzoo.learners.recipe_checks import check_sleep_mode
+from councilzoo.learners.shared_base import check_turn_taking
 
 __all__ = ["BASELINES", "ROLES", "GenerationConfig", "TracerDataConfig", "TracerConfig"]
 
@@ -96,10 +97,16 @@ class AgentsConfig:
         "reviewer is a frozen copy, or models.reviewer).",
         default=True,
     )
+    train_reviewer: bool = _help(
+        "LLM with share_model false: the reviewer trains too, by a GRPOTrainer of its own on its own "
+        "turns and rewards (its own optimizer, schedule, checkpoints and metrics, in output_dir/reviewer/); "
+        "the step is played once and each role trains on its own turns of it.",
+        default=False,
+    )
     shared_base: bool = _help(
-        "LLM with share_model false and generation.peft: the reviewer plays the proposer's base model "
-        "with the proposer's LoRA adapter switched off, instead of a frozen copy of it (one copy of "
-        "the base in memory, the same episodes).",
+        "LLM with share_model false and generation.peft: the roles share one copy of the base model. With "
+        "train_reviewer each role trains a LoRA adapter of its own on it; without, the reviewer plays the "
+        "base with the proposer's adapter switched off, instead of a frozen copy (the same episodes).",
         default=False,
     )
     render: str | None = _help(
@@ -284,16 +291,22 @@ class TracerConfig:
             raise ValueError(f"agents.models has roles {unknown}; expected 'proposer' and 'reviewer'")
         if self.agents.kind == "llm" and "proposer" in models:
             raise ValueError("agents.models.proposer: with agents.kind='llm' the proposer is trained")
-        if self.agents.shared_base:
-            a, g = self.agents, self.generation
-            needs = {
-                "agents.kind 'llm'": a.kind == "llm", "agents.share_model false": not a.share_model,
-                "no agents.models.reviewer": "reviewer" not in models, "generation.enabled": g.enabled,
-                "generation.peft": bool(g.peft), "no use_vllm": not g.trainer.get("use_vllm"),
-            }  # fmt: skip
-            missing = [need for need, met in needs.items() if not met]
-            if missing:
-                raise ValueError(f"agents.shared_base (the reviewer on the proposer's base) needs: {missing}")
+        a, g = self.agents, self.generation
+        needs = {
+            "agents.kind 'llm'": a.kind == "llm", "agents.share_model false": not a.share_model,
+            "no agents.models.reviewer": "reviewer" not in models, "generation.enabled": g.enabled,
+        }  # fmt: skip
+        lora = {"generation.peft": bool(g.peft), "no use_vllm": not g.trainer.get("use_vllm")}
+        one_process = {"num_processes 1": self.num_processes == 1}  # the role trainers take turns in one
+        for option, required in (("train_reviewer", needs | one_process), ("shared_base", needs | lora)):
+            missing = [need for need, met in required.items() if not met]
+            if getattr(a, option) and missing:
+                raise ValueError(f"agents.{option} needs: {missing}")
+        if a.train_reviewer:  # two trainers taking turns in one process
+            trainers = dict.fromkeys(ROLES, g.trainer)
+            problems = check_turn_taking("agents.train_reviewer", trainers, self.report_to)
+            if problems:
+                raise ValueError("\n".join(problems))
         for role, spec in models.items():
             try:
                 check_keywords(role, spec)

@@ -101,12 +101,14 @@ def play_episodes(
     state_fn: StateFn,
     value_mode: str | None = None,
     on_speak: Callable[[int, TurnContext, Mode], None] | None = None,
+    on_silent: Callable[[int, TurnContext, Mode], None] | None = None,
 ) -> tuple[list[EpisodeRecord], list[Decision]]:
     """Play fresh (reset) envs to the end; return their records and every decision taken.
 
     Decisions carry their information state under ``state_fn``, whatever controller plays. With
     ``value_mode`` set, each keeps a snapshot where its valuation needs a branch. ``on_speak(i,
-    ctx, mode)`` sees every speaking turn (the generation layer's prompts).
+    ctx, mode)`` sees every speaking turn (the generation layer's prompts); ``on_silent(i, ctx,
+    mode)`` every decision that chose silence, with the speaking mode it passed over.
     """
     if value_mode is not None and value_mode not in _VALUE_MODES:
         raise ValueError(f"value_mode must be one of {_VALUE_MODES}, got {value_mode!r}")
@@ -118,6 +120,8 @@ def play_episodes(
         if not is_decision(ctx):
             return
         action = ROLE_MODES[ctx.role].index(mode)
+        if on_silent is not None and action == 0:
+            on_silent(i, ctx, ROLE_MODES[ctx.role][1])
         # What a valuation needs: the untaken mode's continuation, or (myopic) its one turn when it
         # speaks; the release evaluated an untaken SPEAK but never an untaken REFRESH.
         keep = value_mode == "counterfactual" or (

@@ -37,7 +37,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -60,7 +60,7 @@ from councilzoo.learners.checkpoint import (
     save_checkpoint,
 )
 from councilzoo.learners.data import load_items
-from councilzoo.learners.engine import StepProgress, checkpoint_steps, latest_trainer_checkpoint, leave_world
+from councilzoo.learners.engine import StepProgress, checkpoint_steps, leave_world
 from councilzoo.learners.logging import MetricsLogger, read_metrics
 from councilzoo.learners.placement import Machines, Placement, World, plan_tracer
 from councilzoo.learners.tracer.config import ROLES, TracerConfig
@@ -148,7 +148,8 @@ def role_agents(cfg: TracerConfig, trained: Mapping[str, Agent] | None = None) -
 class StepShare:
     """What one process played of a step: its episodes' records and labels, its decisions (episodes
     numbered in the step, branches dropped) with their action values, its speaking turns
-    ``(episode, context, mode)``, and its engine's sampling-seed counter after playing."""
+    ``(episode, context, mode)``, its decisions to stay silent (the same, with the speaking mode
+    passed over), and its engine's sampling-seed counter after playing."""
 
     records: list
     labels: list
@@ -156,23 +157,28 @@ class StepShare:
     values: np.ndarray
     valid: np.ndarray
     turns: list
+    silent: list
     calls: int
 
 
 def merge_shares(shares: Sequence[StepShare]) -> StepShare:
     """The whole step from its processes' shares (in rank order: blocks of consecutive episodes),
-    decisions and turns in the order one process plays them: the lockstep loop plays every live
-    episode's next turn each tick, so by (turn's position in its episode, episode)."""
+    decisions, turns and silent decisions in the order one process plays them: the lockstep loop
+    plays every live episode's next turn each tick, so by (turn's position in its episode, episode)."""
     if len(shares) == 1:
         return shares[0]
     decisions = heapq.merge(*[zip(s.decisions, s.values, s.valid, strict=True) for s in shares],
                             key=lambda row: (row[0].turn_index, row[0].episode))  # fmt: skip
     decided = list(decisions)
-    turns = heapq.merge(*[s.turns for s in shares], key=lambda t: (len(t[1].transcript), t[0]))
+
+    def in_play_order(parts: Sequence[list]) -> list:
+        return list(heapq.merge(*parts, key=lambda t: (len(t[1].transcript), t[0])))
+
     return StepShare(
         records=[r for s in shares for r in s.records], labels=[x for s in shares for x in s.labels],
         decisions=[d for d, _, _ in decided], values=np.array([v for _, v, _ in decided]).reshape(-1, 2),
-        valid=np.array([ok for _, _, ok in decided], bool), turns=list(turns),
+        valid=np.array([ok for _, _, ok in decided], bool),
+        turns=in_play_order([s.turns for s in shares]), silent=in_play_order([s.silent for s in shares]),
         calls=max(s.calls for s in shares),
     )  # fmt: skip
 
@@ -326,12 +332,14 @@ class Tracer:
         self.controller.train()
         self.controller.epoch = self.step_count
         turns: list = []
+        silent: list = []
 
-        def speaking(i: int, ctx: Any, m: Mode) -> None:  # the utterance layer's candidate turns
-            turns.append((first + i, ctx, Mode(m)))
+        def kept_in(into: list) -> Callable[[int, Any, Mode], None]:  # numbered in the step
+            return lambda i, ctx, m: into.append((first + i, ctx, Mode(m)))
 
+        # the utterance layer's candidate turns: speaking ones, and decisions to stay silent
         records, decisions = play_episodes(self.player, self._reset(problems), episodes, self.state_fn, mode,
-                                           on_speak=speaking if self.trains_utterances else None)  # fmt: skip
+                                           on_speak=kept_in(turns), on_silent=kept_in(silent))  # fmt: skip
         branch(self.player, decisions, episodes, mode)
         if cfg.label_free and cfg.consensus_votes == "samples":
             labels = self.sampled_consensus(problems)
@@ -343,13 +351,14 @@ class Tracer:
         kinds = [p.kind for p in problems]
         values, valid = action_values(decisions, records, labels, kinds, mode, cfg.env.lam, cfg.env.cost_unit)
         played = [replace(d, episode=first + d.episode, alt_record=None, alt_turn=None) for d in decisions]
-        return StepShare(records, labels, played, values, valid, turns, self.engine.state_dict()["calls"])
+        calls = self.engine.state_dict()["calls"]
+        return StepShare(records, labels, played, values, valid, turns, silent, calls)
 
     def learn(self, problems: Sequence[Problem], step: StepShare, t0: float, ticks: int) -> dict:
         """The controllers' update on a whole step, and its metrics (logged by the main process)."""
         cfg, records, decisions = self.cfg, step.records, step.decisions
         if self.generation is not None:
-            self.generation.turns = step.turns
+            self.generation.turns, self.generation.silent = step.turns, step.silent
         self._update_controller(decisions, step.values, step.valid)
         self.step_count += 1
         rows = self.controller.report()
@@ -498,7 +507,7 @@ class Tracer:
             if latest is not None:
                 self.load(latest)
             return latest
-        trainer_ckpt = latest_trainer_checkpoint(self.out_dir)
+        trainer_ckpt = self.generation.latest_checkpoint()
         if trainer_ckpt is not None:
             self.load(latest_checkpoint(trainer_ckpt / "tracer"))
         return trainer_ckpt
@@ -520,11 +529,9 @@ class Tracer:
             progress.close()
             self.save(ckpt_dir)
             return self.history
-        trainer = self.generation.trainer
-        trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+        self.generation.train(resume_from)
         if self.logger is not None:
             self.log_row()
-        trainer.save_model(str(self.out_dir / "final"))  # adapters: adapter_config.json + weights
         return self.history
 
 
