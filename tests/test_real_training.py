@@ -34,11 +34,11 @@ def test_a_two_family_cohort_trains_together_changing_only_each_members_lora_wei
     vocabulary) in one cohort, each rewarded by the other's labels: both adapters move, nothing else
     is saved, and Gemma's sampled replies were cut at its stop string."""
     raw = yaml.safe_load((ROOT / "configs" / "corl_smollm2_gemma_cpu.yaml").read_text())
-    raw.update(max_steps=2, prompts_per_step=2, num_generations=4, max_completion_length=24,
+    raw.update(max_steps=1, prompts_per_step=2, num_generations=4, max_completion_length=24,
                output_dir=str(tmp_path / "run"))
     raw["distributed"]["port"] = _free_port()
     raw["data"]["num_problems"] = 8
-    raw["eval"].update(num_problems=2, eval_steps=2)
+    raw["eval"].update(num_problems=2, eval_steps=1)
     cfg = load_config(raw, CoRLConfig)
     CoRL(cfg).train()
 
@@ -47,8 +47,8 @@ def test_a_two_family_cohort_trains_together_changing_only_each_members_lora_wei
         adapter = load_file(folder / "final" / "adapter_model.safetensors")
         assert adapter and all("lora_" in name for name in adapter)
         moved = [name for name, w in adapter.items() if "lora_B" in name and torch.count_nonzero(w) > 0]
-        assert moved, f"{member.name}: no LoRA weight moved in 2 steps"
+        assert moved, f"{member.name}: no LoRA weight moved in its step"
         rows = [r for r in read_metrics(folder / "metrics.jsonl") if "reward" in r]
-        assert [r["step"] for r in rows] == [1, 2]
+        assert [r["step"] for r in rows] == [1]
         evals = read_metrics(folder / "eval.jsonl")  # held-out greedy accuracy before and after
-        assert [e["step"] for e in evals] == [0, 2] and all(len(e["hits"]) == 2 for e in evals)
+        assert [e["step"] for e in evals] == [0, 1] and all(len(e["hits"]) == 2 for e in evals)
