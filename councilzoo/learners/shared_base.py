@@ -153,14 +153,12 @@ class PeerFailed(RuntimeError):
     """Another adapter of the world failed; this one stops too."""
 
 
-class LocalExchange:
-    """Own labels between the adapters of one world, by (round, problem key): the peer-reward
-    exchange without a network link. ``link(index, adapter)`` is member ``index``'s side, with
-    ``CohortLink``'s ``publish`` and ``collect``; ``fail(reason)`` wakes and stops every waiter."""
+class _Waiters:
+    """What the threads of one world wait on: one condition, and the failure that wakes and stops
+    every waiter (``fail``)."""
 
-    def __init__(self, num_members: int, turns: AdapterTurns) -> None:
-        self.num_members, self.turns = num_members, turns
-        self._labels: dict[tuple[int, int], Mapping[str, str | None]] = {}
+    def __init__(self, turns: AdapterTurns) -> None:
+        self.turns = turns
         self._changed = threading.Condition()
         self.failure: str | None = None
 
@@ -168,6 +166,27 @@ class LocalExchange:
         with self._changed:
             self.failure = reason
             self._changed.notify_all()
+
+    @contextmanager
+    def _once(self, adapter: str, ready: Callable[[], bool]) -> Iterator[None]:
+        """Out of ``adapter``'s turn until ``ready()``, then holding the condition; ``PeerFailed``
+        when a peer failed meanwhile."""
+        with self.turns.pause(adapter), self._changed:
+            self._changed.wait_for(lambda: self.failure is not None or ready())
+            if self.failure is not None:
+                raise PeerFailed(self.failure)
+            yield
+
+
+class LocalExchange(_Waiters):
+    """Own labels between the adapters of one world, by (round, problem key): the peer-reward
+    exchange without a network link. ``link(index, adapter)`` is member ``index``'s side, with
+    ``CohortLink``'s ``publish`` and ``collect``; ``fail(reason)`` wakes and stops every waiter."""
+
+    def __init__(self, num_members: int, turns: AdapterTurns) -> None:
+        super().__init__(turns)
+        self.num_members = num_members
+        self._labels: dict[tuple[int, int], Mapping[str, str | None]] = {}
 
     def publish(self, index: int, step: int, labels: Mapping[str, str | None]) -> None:
         with self._changed:
@@ -177,12 +196,7 @@ class LocalExchange:
 
     def collect(self, adapter: str, step: int, problem_ids: Sequence[str]) -> dict[str, list[str | None]]:
         members = range(self.num_members)
-        with self.turns.pause(adapter), self._changed:
-            self._changed.wait_for(
-                lambda: self.failure is not None or all((step, m) in self._labels for m in members)
-            )
-            if self.failure is not None:
-                raise PeerFailed(self.failure)
+        with self._once(adapter, lambda: all((step, m) in self._labels for m in members)):
             return {pid: [self._labels[step, m][pid] for m in members] for pid in problem_ids}
 
     def link(self, index: int, adapter: str) -> _LocalLink:
@@ -202,7 +216,7 @@ class _LocalLink:
         return self.exchange.collect(self.adapter, step, problem_ids)
 
 
-class SharedRounds:
+class SharedRounds(_Waiters):
     """One round played for several trainers of one world, each training on its part of it: each
     trainer's ``rollout_func`` asks for its part of its ``k``-th round (``take``). The lead (the
     first name) makes round ``k`` once every trainer has asked for it, so after every trainer's
@@ -212,16 +226,10 @@ class SharedRounds:
     def __init__(
         self, turns: AdapterTurns, names: Sequence[str], make: Callable[[], Mapping[str, Any]]
     ) -> None:
-        self.turns, self.names, self.make = turns, tuple(names), make
+        super().__init__(turns)
+        self.names, self.make = tuple(names), make
         self._asked = dict.fromkeys(self.names, -1)
         self._parts: dict[tuple[str, int], Any] = {}
-        self._changed = threading.Condition()
-        self.failure: str | None = None
-
-    def fail(self, reason: str) -> None:
-        with self._changed:
-            self.failure = reason
-            self._changed.notify_all()
 
     def take(self, name: str, k: int) -> Any:
         lead = name == self.names[0]
@@ -229,10 +237,7 @@ class SharedRounds:
             self._asked[name] = k
             self._changed.notify_all()
         ready = (lambda: min(self._asked.values()) >= k) if lead else (lambda: (name, k) in self._parts)
-        with self.turns.pause(name), self._changed:
-            self._changed.wait_for(lambda: self.failure is not None or ready())
-            if self.failure is not None:
-                raise PeerFailed(self.failure)
+        with self._once(name, ready):
             if not lead:
                 return self._parts.pop((name, k))
         parts = self.make()  # back in the lead's turn
