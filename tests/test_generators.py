@@ -24,6 +24,7 @@ from councilzoo.agents.generators import (
     make_generator,
     resolve_model_path,
 )
+from councilzoo.agents.generators.adapters import AdapterGenerator
 from councilzoo.agents.generators.chat_template import render_prompt
 
 PROMPTS = [
@@ -147,6 +148,25 @@ def test_same_seed_same_samples_and_global_rng_untouched(gen):
 
     assert ids(first) == ids(again)
     assert ids(first) != ids(other)
+
+
+@pytest.mark.parametrize("batch_size", [64, 4])  # all prompts in one batch; two prompts a batch
+def test_shared_prompts_give_the_same_samples_and_logprobs_as_unshared(tiny_model_dir, gen, batch_size):
+    """``share_prompts`` reads each prompt once for its n samples; the samples, finish reasons and
+    prompt ids equal the unshared generator's, log-probabilities within float rounding, and each
+    log-probability still matches a full forward pass over prompt and completion."""
+    shared = TransformersGenerator(tiny_model_dir, batch_size=batch_size, share_prompts=True)
+    unshared = TransformersGenerator(tiny_model_dir, batch_size=batch_size)
+    sampling = Sampling(max_new_tokens=16, temperature=0.8, seed=5)
+    a, b = (g.generate(PROMPTS, n=2, sampling=sampling) for g in (unshared, shared))
+    for group_a, group_b in zip(a, b, strict=True):
+        for x, y in zip(group_a, group_b, strict=True):
+            for field in ("token_ids", "prompt_token_ids", "finish_reason", "text"):
+                assert getattr(x, field) == getattr(y, field)
+            assert y.logprobs == pytest.approx(x.logprobs, abs=1e-4)
+            assert y.logprobs == pytest.approx(_recomputed_logprobs(gen, y, 0.8).tolist(), abs=1e-4)
+    with pytest.raises(ValueError, match="share_prompts is not supported with adapters"):
+        AdapterGenerator(tiny_model_dir, {"a": {"r": 2}}, share_prompts=True)
 
 
 def test_unseeded_calls_follow_the_constructor_seed(tiny_model_dir, gen):

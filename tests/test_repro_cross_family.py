@@ -72,7 +72,7 @@ def test_each_arm_prompts_its_members_by_their_models_registered_setting():
     assert families["corl_cross"] == {cf.SMOLLM2, cf.GEMMA} and families["corl_same"] == {cf.SMOLLM2}
     assert cf.member_settings(cf.GEMMA) == {"prompt_style": "few_shot", "stop": ["\nQuestion:"]}
     assert cf.member_settings(cf.SMOLLM2) == {"prompt_style": "concise", "stop": []}
-    assert set(cf.DROP_FIRST) <= set(cf.ARMS) and set(cf.QUICK_ARMS) <= set(cf.ARMS)
+    assert set(cf.DROP_FIRST) <= set(cf.ARMS) and set(cf.QUICK["arms"]) <= set(cf.ARMS)
 
 
 def test_the_training_level_is_the_lowest_where_both_models_are_in_the_useful_band():
@@ -83,3 +83,16 @@ def test_the_training_level_is_the_lowest_where_both_models_are_in_the_useful_ba
 
     assert cf.training_level(accuracy((0.9, 0.6, 0.3), (0.1, 0.3, 0.2)), [0.0, 0.25, 0.5]) == (0.25, True)
     assert cf.training_level(accuracy((0.9, 0.85, 0.3), (0.1, 0.05, 0.1)), [0.0, 0.25, 0.5]) == (0.0, False)
+
+
+def test_the_training_temperature_is_the_highest_where_both_majorities_are_in_the_useful_band():
+    def majority(smollm2, gemma):
+        temperatures = (1.0, 0.7, 0.4)
+        return {cf.SMOLLM2: {str(t): a for t, a in zip(temperatures, smollm2, strict=True)},
+                cf.GEMMA: {str(t): a for t, a in zip(temperatures, gemma, strict=True)}}
+
+    candidates = [1.0, 0.7, 0.4]
+    assert cf.training_temperature(majority((0.3, 0.5, 0.6), (0.25, 0.4, 0.5)), candidates) == (1.0, True)
+    assert cf.training_temperature(majority((0.05, 0.3, 0.6), (0.1, 0.4, 0.5)), candidates) == (0.7, True)
+    # none in the band: the candidate whose lower majority is highest (0.4: min 0.15 against 0.1 and 0.0)
+    assert cf.training_temperature(majority((0.0, 0.1, 0.15), (0.1, 0.1, 0.9)), candidates) == (0.4, False)

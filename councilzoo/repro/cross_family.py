@@ -22,10 +22,13 @@ finished runs and can run in parts.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import multiprocessing
 import os
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +37,7 @@ import numpy as np
 from councilzoo.learners.corl.config import EvalConfig
 from councilzoo.learners.data import DataConfig
 from councilzoo.learners.logging import read_metrics
+from councilzoo.processes import cpu_clock
 from councilzoo.real_models import recommended_agent
 from councilzoo.repro.cohort_runs import train_cohort
 from councilzoo.theory.stats import bootstrap_indices, percentile_interval, t_interval
@@ -51,7 +55,9 @@ __all__ = [
     "cohen_kappa",
     "error_agreement",
     "training_level",
+    "training_temperature",
     "calibrate",
+    "pilot",
     "run_arm",
     "diversity_change",
     "decide_c1",
@@ -86,12 +92,12 @@ LORA = {
     "lora_dropout": 0.0,
     "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"],
 }
-# the release's sampling: temperature 1.0, no KL term (TRL's beta 0); its 8 completions a group
+# the release's sampling: no KL term (TRL's beta 0), 8 completions a group; its temperature 1.0 is the
+# first candidate of the calibration, which picks the training temperature (``training_temperature``)
 TRAINER = {
     "learning_rate": 2e-4,
     "importance_sampling_level": "sequence",
     "loss_type": "grpo",
-    "temperature": 1.0,
 }
 FULL = {
     "seeds": 4,
@@ -102,8 +108,10 @@ FULL = {
     "held_out": 64,
     "train_items": 256,
     "max_new_tokens": 32,
-    "calibration": {"levels": [0.0, 0.25, 0.5], "items": 64, "samples": 8},
+    "calibration": {"levels": [0.0, 0.25, 0.5], "items": 64, "samples": 8, "temperatures": [1.0, 0.7, 0.4]},
+    "arms": list(ARMS),
 }
+PILOT_ARMS = ("ttrl_smollm2", "corl_cross")  # seed 0 of each at full size sizes the full run
 QUICK = {
     "seeds": 2,
     "steps": 1,
@@ -113,10 +121,12 @@ QUICK = {
     "held_out": 4,
     "train_items": 4,
     "max_new_tokens": 24,
-    "calibration": {"levels": [0.0], "items": 8, "samples": 4},
+    "calibration": {"levels": [0.0], "items": 8, "samples": 4, "temperatures": [1.0, 0.4]},
+    "arms": ["ttrl_smollm2", "corl_cross"],  # a pipeline check, not evidence
 }
-QUICK_ARMS = ("ttrl_smollm2", "corl_cross")  # a pipeline check, not evidence
-USEFUL_BAND = (0.2, 0.8)  # greedy accuracy where peer labels are neither always right nor always wrong
+USEFUL_BAND = (0.2, 0.8)  # accuracy where labels are neither always right nor always wrong
+# the settings a finished (arm, seed) run is matched on when read back: not which seeds and arms run
+RUN_KEYS = ("steps", "prompts", "generations", "eval_every", "held_out", "train_items", "max_new_tokens")
 
 
 def member_settings(model: str) -> dict[str, Any]:
@@ -166,20 +176,26 @@ def _kappa_difference(pair_a: tuple, pair_b: tuple, gold, n_boot: int = 2000) ->
     return [float(point), float(lo), float(hi)]
 
 
+@functools.lru_cache(maxsize=2)
+def _generator(model: str):
+    """One generator per model for the whole calibration (``calibrate`` clears the cache after)."""
+    from councilzoo.agents.generators import TransformersGenerator
+
+    return TransformersGenerator(model, batch_size=64, seed=0, share_prompts=True)
+
+
 def _answers(model: str, problems, view: int, n: int, temperature: float, max_new_tokens: int) -> list[list]:
     """``n`` answers per item from ``model`` in its registered prompt setting (greedy at temperature 0)."""
     from councilzoo.agents.base import Sampling
-    from councilzoo.agents.generators import TransformersGenerator
     from councilzoo.agents.prompts import member_prompt
     from councilzoo.tasks import answers_for_batch
 
     own = member_settings(model)
-    generator = TransformersGenerator(model, batch_size=64, seed=0)
     sampling = Sampling(
         max_new_tokens=max_new_tokens, temperature=temperature, seed=0, stop=tuple(own["stop"])
     )
     prompts = [member_prompt(p, view, style=own["prompt_style"]) for p in problems]
-    groups = generator.generate(prompts, n=n, sampling=sampling)
+    groups = _generator(model).generate(prompts, n=n, sampling=sampling)
     return answers_for_batch(
         [(p, [c.text for c in g]) for p, g in zip(problems, groups, strict=True)],
         truncated=[[c.finish_reason == "length" for c in g] for g in groups],
@@ -196,43 +212,99 @@ def training_level(accuracy: dict[str, dict[str, dict]], levels) -> tuple[float,
     return levels[0], False
 
 
+def training_temperature(majority: dict[str, dict[str, float]], temperatures) -> tuple[float, bool]:
+    """The plan's training temperature (``majority``: per model, its majority-of-``samples`` accuracy
+    at the training level per temperature): the highest temperature where every model's majority
+    lies in ``USEFUL_BAND``, and True (the release samples at 1.0, the first candidate); else the one
+    whose lowest majority over the models is highest, and False."""
+    lo, hi = USEFUL_BAND
+    ordered = sorted(temperatures, reverse=True)
+    for t in ordered:
+        if all(lo <= per_t[str(t)] <= hi for per_t in majority.values()):
+            return t, True
+    return max(ordered, key=lambda t: min(per_t[str(t)] for per_t in majority.values())), False
+
+
+def _accuracy(answers, gold) -> float:
+    return float(np.mean([a == g for a, g in zip(answers, gold, strict=True)]))
+
+
 def calibrate(settings: dict) -> dict[str, Any]:
-    """Per model and level: greedy and majority-of-``samples`` accuracy at the training temperature;
-    the training level (``training_level``); at that level the error agreement of SmolLM2 with
+    """Before any training: each model's greedy accuracy per level, and the training level
+    (``training_level``); at that level, majority-of-``samples`` accuracy per candidate temperature,
+    from the highest down to the first where both models are in the band, and the training
+    temperature (``training_temperature``); majority accuracy at that temperature on
+    the other levels; and at the training level and temperature the error agreement of SmolLM2 with
     Gemma, of two SmolLM2 samples, and of SmolLM2 on two paraphrases (C1's inputs)."""
     from councilzoo.tasks import load_problems, plurality
 
-    cal, temperature, tokens = settings["calibration"], TRAINER["temperature"], settings["max_new_tokens"]
-    accuracy: dict[str, dict] = {}
-    seen: dict[float, tuple] = {}
-    for level in cal["levels"]:
-        problems = load_problems(DATASET, "test", limit=cal["items"], difficulty=level, seed=1)
-        gold = [p.answer for p in problems]
-        greedy, sampled = {}, {}
-        for model, view in ((SMOLLM2, 0), (GEMMA, 1)):
-            greedy[model] = [g[0] for g in _answers(model, problems, view, 1, 0.0, tokens)]
-            sampled[model] = _answers(model, problems, view, cal["samples"], temperature, tokens)
-            majority = [plurality(s, "numeric")[0] for s in sampled[model]]
-            accuracy.setdefault(model, {})[str(level)] = {
-                "greedy": float(np.mean([a == g for a, g in zip(greedy[model], gold, strict=True)])),
-                "majority": float(np.mean([a == g for a, g in zip(majority, gold, strict=True)])),
-            }
-        seen[level] = (problems, gold, greedy, sampled)
-    level, in_band = training_level(accuracy, cal["levels"])
-    problems, gold, greedy, sampled = seen[level]
-    paraphrase = [g[0] for g in _answers(SMOLLM2, problems, 1, 1, 0.0, tokens)]
-    two_samples = ([s[0] for s in sampled[SMOLLM2]], [s[1] for s in sampled[SMOLLM2]])
-    cross = (greedy[SMOLLM2], greedy[GEMMA])
-    views = (greedy[SMOLLM2], paraphrase)
-    pairs = {
-        "smollm2 vs gemma": error_agreement(*cross, gold),
-        "smollm2 two samples": error_agreement(*two_samples, gold),
-        "smollm2 two paraphrases": error_agreement(*views, gold),
-        "kappa within minus cross, two samples": _kappa_difference(cross, two_samples, gold),
-        "kappa within minus cross, two paraphrases": _kappa_difference(cross, views, gold),
-        "items": len(gold),
+    cal, tokens = settings["calibration"], settings["max_new_tokens"]
+    models = ((SMOLLM2, 0), (GEMMA, 1))
+    items = {
+        level: load_problems(DATASET, "test", limit=cal["items"], difficulty=level, seed=1)
+        for level in cal["levels"]
     }
-    return {"accuracy": accuracy, "level": level, "level_in_band": in_band, "error_agreement": pairs}
+    gold = {level: [p.answer for p in problems] for level, problems in items.items()}
+    greedy = {
+        (model, level): [g[0] for g in _answers(model, problems, view, 1, 0.0, tokens)]
+        for model, view in models
+        for level, problems in items.items()
+    }
+    accuracy = {
+        model: {str(level): {"greedy": _accuracy(greedy[model, level], gold[level])} for level in items}
+        for model, _ in models
+    }
+    level, in_band = training_level(accuracy, cal["levels"])
+
+    sampled: dict[tuple, list] = {}
+
+    def majority(model: str, view: int, at: float, temperature: float) -> float:
+        sampled[model, at, temperature] = _answers(
+            model, items[at], view, cal["samples"], temperature, tokens
+        )
+        votes = [plurality(s, "numeric")[0] for s in sampled[model, at, temperature]]
+        return _accuracy(votes, gold[at])
+
+    by_temperature: dict[str, dict[str, float]] = {model: {} for model, _ in models}
+    lo, hi = USEFUL_BAND
+    for t in sorted(cal["temperatures"], reverse=True):  # the rule takes the highest in the band: stop there
+        for model, view in models:
+            by_temperature[model][str(t)] = majority(model, view, level, t)
+        if all(lo <= per_t[str(t)] <= hi for per_t in by_temperature.values()):
+            break
+    measured = [t for t in cal["temperatures"] if str(t) in by_temperature[SMOLLM2]]
+    temperature, t_in_band = training_temperature(by_temperature, measured)
+    for model, view in models:
+        for other in items:
+            accuracy[model][str(other)]["majority"] = (
+                by_temperature[model][str(temperature)]
+                if other == level
+                else majority(model, view, other, temperature)
+            )
+    paraphrase = [g[0] for g in _answers(SMOLLM2, items[level], 1, 1, 0.0, tokens)]
+    own = sampled[SMOLLM2, level, temperature]
+    two_samples = ([s[0] for s in own], [s[1] for s in own])
+    cross = (greedy[SMOLLM2, level], greedy[GEMMA, level])
+    views = (greedy[SMOLLM2, level], paraphrase)
+    g = gold[level]
+    pairs = {
+        "smollm2 vs gemma": error_agreement(*cross, g),
+        "smollm2 two samples": error_agreement(*two_samples, g),
+        "smollm2 two paraphrases": error_agreement(*views, g),
+        "kappa within minus cross, two samples": _kappa_difference(cross, two_samples, g),
+        "kappa within minus cross, two paraphrases": _kappa_difference(cross, views, g),
+        "items": len(g),
+    }
+    _generator.cache_clear()
+    return {
+        "accuracy": accuracy,
+        "level": level,
+        "level_in_band": in_band,
+        "majority_by_temperature": by_temperature,
+        "temperature": temperature,
+        "temperature_in_band": t_in_band,
+        "error_agreement": pairs,
+    }
 
 
 # ---- training runs ---------------------------------------------------------------------------------------
@@ -261,7 +333,7 @@ def run_arm(arm: str, seed: int, settings: dict, out: Path) -> dict[str, Any]:
         data,
         held_out,
         folder,
-        TRAINER,
+        {**TRAINER, "temperature": settings["temperature"]},
         max_completion_length=settings["max_new_tokens"],
         peft=LORA,
         seeded_sampling=True,
@@ -281,8 +353,10 @@ def run_arm(arm: str, seed: int, settings: dict, out: Path) -> dict[str, Any]:
 
 
 def _run_job(job: tuple) -> dict[str, Any]:
-    """``run_arm``, or its result read back when a run with the same settings finished before."""
-    os.environ["OMP_NUM_THREADS"] = "1"
+    """``run_arm`` with one torch thread per member world, its wall and CPU seconds in ``_cost``; or
+    its result read back when a run with the same settings (``RUN_KEYS``, the calibrated level and
+    temperature) finished before."""
+    os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the member worlds
     arm, seed, settings, out = job
     done = out / f"{arm}-seed{seed}" / "result.json"
     if done.exists():
@@ -290,20 +364,18 @@ def _run_job(job: tuple) -> dict[str, Any]:
         if saved.get("settings") == settings:
             log.info("cross-family: %s seed %d: finished before, read back", arm, seed)
             return saved["result"]
-    started, cpu = time.perf_counter(), _cpu_seconds()
-    result = run_arm(*job)
+    started, load = time.perf_counter(), os.getloadavg()[0]
+    with cpu_clock(f"councilzoo-{arm}-seed{seed}") as cpu:  # a fresh process: its fork server dies with it
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as one:
+            result = one.submit(run_arm, *job).result()
     result["_cost"] = {
         "wall_s": round(time.perf_counter() - started, 1),
-        "cpu_s": round(_cpu_seconds() - cpu, 1),
+        "cpu_s": round(cpu["cpu_s"], 1),
+        "cpu_source": cpu["cpu_source"],
+        "load_at_start": round(load, 2),
     }
     done.write_text(json.dumps({"settings": settings, "result": result}))
     return result
-
-
-def _cpu_seconds() -> float:
-    """CPU seconds of this process and its finished children (the member worlds)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
 
 
 # ---- the claims' rules -----------------------------------------------------------------------------------
@@ -396,36 +468,79 @@ def _final_gain(member: dict) -> float:
     return float(hits[-1].mean() - hits[0].mean())
 
 
+def calibrated(out: Path, sizes: dict) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``calibrate(sizes)``, or its result read back from ``out/calibration.json`` when it was measured
+    for the same calibration sizes; and the settings every run depends on (``RUN_KEYS``, the
+    calibrated level and temperature)."""
+    out.mkdir(parents=True, exist_ok=True)
+    calibration_file = out / "calibration.json"
+    asked = {"calibration": sizes["calibration"], "max_new_tokens": sizes["max_new_tokens"]}
+    if calibration_file.exists() and json.loads(calibration_file.read_text())["settings"] == asked:
+        calibration = json.loads(calibration_file.read_text())["result"]
+    else:
+        started = time.perf_counter()
+        with cpu_clock("councilzoo-calibration") as cpu:
+            calibration = calibrate(sizes)
+        calibration["_cost"] = {
+            "wall_s": round(time.perf_counter() - started, 1),
+            "cpu_s": round(cpu["cpu_s"], 1),
+        }
+        calibration_file.write_text(json.dumps({"settings": asked, "result": calibration}))
+    settings = {
+        **{key: sizes[key] for key in RUN_KEYS},
+        "difficulty": calibration["level"],
+        "temperature": calibration["temperature"],
+    }
+    return calibration, settings
+
+
+def _run_all(out: Path, settings: dict, arms, seeds: range) -> dict[str, list[dict[str, Any]]]:
+    """Every (arm, seed) run, two at a time, seed by seed (finished runs read back); results per arm."""
+    from councilzoo.repro import map_in_processes
+
+    jobs = [(arm, seed, settings, out / "runs") for seed in seeds for arm in arms]
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    results = map_in_processes(_run_job, jobs, workers=2)
+    return {arm: [r for (a, *_), r in zip(jobs, results, strict=True) if a == arm] for arm in arms}
+
+
+def pilot(out_dir: str | Path) -> dict[str, Any]:
+    """The plan's pilot: the full-size calibration, then seed 0 of ``PILOT_ARMS`` at full size (kept
+    as the full run's seed 0); their wall and CPU seconds, which size the full run."""
+    out = Path(out_dir)
+    calibration, settings = calibrated(out, FULL)
+    runs = _run_all(out, settings, PILOT_ARMS, range(1))
+    costs = {"calibration": calibration["_cost"], **{arm: r[0]["_cost"] for arm, r in runs.items()}}
+    (out / "pilot.json").write_text(json.dumps(costs, indent=1))
+    return costs
+
+
 def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
     """Calibrate, then run every (arm, seed) into ``out_dir/runs/`` (finished runs read back), and
     return the report dict with the claims' verdicts."""
-    from councilzoo.repro import map_in_processes
-
     sizes = QUICK if quick else FULL
     n_seeds = seeds or sizes["seeds"]
-    arms = QUICK_ARMS if quick else tuple(ARMS)
+    arms = tuple(sizes["arms"])
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    calibration_file = out / "calibration.json"
-    if calibration_file.exists() and json.loads(calibration_file.read_text())["settings"] == sizes:
-        calibration = json.loads(calibration_file.read_text())["result"]
-    else:
-        calibration = calibrate(sizes)
-        calibration_file.write_text(json.dumps({"settings": sizes, "result": calibration}))
-    settings = {**sizes, "difficulty": calibration["level"]}  # the level calibration chose
-    jobs = [(arm, seed, settings, out / "runs") for seed in range(n_seeds) for arm in arms]
-    (out / "runs").mkdir(parents=True, exist_ok=True)
-    results = map_in_processes(_run_job, jobs, workers=1)
-    runs = {arm: [r for (a, *_), r in zip(jobs, results, strict=True) if a == arm] for arm in arms}
+    calibration, settings = calibrated(out, sizes)
+    runs = _run_all(out, settings, arms, range(n_seeds))
     pairs = calibration["error_agreement"]
     verdicts = {"C1": decide_c1({k: v for k, v in pairs.items() if k.startswith("kappa within")})}
     cross = runs["corl_cross"]
     verdicts["C3"] = decide_c3({name: [_final_gain(r[name]) for r in cross] for name in ("smollm2", "gemma")})
-    band, level = f"greedy accuracy of both models in {list(USEFUL_BAND)}", calibration["level"]
+    band_shown, level, temperature = list(USEFUL_BAND), calibration["level"], calibration["temperature"]
+    band = f"greedy accuracy of both models in {band_shown}"
     results_out: dict[str, Any] = {
-        "training level": f"{level} (the lowest level with {band})" if calibration["level_in_band"]
+        "training level": f"{level} (the lowest level with {band})"
+        if calibration["level_in_band"]
         else f"{level}: no calibrated level has {band}, so the first level",
+        "training temperature": (
+            f"{temperature} (the highest with both models' majority accuracy in {band_shown})"
+            if calibration["temperature_in_band"]
+            else f"{temperature}: no candidate has both majorities in {band_shown}, so the one whose lower "
+            "majority is highest"
+        ),
         "calibration": calibration,
     }
     if "ttrl_smollm2" in runs:
@@ -473,7 +588,7 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
             },
             "dataset": DATASET,
             "lora": LORA,
-            "trainer": TRAINER,
+            "trainer": {**TRAINER, "temperature": settings["temperature"]},
             **settings,
             "seeds": n_seeds,
             "quick": quick,

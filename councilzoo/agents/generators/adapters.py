@@ -39,6 +39,8 @@ class AdapterGenerator(TransformersGenerator):
     ) -> None:
         if BASE in adapters:
             raise ValueError(f"{BASE!r} names the base model without an adapter; choose another adapter name")
+        if options.get("share_prompts"):
+            raise ValueError("share_prompts is not supported with adapters (each row has its own adapter)")
         super().__init__(model_or_path, seed=seed, **options)
         self.model = _with_adapters(self.model, adapters, seed)
         self.adapters = tuple(self.model.peft_config)
@@ -82,11 +84,11 @@ class AdapterGenerator(TransformersGenerator):
         finally:
             self._rows = []
 
-    def _generate_batch(self, rows: list, sampling: Sampling) -> list[Completion]:
+    def _generate_batch(self, rows: list, sampling: Sampling, copies: int = 1) -> list[Completion]:
         names, self._rows = self._rows[: len(rows)], self._rows[len(rows):]
         self._adapter_names = names
         try:
-            return super()._generate_batch(rows, sampling)
+            return super()._generate_batch(rows, sampling, copies)
         finally:
             self._adapter_names = None
 

@@ -23,6 +23,7 @@ from transformers import (
     AutoModelForImageTextToText,
     AutoProcessor,
     AutoTokenizer,
+    DynamicCache,
     GenerationConfig,
     LogitsProcessor,
     LogitsProcessorList,
@@ -94,6 +95,12 @@ class TransformersGenerator:
     - ``dtype``: default float32 on CPU, the checkpoint's dtype on GPU.
     - ``batch_size``: sequences per ``model.generate`` call; ``n`` samples of a prompt are
       repeated rows of the batch. ``seed`` seeds the stream used when ``Sampling.seed`` is None.
+    - ``share_prompts``: a text model reads each prompt once for its ``n`` samples (one forward
+      pass over the distinct prompts fills the KV cache, which is repeated ``n`` times before
+      decoding) instead of once per sample. The prompt's cost then falls ``n``-fold: about 2-3x
+      faster sampling at n = 8 on CPU, where reading the prompt costs more than decoding 32 tokens.
+      The samples equal the unshared ones up to float rounding (the cache is computed over a batch
+      of another shape), so it is off by default, for callers that compare samples across paths.
 
     Contract of each ``Completion``: ``token_ids`` are the sampled tokens, ending with the eos
     token when the model stopped by itself, or with the token that completed a stop string
@@ -116,6 +123,7 @@ class TransformersGenerator:
         dtype: str | torch.dtype | None = None,
         batch_size: int = 64,
         seed: int = 0,
+        share_prompts: bool = False,
     ):
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
@@ -146,6 +154,7 @@ class TransformersGenerator:
                 f"got {type(model_or_path).__name__}"
             )
         self.batch_size = batch_size
+        self.share_prompts = share_prompts
         self._seeds = torch.Generator().manual_seed(seed)
         self._eos_ids = self._eos_token_ids()
         pad = self.tokenizer.pad_token_id
@@ -185,7 +194,10 @@ class TransformersGenerator:
         else:  # images are opened (and checked) before any decoding starts
             encoded = [(p, message_images(p)) for p in prompts]
         copies = 1 if sampling.greedy else n  # greedy samples are identical: decode once, copy
-        rows = [row for row in encoded for _ in range(copies)]
+        shared = copies if self.share_prompts and self.processor is None else 1
+        # batches of whole prompts when they share: each batch reads its distinct prompts once
+        per_batch = max(1, self.batch_size // shared)
+        rows = [row for row in encoded for _ in range(copies // shared)]
         seed = sampling.seed
         if seed is None:
             seed = int(torch.randint(0, 2**62, (1,), generator=self._seeds))
@@ -196,8 +208,8 @@ class TransformersGenerator:
         try:
             with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
                 torch.manual_seed(seed)
-                for start in range(0, len(rows), self.batch_size):
-                    completions += self._generate_batch(rows[start : start + self.batch_size], sampling)
+                for start in range(0, len(rows), per_batch):
+                    completions += self._generate_batch(rows[start : start + per_batch], sampling, shared)
         finally:
             self.model.train(was_training)
         grouped = [completions[i * copies : (i + 1) * copies] for i in range(len(prompts))]
@@ -232,9 +244,17 @@ class TransformersGenerator:
         return dict(inputs), [row[mask.bool()].tolist() for row, mask in pairs]
 
     @torch.inference_mode()
-    def _generate_batch(self, rows: list, sampling: Sampling) -> list[Completion]:
+    def _generate_batch(self, rows: list, sampling: Sampling, copies: int = 1) -> list[Completion]:
+        """One ``generate`` call; ``copies`` > 1: each row is a distinct prompt, read once and
+        decoded ``copies`` times (``share_prompts``)."""
         inputs, prompt_ids = self._encode_batch(rows)
         width = inputs["input_ids"].shape[1]
+        inputs = {k: self._on_device(v) for k, v in inputs.items()}
+        if copies > 1:
+            inputs["cache"] = self._prompt_cache(inputs, copies)
+            inputs["input_ids"] = inputs["input_ids"].repeat_interleave(copies, dim=0)
+            inputs["attention_mask"] = inputs["attention_mask"].repeat_interleave(copies, dim=0)
+            prompt_ids = [ids for ids in prompt_ids for _ in range(copies)]
         recorder = _SampledLogprobs()
         processors = LogitsProcessorList()
         if not sampling.greedy:
@@ -252,7 +272,7 @@ class TransformersGenerator:
             **(_NEUTRAL_GREEDY if sampling.greedy else _NEUTRAL_SAMPLING),
         )
         sequences = self._model_generate(
-            **{k: self._on_device(v) for k, v in inputs.items()},
+            **inputs,
             generation_config=config,
             logits_processor=processors,
             tokenizer=self.tokenizer if sampling.stop else None,
@@ -263,6 +283,16 @@ class TransformersGenerator:
             self._completion(prompt, tokens, lps, sampling.stop)
             for prompt, tokens, lps in zip(prompt_ids, new_tokens.cpu().tolist(), logprobs, strict=True)
         ]
+
+    def _prompt_cache(self, inputs: dict[str, torch.Tensor], copies: int) -> DynamicCache:
+        """The KV cache of every prompt but its last token (``generate`` reads that one, and needs
+        one token to start from), at the positions ``generate`` gives them, repeated ``copies`` times."""
+        ids, mask = inputs["input_ids"][:, :-1], inputs["attention_mask"][:, :-1]
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        cache = DynamicCache(config=self.model.config)
+        self.model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True)
+        cache.batch_repeat_interleave(copies)
+        return cache
 
     def _model_generate(self, **kwargs) -> torch.Tensor:
         """``model.generate`` of one batch (``AdapterGenerator`` adds each row's adapter)."""
