@@ -96,3 +96,31 @@ def test_the_training_temperature_is_the_highest_where_both_majorities_are_in_th
     assert cf.training_temperature(majority((0.05, 0.3, 0.6), (0.1, 0.4, 0.5)), candidates) == (0.7, True)
     # none in the band: the candidate whose lower majority is highest (0.4: min 0.15 against 0.1 and 0.0)
     assert cf.training_temperature(majority((0.0, 0.1, 0.15), (0.1, 0.1, 0.9)), candidates) == (0.4, False)
+
+
+def test_the_calibration_reads_as_tables_with_the_training_temperatures_majority():
+    calibration = {
+        "accuracy": {
+            cf.SMOLLM2: {"0.0": {"greedy": 0.4, "majority": 0.55}},
+            cf.GEMMA: {"0.0": {"greedy": 0.5, "majority": 0.6}},
+        },
+        "majority_by_temperature": {
+            cf.SMOLLM2: {"1.0": 0.05, "0.7": 0.55},
+            cf.GEMMA: {"1.0": 0.2, "0.7": 0.6},
+        },
+        "level": 0.0,
+        "temperature": 0.7,
+        "error_agreement": {
+            "smollm2 vs gemma": {"kappa": 0.1, "both_wrong_same_answer": 0.05},
+            "kappa within minus cross, two samples": [0.3, 0.1, 0.5],
+            "items": 64,
+        },
+    }
+    tables = cf.calibration_tables(calibration)
+    gemma = {"model": cf.GEMMA, "level": "0.0", "greedy": 0.5, "majority at T=0.7": 0.6}
+    assert tables["calibration: accuracy per level"][1] == gemma
+    by_temperature = tables["calibration: majority per temperature at level 0.0"]
+    assert by_temperature[0] == {"model": cf.SMOLLM2, "T=1.0": 0.05, "T=0.7": 0.55}
+    agreement = tables["calibration: agreement of errors at level 0.0 (64 items)"]
+    assert [row["pair"] for row in agreement] == ["smollm2 vs gemma", "kappa within minus cross, two samples"]
+    assert agreement[1]["kappa of correctness"] == "+0.300 [+0.100, +0.500]"

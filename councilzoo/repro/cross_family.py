@@ -504,6 +504,70 @@ def _run_all(out: Path, settings: dict, arms, seeds: range) -> dict[str, list[di
     return {arm: [r for (a, *_), r in zip(jobs, results, strict=True) if a == arm] for arm in arms}
 
 
+def calibration_tables(calibration: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """The calibration as the report's tables: accuracy per model and level, majority accuracy per
+    temperature at the training level, and the error agreement of the three pairs."""
+    at = f"majority at T={calibration['temperature']}"
+    accuracy = [
+        {"model": model, "level": level, "greedy": round(row["greedy"], 3), at: round(row["majority"], 3)}
+        for model, levels in calibration["accuracy"].items()
+        for level, row in levels.items()
+    ]
+    by_temperature = [
+        {"model": model, **{f"T={t}": round(a, 3) for t, a in temps.items()}}
+        for model, temps in calibration["majority_by_temperature"].items()
+    ]
+    pairs = calibration["error_agreement"]
+    agreement = [
+        {
+            "pair": name,
+            "kappa of correctness": round(v["kappa"], 3),
+            "both wrong, same answer": round(v["both_wrong_same_answer"], 3),
+        }
+        for name, v in pairs.items()
+        if isinstance(v, dict)
+    ]
+    agreement += [
+        {
+            "pair": name,
+            "kappa of correctness": f"{v[0]:+.3f} [{v[1]:+.3f}, {v[2]:+.3f}]",
+            "both wrong, same answer": "",
+        }
+        for name, v in pairs.items()
+        if name.startswith("kappa within")
+    ]
+    level = calibration["level"]
+    return {
+        "calibration: accuracy per level": accuracy,
+        f"calibration: majority per temperature at level {level}": by_temperature,
+        f"calibration: agreement of errors at level {level} ({pairs['items']} items)": agreement,
+    }
+
+
+def replies_side_by_side(out: Path, settings: dict) -> dict[str, float]:
+    """Both families' greedy replies to seed 0's held-out items through the evaluation harness, so
+    ``councilzoo view OUT`` shows them side by side per problem: each model as converted, and each
+    member of ``corl_cross`` seed 0 after training (``out/conversations/<name>/``; written once).
+    The harness asks the question as written (view 0); returns each set's accuracy."""
+    from councilzoo.repro.real import held_out_episodes
+
+    members = sorted((out / "runs" / "corl_cross-seed0" / "members").iterdir())
+    sets = {f"{model}-converted": (model, None) for model in (SMOLLM2, GEMMA)}
+    sets |= {
+        f"corl_cross-seed0-{m.name}": (model, str(m / "final"))
+        for m, model in zip(members, (SMOLLM2, GEMMA), strict=True)
+    }
+    accuracy = {}
+    for name, (model, adapter) in sets.items():
+        folder = out / "conversations" / name
+        report = folder / "report.json"
+        if report.exists():
+            accuracy[name] = json.loads(report.read_text())["protocols"]["single"]["accuracy"]
+        else:
+            accuracy[name] = held_out_episodes(folder, adapter, 0, settings, model=model, dataset=DATASET)
+    return accuracy
+
+
 def pilot(out_dir: str | Path) -> dict[str, Any]:
     """The plan's pilot: the full-size calibration, then seed 0 of ``PILOT_ARMS`` at full size (kept
     as the full run's seed 0); their wall and CPU seconds, which size the full run."""
@@ -541,7 +605,7 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
             else f"{temperature}: no candidate has both majorities in {band_shown}, so the one whose lower "
             "majority is highest"
         ),
-        "calibration": calibration,
+        **calibration_tables(calibration),
     }
     if "ttrl_smollm2" in runs:
         verdicts["C2"] = decide_c2(
@@ -570,6 +634,9 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
         for arm, seeds_ in runs.items()
         for i, r in enumerate(seeds_)
     ]
+    results_out["held-out conversations (greedy, seed 0's items; `councilzoo view`)"] = replies_side_by_side(
+        out, settings
+    )
     results_out["wall_seconds"] = round(time.perf_counter() - started, 1)
     overall = (
         "INCONCLUSIVE"

@@ -101,8 +101,9 @@ def run_arm(arm: str, seed: int, settings: dict, out: Path) -> dict[str, Any]:
             "member_accuracy": [[row["accuracy"] for row in member] for member in evaluations]}
 
 
-def held_out_seat(adapter: str | None = None, max_new_tokens: int = 32) -> Any:
-    """SmolLM2 answering greedily in the concise style, with a trained LoRA ``adapter`` merged in
+def held_out_seat(adapter: str | None = None, max_new_tokens: int = 32, model: str = MODEL) -> Any:
+    """The registered real ``model`` answering greedily in its registered prompt setting (SmolLM2:
+    concise; Gemma: few-shot, stopped at the next question), with a trained LoRA ``adapter`` merged in
     (None: the model as converted): an agents-config model type (``councilzoo.repro.real:held_out_seat``)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -110,23 +111,28 @@ def held_out_seat(adapter: str | None = None, max_new_tokens: int = 32) -> Any:
     from councilzoo.agents import LLMAgent, TransformersGenerator
     from councilzoo.agents.base import Sampling
     from councilzoo.agents.generators import resolve_model_path
-    from councilzoo.agents.prompts import PROMPT_STYLES
+    from councilzoo.real_models import recommended_agent
 
-    path = resolve_model_path(MODEL)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    own = recommended_agent(model)
+    if own is None:
+        raise ValueError(f"held_out_seat: {model!r} is not a registered real model")
+    path = resolve_model_path(model)
+    loaded = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     if adapter is not None:
         from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
-    role_prompts, instructions = PROMPT_STYLES[PROMPT_STYLE]
-    generator = TransformersGenerator(model, tokenizer=AutoTokenizer.from_pretrained(path), device="cpu")
-    return LLMAgent(generator, role_prompts=role_prompts, instructions=instructions,
-                    sampling=Sampling(max_new_tokens=max_new_tokens, temperature=0.0), name="smollm2")
+        loaded = PeftModel.from_pretrained(loaded, adapter).merge_and_unload()
+    generator = TransformersGenerator(loaded, tokenizer=AutoTokenizer.from_pretrained(path), device="cpu")
+    stop = tuple(own["sampling"].get("stop", ()))
+    sampling = Sampling(max_new_tokens=max_new_tokens, temperature=0.0, stop=stop)
+    return LLMAgent(generator, sampling=sampling, prompt_style=own["prompt_style"], name=model.split("-")[0])
 
 
-def held_out_episodes(out: Path, adapter: str | None, seed: int, settings: dict) -> float:
-    """The held-out items answered by ``held_out_seat(adapter)`` through the evaluation harness
-    (protocol ``single``; the items seed ``seed``'s runs were evaluated on):
+def held_out_episodes(
+    out: Path, adapter: str | None, seed: int, settings: dict, model: str = MODEL, dataset: str = DATASET,
+) -> float:
+    """The held-out items answered by ``held_out_seat(adapter, model=model)`` through the evaluation
+    harness (protocol ``single``; the items seed ``seed``'s runs were evaluated on):
     ``out/episodes/single.jsonl`` and ``report.json``, which ``councilzoo view`` shows as
     conversations. Returns the accuracy."""
     from councilzoo.config import load_config
@@ -135,13 +141,13 @@ def held_out_episodes(out: Path, adapter: str | None, seed: int, settings: dict)
     from councilzoo.tasks import load_problems
 
     seat = {"type": f"{__name__}:held_out_seat",
-            "kwargs": {"adapter": adapter, "max_new_tokens": settings["max_new_tokens"]}}
-    council = load_config({"models": {"smollm2": seat}, "anchor": "smollm2", "peers": ["smollm2"] * 2,
-                           "verifier": "smollm2"}, CouncilConfig)
-    test = load_problems(DATASET, "test", seed=seed, size=settings["held_out"],
+            "kwargs": {"adapter": adapter, "max_new_tokens": settings["max_new_tokens"], "model": model}}
+    council = load_config({"models": {"seat": seat}, "anchor": "seat", "peers": ["seat"] * 2,
+                           "verifier": "seat"}, CouncilConfig)
+    test = load_problems(dataset, "test", seed=seed, size=settings["held_out"],
                          difficulty=settings["difficulty"])
     ev = Evaluation(council, test, list, out, progress=False)
-    rows = run_and_report(ev, ["single"], out, {"adapter": adapter}, f"held-out {DATASET}")
+    rows = run_and_report(ev, ["single"], out, {"adapter": adapter, "model": model}, f"held-out {dataset}")
     return float(rows[0]["accuracy"])
 
 

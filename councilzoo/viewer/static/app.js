@@ -7,7 +7,8 @@
 const OUTCOME = {right: 1, wrong: 2, rescued: 4, harmed: 8};
 const PAGE_SIZE = 100;
 const COHORT_CHARTS = [["reward", "reward"], ["label_accuracy", "label accuracy (label vs gold)"],
-                       ["eval/accuracy", "held-out accuracy"], ["loss", "loss"], ["kl", "KL to the reference model"]];
+                       ["eval/accuracy", "held-out accuracy"], ["loss", "loss"], ["kl", "KL to the reference model"],
+                       ["distinct_answers", "distinct answers per group"], ["answer_entropy", "answer entropy per group (nats)"]];
 const MISSING = {"kl": "not logged in this run (TRL logs it when beta > 0)",
                  "eval/accuracy": "not logged in this run (the config's eval: section adds it)"};
 const TRACER_CHARTS = [["train/accuracy", "accuracy (training problems)"], ["train/objective", "objective"],
