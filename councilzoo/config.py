@@ -1,10 +1,11 @@
 """Experiment configs: plain dataclasses loaded from YAML, checked before any work starts.
 
 Every config in councilzoo is a dataclass whose fields carry ``metadata={"help": ...}`` (as TRL's
-configs do). ``load_config`` builds one from a YAML file or a mapping and rejects, with the
-dotted path of the offending key, unknown keys, missing required keys, values of the wrong
-type, and numbers out of range: every number anywhere in a config must be finite (no NaN, no
-infinity), a field's within its ``metadata`` ``minimum`` / ``above`` / ``maximum``, and a
+configs do). ``load_config`` builds one from a mapping, or from a YAML file with ``--set``
+overrides applied (``apply_overrides``), and rejects, with the dotted path of the offending key
+(its line in the file, or the flag that set it), unknown keys, missing required keys, values of
+the wrong type, and numbers out of range: every number anywhere in a config must be finite (no
+NaN, no infinity), a field's within its ``metadata`` ``minimum`` / ``above`` / ``maximum``, and a
 library's keyword given through a mapping (``trainer:``, a model's ``kwargs:`` and ``agent:``)
 within ``KEYWORD_RANGES``: one place, which ``--dry-run`` and training both go through, before
 any model loads. A dataclass may add its own checks in ``__post_init__`` (raise ``ValueError``).
@@ -13,7 +14,10 @@ A YAML file is read with its aliases bounded (``MAX_YAML_NODES``: a 600-byte "bi
 file would expand to gigabytes) and only if it is text (a NUL byte is refused in one line); an
 error quotes a value only up to ``MAX_QUOTED`` characters.
 ``dump_config`` writes the resolved config back, and ``run_metadata`` records what produced a run
-(seed, package version, git revision), so results can always be traced to their inputs.
+(seed, package version, git revision), so results can always be traced to their inputs. A run's
+output folder is checked before any work (``check_output_dir``) and locked while the run writes
+(``run_lock``); ``hold_run_folder`` does both for a training run, with a resume's check of the
+settings it changes.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import subprocess
 import sys
 import types
 import typing
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -40,9 +44,9 @@ from typing import Any, TypeVar
 import yaml
 
 __all__ = [
-    "ConfigError", "load_config", "config_to_dict", "dump_config", "run_metadata", "write_run_files",
-    "check_output_dir", "check_output_file", "check_number", "cache_home", "spec_dir", "cached_build",
-    "MissingExtraError",
+    "ConfigError", "load_config", "apply_overrides", "config_to_dict", "dump_config", "run_metadata",
+    "write_run_files", "check_output_dir", "check_output_file", "hold_run_folder", "check_number",
+    "cache_home", "spec_dir", "cached_build", "MissingExtraError",
 ]
 
 T = TypeVar("T")
@@ -288,12 +292,67 @@ def _build(data: Any, cls: type[T], where: str) -> T:
         raise ConfigError("\n".join(f"{where or cls.__name__}: {line}" for line in lines)) from exc
 
 
-def load_config(source: str | Path | Mapping[str, Any], cls: type[T]) -> T:
-    """Build a ``cls`` dataclass from a YAML file path or a mapping; raise ``ConfigError`` if invalid."""
-    if isinstance(source, (str, Path)):
-        with in_file(source):
-            return _build(read_yaml(source) or {}, cls, "")
-    return _build(source, cls, "")
+def load_config(source: str | Path | Mapping[str, Any], cls: type[T], overrides: Sequence[str] = ()) -> T:
+    """Build a ``cls`` dataclass from a mapping, or from a YAML file path with ``overrides``
+    (``--set`` assignments, ``apply_overrides``) applied; raise a ``ConfigError`` naming every
+    mistake at once, each placed at its line in the file or at the flag that set its key."""
+    if not isinstance(source, (str, Path)):
+        return _build(source, cls, "")
+    problems: list[str] = []
+    data = read_yaml(source, "config file", problems) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of settings at the top level")
+    data = apply_overrides(data, overrides)
+    flags = {a.partition("=")[0]: f"--set {a}" for a in overrides}
+    with in_file(source, flags):
+        try:
+            cfg = _build(data, cls, "")
+        except ConfigError as exc:
+            problems += exc.problems
+        if problems:
+            raise ConfigError("\n".join(problems))
+    return cfg
+
+
+def apply_overrides(data: dict[str, Any], assignments: Sequence[str]) -> dict[str, Any]:
+    """``data`` with each ``dotted.path=value`` applied (list items by index:
+    ``members.1.trainer.learning_rate=1e-6``; values parsed as YAML scalars); a ``ConfigError``
+    naming a bad one."""
+    for assignment in assignments:
+        path, sep, raw = assignment.partition("=")
+        if not sep or not path:
+            raise ConfigError(f"--set {assignment!r}: expected key.sub=value")
+        keys = path.split(".")
+        node: Any = data
+        for i, key in enumerate(keys):
+            last = i == len(keys) - 1
+            if isinstance(node, list):
+                if not key.isdigit() or int(key) >= len(node):
+                    raise ConfigError(
+                        f"--set {assignment!r}: {'.'.join(keys[:i]) or 'config'} has "
+                        f"{len(node)} items; {key!r} is not an index of one"
+                    )
+                key = int(key)
+            elif not isinstance(node, dict):
+                raise ConfigError(f"--set {assignment!r}: {'.'.join(keys[:i])} is not a mapping")
+            if last:
+                node[key] = _scalar(raw)
+            else:
+                if isinstance(node, dict) and key not in node:
+                    node[key] = {}
+                node = node[key]
+    return data
+
+
+def _scalar(raw: str) -> Any:
+    """A YAML scalar, with YAML 1.1's gap closed: ``1e-6`` is a float, not a string."""
+    value = yaml.safe_load(raw)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 def gather(problems: list[str], check: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
@@ -601,6 +660,51 @@ def run_lock(out: str | Path, flag: str = "--out", name: str = LOCK_FILE) -> Ite
         raise
     finally:
         lock.release()
+
+
+# Settings a resume may change without --allow-changed-settings: a longer run, a moved folder.
+_RESUME_FREE = ("max_steps", "output_dir")
+_SETTINGS_CHANGES = "settings_changes.jsonl"
+
+
+@contextmanager
+def hold_run_folder(
+    cfg: Any, flag: str, lock: str = LOCK_FILE, resume_step: Callable[[], int | None] | None = None,
+    allow_changed_settings: bool = False,
+) -> Iterator[None]:
+    """Prepare the output folder of ``cfg``'s run and hold it while the run writes: checked
+    (``check_output_dir``); on a resume (``resume_step``: the learner's, the step the run continues
+    after) refused if the settings changed since the run started (``config.yaml``), unless
+    ``allow_changed_settings``, with which each change is recorded in ``settings_changes.jsonl``
+    (``config.yaml`` then holds the new settings); locked (``run_lock``, the lock file ``lock``)."""
+    check_output_dir(cfg.output_dir, flag)
+    changed = _changed_settings(cfg) if resume_step is not None else []
+    if changed and not allow_changed_settings:
+        raise ConfigError("\n".join(
+            f"--resume: {change} since the run in {cfg.output_dir} started; pass --allow-changed-settings "
+            "to continue with the new settings (recorded with the step they start from), or --overwrite "
+            "to start again" for change in changed
+        ))
+    with run_lock(cfg.output_dir, flag, lock):
+        if changed:
+            row = {"resumed_after_step": resume_step(), "changed": changed,
+                   "at": run_metadata()["started_at"]}  # fmt: skip
+            with open(Path(cfg.output_dir) / _SETTINGS_CHANGES, "a") as file:
+                file.write(json.dumps(row) + "\n")
+        yield
+
+
+def _changed_settings(cfg: Any) -> list[str]:
+    """What ``cfg`` changes against the resolved config its output folder's run started with
+    (``config.yaml``), besides ``_RESUME_FREE``: one ``"key: old -> new"`` per difference."""
+    path = Path(cfg.output_dir) / "config.yaml"
+    if not path.is_file():
+        return []
+    old, new = yaml.safe_load(path.read_text()) or {}, config_to_dict(cfg)
+    for key in _RESUME_FREE:
+        old.pop(key, None)
+        new.pop(key, None)
+    return differences(old, new)
 
 
 def cache_home() -> Path:

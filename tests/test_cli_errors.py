@@ -436,6 +436,7 @@ CASES = {
     "train --set malformed": tr("--set 'max_steps': expected key.sub=value", "--set", "max_steps"),
     "train --set bad index": tr("not an index of one", "--set", "members.7.view=1"),
     "train --members": tr("--members: expected member indices", "--members", "one"),
+    "train --slurm --hosts": tr("--slurm and --hosts: give one", "--slurm", "--hosts", "gpu01"),
     "train tracer unknown key": tr("stpes: unknown key for TracerConfig", learner="tracer",
                                    config="stpes: 3\n"),
     "demo model misspelt": cmd("model 'smollm2-135m-instrut' (did you mean 'smollm2-135m-instruct'?) is not",

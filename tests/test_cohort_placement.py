@@ -85,6 +85,17 @@ def test_slurm_host_lists_and_gpus_per_node_are_read_once_or_refused_in_one_line
         Machines.slurm({})
 
 
+def test_the_train_flags_name_the_machines_or_leave_them_to_the_launcher(monkeypatch):
+    assert Machines.from_flags(False, None, 0) is None  # this machine: the launcher plans on Machines.here()
+    assert Machines.from_flags(False, "gpu[01-02]", 8) == Machines.listed("gpu[01-02]", 8)
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "gpu[01-02]")
+    monkeypatch.setenv("GPUS_PER_NODE", "4")
+    assert Machines.from_flags(True, None, 0) == Machines.slurm()
+    with pytest.raises(ConfigError, match=r"^--slurm and --hosts: give one"):
+        Machines.from_flags(True, "gpu01", 8)
+
+
 def test_one_node_keeps_the_members_apart_and_every_node_shape_keeps_the_update(tmp_path):
     """The shipped config's two worlds of 4: on one 8-GPU node, devices 0-3 and 4-7; on nodes of
     4, 2 or 1 GPU(s) each world spans whole nodes with the same 4 processes, so every shape trains
@@ -164,12 +175,11 @@ def layout_plan(config: str, hosts: str, sets: list[str]) -> str:
     """What ``councilzoo train corl CONFIG --dry-run --hosts HOSTS --gpus-per-host 8 --set ...`` prints
     of its placement, run in the repository root, with the interpreter written ``python``."""
     from councilzoo.learners.corl.learner import CoRL
-    from councilzoo.learners.train import _read_config
 
     cwd = Path.cwd()
     os.chdir(ROOT)
     try:
-        cfg = _read_config(config, CoRLConfig, sets)
+        cfg = load_config(config, CoRLConfig, sets)
         plan = plan_cohort(cfg, CoRL.spec(), Machines.listed(hosts, 8))
     finally:
         os.chdir(cwd)

@@ -152,6 +152,22 @@ def test_a_key_given_twice_is_refused_at_every_depth_with_both_lines(tmp_path):
     ]
 
 
+def test_overrides_apply_to_the_file_and_a_mistake_names_its_flag_before_the_files_in_line_order(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("path: a\ntags: [x, y]\ninner: {rate: 0.1}\n")
+    cfg = load_config(path, _Outer, ["inner.rate=1e-6", "tags.1=z", "mode=fast"])
+    assert (cfg.inner.rate, cfg.tags, cfg.mode) == (1e-6, ["x", "z"], "fast")
+    path.write_text("path: a\npath: b\nsteps: many\n")
+    with pytest.raises(ConfigError) as failure:
+        load_config(path, _Outer, ["inner.rate=fast"])
+    assert failure.value.problems == [
+        "--set inner.rate=fast: inner.rate: expected float, got str 'fast'",
+        f"{path}, line 2: path: key given twice in one mapping (first on line 1); YAML would keep only the "
+        "last, so remove one",
+        f"{path}, line 3: steps: expected int, got str 'many'",
+    ]
+
+
 def test_yaml_11_exponents_without_a_dot_are_floats():
     assert load_config({"path": "x", "inner": {"rate": "1e-6"}}, _Outer).inner.rate == 1e-6
 

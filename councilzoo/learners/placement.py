@@ -116,6 +116,16 @@ class Machines:
         return cls(tuple(expand_hostlist(nodelist)), int(count),
                    f"SLURM job {job} on {nodelist}, {name}={count}", slurm_job=job)  # fmt: skip
 
+    @classmethod
+    def from_flags(cls, slurm: bool, hosts: str | None, gpus_per_host: int) -> Machines | None:
+        """The machines ``councilzoo train --slurm`` or ``--hosts`` describe (None: neither, so the
+        run is planned on this machine, ``here``)."""
+        if slurm and hosts:
+            raise ConfigError("--slurm and --hosts: give one (the SLURM job names its own hosts)")
+        if slurm:
+            return cls.slurm()
+        return cls.listed(hosts, gpus_per_host) if hosts else None
+
     @property
     def gpu(self) -> bool:
         return self.gpus_per_host > 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,7 +27,7 @@ from typing import Any
 from councilzoo.config import ConfigError
 from councilzoo.learners.recipe_checks import GIB, STATE_BYTES, check_views, training_gib, vllm_gib
 
-__all__ = ["model_facts", "Plan", "CHECKS", "describe", "preflight"]
+__all__ = ["model_facts", "Plan", "CHECKS", "describe", "preflight", "dry_run"]
 
 _FROZEN_BYTES_PER_PARAM = 4  # a LoRA run's base weights (fp32)
 _DEFAULT_GPU_GIB = 80.0
@@ -548,3 +549,23 @@ def preflight(
                 errors.append(f"{plan.where}: {text}")
     verdict = f"{len(errors)} error(s): the run would start wrong" if errors else "no errors"
     return "\n".join([*lines, verdict, *(placement.describe() if placement is not None else [])]), errors
+
+
+def dry_run(name: str, learner: type, cfg: Any, machines: Any, resume: bool, gpu_gib: float) -> int:
+    """``councilzoo train NAME CONFIG --dry-run``: print the preflight and, for a learner that starts
+    worlds, their placement plan on ``machines`` (None: this machine), each error one line on
+    stderr; the exit status: 2 on a setting the docs call wrong or a plan that does not fit, else 0."""
+    from councilzoo.learners.placement import Machines
+
+    plan, unplaced = None, []
+    if hasattr(learner, "placement"):  # a learner that starts worlds: their placement plan
+        try:
+            plan = learner.placement(cfg, machines or Machines.here(), resume)
+        except ConfigError as err:
+            unplaced.append(f"placement: {err}")
+    report, errors = preflight(name, cfg, gpu_gib, plan)
+    print(report)
+    errors = errors or unplaced  # a batch setting the preflight names stops the plan too
+    for error in errors:
+        print(f"councilzoo train: error: {error}", file=sys.stderr)
+    return 2 if errors else 0
