@@ -229,13 +229,15 @@ def _accuracy(answers, gold) -> float:
     return float(np.mean([a == g for a, g in zip(answers, gold, strict=True)]))
 
 
-def calibrate(settings: dict) -> dict[str, Any]:
+def calibrate(settings: dict, store: Path | None = None) -> dict[str, Any]:
     """Before any training: each model's greedy accuracy per level, and the training level
     (``training_level``); at that level, majority-of-``samples`` accuracy per candidate temperature,
     from the highest down to the first where both models are in the band, and the training
-    temperature (``training_temperature``); majority accuracy at that temperature on
-    the other levels; and at the training level and temperature the error agreement of SmolLM2 with
-    Gemma, of two SmolLM2 samples, and of SmolLM2 on two paraphrases (C1's inputs)."""
+    temperature (``training_temperature``); at that level and temperature the error agreement of
+    SmolLM2 with Gemma, of two SmolLM2 samples, and of SmolLM2 on two paraphrases (C1's inputs,
+    also written to ``store/c1.json``); then majority accuracy at that temperature on the other
+    levels. ``store``: a folder keeping every generated answer set, so an interrupted calibration
+    resumes where it stopped (an hour of generation on 2 cores)."""
     from councilzoo.tasks import load_problems, plurality
 
     cal, tokens = settings["calibration"], settings["max_new_tokens"]
@@ -245,10 +247,25 @@ def calibrate(settings: dict) -> dict[str, Any]:
         for level in cal["levels"]
     }
     gold = {level: [p.answer for p in problems] for level, problems in items.items()}
+
+    def answers(model: str, level: float, view: int, n: int, temperature: float) -> list[list]:
+        kept = (
+            None
+            if store is None
+            else store / f"{model}-level{level}-view{view}-n{n}-t{temperature}-{tokens}.json"
+        )
+        if kept is not None and kept.is_file():
+            return json.loads(kept.read_text())
+        found = _answers(model, items[level], view, n, temperature, tokens)
+        if kept is not None:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_text(json.dumps(found))
+        return found
+
     greedy = {
-        (model, level): [g[0] for g in _answers(model, problems, view, 1, 0.0, tokens)]
+        (model, level): [g[0] for g in answers(model, level, view, 1, 0.0)]
         for model, view in models
-        for level, problems in items.items()
+        for level in items
     }
     accuracy = {
         model: {str(level): {"greedy": _accuracy(greedy[model, level], gold[level])} for level in items}
@@ -259,9 +276,7 @@ def calibrate(settings: dict) -> dict[str, Any]:
     sampled: dict[tuple, list] = {}
 
     def majority(model: str, view: int, at: float, temperature: float) -> float:
-        sampled[model, at, temperature] = _answers(
-            model, items[at], view, cal["samples"], temperature, tokens
-        )
+        sampled[model, at, temperature] = answers(model, at, view, cal["samples"], temperature)
         votes = [plurality(s, "numeric")[0] for s in sampled[model, at, temperature]]
         return _accuracy(votes, gold[at])
 
@@ -274,14 +289,7 @@ def calibrate(settings: dict) -> dict[str, Any]:
             break
     measured = [t for t in cal["temperatures"] if str(t) in by_temperature[SMOLLM2]]
     temperature, t_in_band = training_temperature(by_temperature, measured)
-    for model, view in models:
-        for other in items:
-            accuracy[model][str(other)]["majority"] = (
-                by_temperature[model][str(temperature)]
-                if other == level
-                else majority(model, view, other, temperature)
-            )
-    paraphrase = [g[0] for g in _answers(SMOLLM2, items[level], 1, 1, 0.0, tokens)]
+    paraphrase = [g[0] for g in answers(SMOLLM2, level, 1, 1, 0.0)]
     own = sampled[SMOLLM2, level, temperature]
     two_samples = ([s[0] for s in own], [s[1] for s in own])
     cross = (greedy[SMOLLM2, level], greedy[GEMMA, level])
@@ -295,6 +303,21 @@ def calibrate(settings: dict) -> dict[str, Any]:
         "kappa within minus cross, two paraphrases": _kappa_difference(cross, views, g),
         "items": len(g),
     }
+    if store is not None:  # C1 is decided here; the other levels' majorities only fill the table
+        c1 = {
+            "level": level,
+            "temperature": temperature,
+            "greedy": accuracy,
+            "majority_by_temperature": by_temperature,
+        }
+        (store / "c1.json").write_text(json.dumps({**c1, "error_agreement": pairs}))
+    for model, view in models:
+        for other in items:
+            accuracy[model][str(other)]["majority"] = (
+                by_temperature[model][str(temperature)]
+                if other == level
+                else majority(model, view, other, temperature)
+            )
     _generator.cache_clear()
     return {
         "accuracy": accuracy,
@@ -480,7 +503,7 @@ def calibrated(out: Path, sizes: dict) -> tuple[dict[str, Any], dict[str, Any]]:
     else:
         started = time.perf_counter()
         with cpu_clock("councilzoo-calibration") as cpu:
-            calibration = calibrate(sizes)
+            calibration = calibrate(sizes, out / "calibration")
         calibration["_cost"] = {
             "wall_s": round(time.perf_counter() - started, 1),
             "cpu_s": round(cpu["cpu_s"], 1),
