@@ -12,6 +12,7 @@ PINNED = {
     ("Co-RL", "text, in its regime"): ("NOT HELD", ["INCONCLUSIVE"]),
     ("Co-RL", "vlm, code"): ("NOT HELD", ["INCONCLUSIVE"]),
     ("Co-RL", "dose-response"): ("HELD", ["INCONCLUSIVE"]),
+    ("Co-RL", "co-training"): ("HELD", []),
     ("COMED", "complementary council, 3 seeds"): ("NOT HELD", ["HELD"]),
     ("COMED", "complementary council, 8 seeds"): ("HELD", ["HELD"]),
     ("COMED", "first tiny-LM council"): ("HELD", []),

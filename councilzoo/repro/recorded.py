@@ -99,6 +99,15 @@ _dose = {
         "paper", "95% CI over seeds (percentile) of diverse - copy above 0", 0.032, 0.010, 0.052
     ),
 }
+_cotrain = {  # learner's final accuracy, t intervals over 16 seeds (run 2026-12-07, commit 466ad44)
+    "diverse_corl_beats_ttrl": _ci(
+        "paper", "95% t CI over seeds of diverse Co-RL - TTRL above 0; NOT HELD below the paper's +0.01",
+        0.094, 0.037, 0.150,
+    ),
+    "diverse_beats_copy": _ci(
+        "paper", "95% t CI over seeds of diverse Co-RL - the copy above 0", 0.092, 0.034, 0.149
+    ),
+}
 _complementary_3 = {
     "beats_anchor": _ci("paper", "COMED - anchor alone, 95% CI over seeds above 0", 0.035, 0.024, 0.048),
     "at_least_debate": _flag("paper", "COMED's accuracy >= dense debate's", True, 0.021),
@@ -225,6 +234,9 @@ RECORDS = (
                 _relabel(_dose, gain_rises_with_precision="extension", diverse_beat_the_copy="extension"),
             ),
         ),
+    ),
+    Record(
+        "Co-RL", "co-training (plan 2026-12-07, 16 seeds)", "2026-12-07, commit 466ad44", "2026-12-07", _cotrain
     ),
     Record(
         "COMED",
