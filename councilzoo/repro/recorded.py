@@ -236,7 +236,11 @@ RECORDS = (
         ),
     ),
     Record(
-        "Co-RL", "co-training (plan 2026-12-07, 16 seeds)", "2026-12-07, commit 466ad44", "2026-12-07", _cotrain
+        "Co-RL",
+        "co-training (plan 2026-12-07, 16 seeds)",
+        "2026-12-07, commit 466ad44",
+        "2026-12-07",
+        _cotrain,
     ),
     Record(
         "COMED",
