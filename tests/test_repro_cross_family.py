@@ -124,3 +124,12 @@ def test_the_calibration_reads_as_tables_with_the_training_temperatures_majority
     agreement = tables["calibration: agreement of errors at level 0.0 (64 items)"]
     assert [row["pair"] for row in agreement] == ["smollm2 vs gemma", "kappa within minus cross, two samples"]
     assert agreement[1]["kappa of correctness"] == "+0.300 [+0.100, +0.500]"
+
+
+def test_a_temperature_where_one_model_was_not_measured_is_not_chosen():
+    majority = {cf.SMOLLM2: {"1.0": 0.05, "0.7": 0.5}, cf.GEMMA: {"0.7": 0.4}}  # Gemma skipped at 1.0
+    assert cf.training_temperature(majority, [1.0, 0.7]) == (0.7, True)
+    calibration = {"majority_by_temperature": majority, "accuracy": {}, "level": 0.0, "temperature": 0.7,
+                   "error_agreement": {"items": 64}}
+    rows = cf.calibration_tables(calibration)["calibration: majority per temperature at level 0.0"]
+    assert rows[1] == {"model": cf.GEMMA, "T=1.0": "-", "T=0.7": 0.4}

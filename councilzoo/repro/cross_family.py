@@ -219,8 +219,8 @@ def training_temperature(majority: dict[str, dict[str, float]], temperatures) ->
     whose lowest majority over the models is highest, and False."""
     lo, hi = USEFUL_BAND
     ordered = sorted(temperatures, reverse=True)
-    for t in ordered:
-        if all(lo <= per_t[str(t)] <= hi for per_t in majority.values()):
+    for t in ordered:  # a model not measured at t (another was out of the band there) rules t out
+        if all(lo <= per_t.get(str(t), -1.0) <= hi for per_t in majority.values()):
             return t, True
     return max(ordered, key=lambda t: min(per_t[str(t)] for per_t in majority.values())), False
 
@@ -232,8 +232,9 @@ def _accuracy(answers, gold) -> float:
 def calibrate(settings: dict, store: Path | None = None) -> dict[str, Any]:
     """Before any training: each model's greedy accuracy per level, and the training level
     (``training_level``); at that level, majority-of-``samples`` accuracy per candidate temperature,
-    from the highest down to the first where both models are in the band, and the training
-    temperature (``training_temperature``); at that level and temperature the error agreement of
+    from the highest down to the first where both models are in the band (SmolLM2 first: where it
+    is out of the band, Gemma is not measured), and the training temperature
+    (``training_temperature``); at that level and temperature the error agreement of
     SmolLM2 with Gemma, of two SmolLM2 samples, and of SmolLM2 on two paraphrases (C1's inputs,
     also written to ``store/c1.json``); then majority accuracy at that temperature on the other
     levels. ``store``: a folder keeping every generated answer set, so an interrupted calibration
@@ -285,8 +286,15 @@ def calibrate(settings: dict, store: Path | None = None) -> dict[str, Any]:
     for t in sorted(cal["temperatures"], reverse=True):  # the rule takes the highest in the band: stop there
         for model, view in models:
             by_temperature[model][str(t)] = majority(model, view, level, t)
-        if all(lo <= per_t[str(t)] <= hi for per_t in by_temperature.values()):
+            if not lo <= by_temperature[model][str(t)] <= hi:
+                break  # the rule cannot pick t: the other model's majority at t changes nothing
+        else:
             break
+    else:  # no candidate in the band: the fallback compares every model at every candidate
+        for t in cal["temperatures"]:
+            for model, view in models:
+                if str(t) not in by_temperature[model]:
+                    by_temperature[model][str(t)] = majority(model, view, level, t)
     measured = [t for t in cal["temperatures"] if str(t) in by_temperature[SMOLLM2]]
     temperature, t_in_band = training_temperature(by_temperature, measured)
     paraphrase = [g[0] for g in answers(SMOLLM2, level, 1, 1, 0.0)]
@@ -536,9 +544,11 @@ def calibration_tables(calibration: dict[str, Any]) -> dict[str, list[dict[str, 
         for model, levels in calibration["accuracy"].items()
         for level, row in levels.items()
     ]
-    by_temperature = [
-        {"model": model, **{f"T={t}": round(a, 3) for t, a in temps.items()}}
-        for model, temps in calibration["majority_by_temperature"].items()
+    measured = calibration["majority_by_temperature"]
+    temperatures = sorted({t for temps in measured.values() for t in temps}, key=float, reverse=True)
+    by_temperature = [  # "-": not measured (another model was already out of the band there)
+        {"model": model, **{f"T={t}": round(temps[t], 3) if t in temps else "-" for t in temperatures}}
+        for model, temps in measured.items()
     ]
     pairs = calibration["error_agreement"]
     agreement = [
