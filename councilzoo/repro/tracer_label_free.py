@@ -22,8 +22,8 @@ __all__ = ["CLAIM", "FULL", "QUICK", "run"]
 
 CLAIM = ("TRACER's GSPO utterance layer trains the proposer (gold role rewards), reported beside three "
          "label-free variants")
-FULL = {**tracer.FULL, "utt_label_free_seeds": tracer.FULL["utt_seeds"]}
-QUICK = {**tracer.QUICK, "utt_label_free_seeds": tracer.QUICK["utt_seeds"]}
+FULL, QUICK = ({**sizes, "utt_label_free_seeds": sizes["utt_seeds"], "utt_control_seeds": sizes["utt_seeds"]}
+               for sizes in (tracer.FULL, tracer.QUICK))
 
 
 def run(out_dir: str | Path, seeds: int | None = None, quick: bool = False) -> dict[str, Any]:
