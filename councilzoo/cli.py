@@ -292,8 +292,8 @@ def _add_repro(sub) -> None:
         "all, each with its own time budget: corl-dose (Co-RL's gain against its peers' skill), "
         "corl-cotrain (Co-RL co-trained with partners of another family against TTRL), real "
         "(Co-RL against TTRL and supervised GRPO on SmolLM2-135M-Instruct), tracer-label-free "
-        "(TRACER's utterance layer with its label-free arms) and cross-family (Co-RL with SmolLM2 and "
-        "Gemma-3-270M in one cohort)",
+        "(TRACER's utterance layer with its label-free arms and single-agent GRPO control) and "
+        "cross-family (Co-RL with SmolLM2 and Gemma-3-270M in one cohort)",
     )
     rp.add_argument("--out", default="runs/repro", help="output folder (one subfolder per claim)")
     rp.add_argument(

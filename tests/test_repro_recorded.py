@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from councilzoo.repro.recorded import REAL_MODEL_FINALS, RECORDS, real_model_seed_reading
-from councilzoo.repro.verdicts import RULES
+from councilzoo.repro.verdicts import RULES, part_status
 
 # (claim, part's first word(s)) -> verdict under the registered rule, then under each later reading
 PINNED = {
@@ -21,6 +21,7 @@ PINNED = {
     ("TRACER", "utterance layer, 5 seeds"): ("NOT HELD", []),
     ("TRACER", "tiny LMs"): ("HELD", []),
     ("TRACER", "utterance layer, 8 seeds"): ("INCONCLUSIVE", []),
+    ("TRACER", "utterance layer with the single-agent GRPO control"): ("INCONCLUSIVE", []),
     ("TRACER", "team optimum"): ("INCONCLUSIVE", []),
 }
 
@@ -65,3 +66,13 @@ def test_the_real_models_not_held_becomes_inconclusive_under_seed_intervals(plan
     status, (mean, lo, hi) = real_model_seed_reading(plan)
     assert status == "INCONCLUSIVE"
     assert mean < 0 and lo < -0.1 and hi > 0.01
+
+
+def test_the_single_agent_control_is_reported_and_never_decides():
+    """Registered 2026-12-07 as ``control`` checks: the utterance part's verdict is its paper checks'
+    whatever the control's statuses."""
+    record = next(r for r in RECORDS if "single-agent GRPO control" in r.part)
+    controls = {n: c for n, c in record.checks.items() if c["kind"] == "control"}
+    assert set(controls) == {"grpo_single_first_proposals_raised", "grpo_single_final_accuracy_not_lower"}
+    paper = {n: c for n, c in record.checks.items() if c["kind"] == "paper"}
+    assert record.verdict() == part_status(paper, record.registered)

@@ -10,8 +10,9 @@ from councilzoo.agents.prompts import render_messages
 from councilzoo.envs import review_v0
 from councilzoo.envs.types import Action, Mode
 from councilzoo.repro import tracer
-from councilzoo.repro.tiny_lms import addition_problems, solver_messages, tiny_lm
+from councilzoo.repro.tiny_lms import MAX_NEW_TOKENS, addition_problems, solver_messages, tiny_lm
 from councilzoo.repro.tracer import (
+    CONTROL,
     LABEL_FREE,
     LM_REVIEWER,
     LM_ROUNDS,
@@ -19,7 +20,7 @@ from councilzoo.repro.tracer import (
     resolved_verdict,
     sft_messages,
 )
-from councilzoo.repro.verdicts import HELD, conjunction, part_status
+from councilzoo.repro.verdicts import HELD, INCONCLUSIVE, NOT_HELD, conjunction, part_status
 from councilzoo.tasks import answers_equivalent, extract_answer, load_problems
 
 
@@ -133,7 +134,8 @@ def _check_utterance(res: dict, status: str, trained: tuple[str, ...]) -> None:
     for arm in trained:
         assert -1.0 <= arms[arm]["candidate_reward_last_step"] <= 1.0
         assert 0.0 <= arms[arm]["clipped_fraction"] <= 1.0  # GSPO's clip in each round's later updates
-    for arm in trained[1:]:
+        assert arms[arm]["updates"] > 0 and 0 < arms[arm]["completion_length"] <= MAX_NEW_TOKENS
+    for arm in set(trained) & set(LABEL_FREE):
         assert 0.0 <= arms[arm]["label_accuracy"] <= 1.0
     gaps = {(d["arm"], d["metric"]): d for d in res["utterance_vs_controllers_only"]}
     for arm in trained:  # metrics every seed has (correction may be undefined)
@@ -155,7 +157,15 @@ def test_label_free_command_runs_every_arm_on_the_gold_arms_seeds(quick_repro, t
     report = json.loads((tmp_path / "tracer_label_free" / "report.json").read_text())
     res = report["results"]
     assert [p["part"] for p in res["parts"]] == ["utterance"]
-    _check_utterance(res, report["verdict"]["status"], ("gspo", *LABEL_FREE))
+    _check_utterance(res, report["verdict"]["status"], ("gspo", *LABEL_FREE, CONTROL))
+    arms = {r["arm"]: r for r in res["utterance_arms"]}
+    assert arms[CONTROL]["updates"] == arms["gspo"]["updates"]  # equal compute: the same updates
+    checks = {r["check"]: r for r in res["checks"]}
+    assert {checks[f"{CONTROL}_{name}"]["kind"] for name in ("first_proposals_raised",
+                                                             "final_accuracy_not_lower")} == {"control"}
+    versus = {d["metric"]: d for d in res["gspo_vs_grpo_single"]}
+    expected = arms["gspo"]["accuracy"] - arms[CONTROL]["accuracy"]
+    assert versus["accuracy"]["difference"] == pytest.approx(expected)
     # the gold arms are `repro tracer`'s own cells: same seeds, same numbers
     tracer = json.loads((quick_repro / "tracer" / "report.json").read_text())["results"]
     gold = {r["arm"]: r for r in tracer["utterance_arms"]}
@@ -163,16 +173,12 @@ def test_label_free_command_runs_every_arm_on_the_gold_arms_seeds(quick_repro, t
 
 
 def test_the_clipped_fraction_counts_each_rounds_later_updates_only():
-    from types import SimpleNamespace
-
     from councilzoo.repro.tracer import _off_policy_clipped
 
     log = [{"clip_ratio/region_mean": v} for v in (0.0, 0.1, 0.0, 0.3)] + [{"reward": 0.5}]
-    two_a_round = SimpleNamespace(steps_per_generation=2, num_iterations=1, gradient_accumulation_steps=1)
-    assert _off_policy_clipped(log, two_a_round) == pytest.approx(0.2)  # the 2nd and 4th updates
-    one_a_round = SimpleNamespace(steps_per_generation=1, num_iterations=1, gradient_accumulation_steps=4)
-    assert _off_policy_clipped(log, one_a_round) is None  # no update is off-policy
-    assert _off_policy_clipped([], two_a_round) is None
+    assert _off_policy_clipped(log, 2) == pytest.approx(0.2)  # the 2nd and 4th updates
+    assert _off_policy_clipped(log, 0.25) is None  # a round every 4 steps: no update is off-policy
+    assert _off_policy_clipped([], 2) is None
 
 
 def test_the_team_optimum_is_chosen_on_independent_problems_and_scored_on_the_test_ones():
@@ -188,3 +194,66 @@ def test_the_team_optimum_is_chosen_on_independent_problems_and_scored_on_the_te
         return {p.id for p in load_problems("synthetic:numeric", "test", seed=seed, limit=n, size=n)}
 
     assert not ids(tracer.SELECT_SEED, 24) & ids(0, 12)
+
+
+# the single-agent GRPO control at small sizes: one round of 4 prompts x 4 completions
+TINY = {**tracer.QUICK, "utt_steps": 1, "utt_problems": 4, "utt_episodes": 1, "utt_turns": 4,
+        "utt_candidates": 4, "utt_test": 8}
+
+
+def test_the_control_trains_its_proposer_alone_through_the_grpo_learner(tmp_path):
+    """The proposer is trained by the ``grpo`` learner on gold rewards, with the ``gspo`` arm's
+    updates a round, and its trained weights (not the shipped ones) are what the control plays."""
+    from safetensors.torch import load_file
+
+    shipped = tiny_lm(tracer.LM_PROPOSER)
+    final, log = tracer.train_proposer_alone(0, TINY, shipped, tmp_path / "grpo")
+    updates = [row for row in log if "loss" in row]
+    assert len(updates) == TINY["utt_steps"] * tracer.UTT_MINIBATCHES
+    assert all("rewards/ground_truth/mean" in row for row in log if "reward" in row)  # gold rewards
+    assert [row["completions/mean_length"] <= MAX_NEW_TOKENS for row in log if "reward" in row] == [True]
+    before, after = load_file(shipped / "model.safetensors"), load_file(final / "model.safetensors")
+    assert before.keys() == after.keys()
+    assert any(not after[k].float().equal(before[k].float()) for k in before)
+
+
+@pytest.mark.slow
+def test_the_control_is_played_and_graded_like_the_other_arms():
+    """Its cell reports what every arm's does, from the same evaluation (same test problems, same
+    controllers' training, same metrics), and its training figures on the role reward's scale."""
+    paths = {"proposer": tiny_lm(tracer.LM_PROPOSER), "reviewer": tiny_lm(LM_REVIEWER)}
+    control = tracer.run_utterance_cell(CONTROL, 0, TINY, paths)
+    alone = tracer.run_utterance_cell("controllers_only", 0, TINY, paths)
+    trained = {"candidate_reward", "clipped_fraction", "updates", "completion_length"}
+    assert set(control) == set(alone) | trained
+    assert control["updates"] == TINY["utt_steps"] * tracer.UTT_MINIBATCHES
+    assert all(-1.0 <= r <= 1.0 for r in control["candidate_reward"])
+    assert 1 <= control["calls_per_question"] <= LM_ROUNDS and 0 <= control["accuracy"] <= 1
+
+
+def _gap(arm: str, metric: str, lo: float, hi: float) -> dict:
+    return {"arm": arm, "metric": metric, "difference": (lo + hi) / 2, "ci": (lo, hi)}
+
+
+def test_the_single_agent_control_goes_through_the_utterance_rules_as_a_control():
+    """Registered 2026-12-07 as a ``control``: the gspo arm's two rules applied to the proposer
+    trained alone, reported and never deciding; the part stays the paper checks' conjunction."""
+    paper = {("gspo", "first_proposal_accuracy"): _gap("gspo", "first_proposal_accuracy", 0.01, 0.05),
+             ("gspo", "accuracy"): _gap("gspo", "accuracy", -0.01, 0.04)}
+    assert set(tracer.utterance_checks(paper)) == {"first_proposals_raised", "final_accuracy_not_lower"}
+    for first, final, statuses in (((0.02, 0.06), (-0.01, 0.03), (HELD, HELD)),
+                                   ((-0.05, -0.01), (-0.08, -0.03), (NOT_HELD, NOT_HELD)),
+                                   ((-0.01, 0.03), (-0.04, 0.01), (INCONCLUSIVE, INCONCLUSIVE))):
+        gaps = {**paper, (CONTROL, "accuracy"): _gap(CONTROL, "accuracy", *final),
+                (CONTROL, "first_proposal_accuracy"): _gap(CONTROL, "first_proposal_accuracy", *first)}
+        checks = tracer.utterance_checks(gaps)
+        rules = ("first_proposals_raised", "final_accuracy_not_lower")
+        controls = [checks[f"{CONTROL}_{rule}"] for rule in rules]
+        assert [c["kind"] for c in controls] == ["control", "control"]
+        assert tuple(c["status"] for c in controls) == statuses
+        assert part_status(checks) == HELD  # the gspo arm's checks alone decide
+    # the control runs at 8 seeds in its own command, not in `repro tracer` (whose budget is full)
+    from councilzoo.repro import tracer_label_free
+
+    assert tracer.FULL["utt_control_seeds"] == 0
+    assert tracer_label_free.FULL["utt_control_seeds"] == tracer.FULL["utt_seeds"] == 8

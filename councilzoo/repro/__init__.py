@@ -6,7 +6,8 @@ with its own time budget: ``corl-dose`` (councilzoo.repro.corl_dose: Co-RL's dos
 Experiment B, an extension), ``corl-cotrain`` (councilzoo.repro.corl_cotrain: Co-RL decided by
 co-training against TTRL), ``real`` (councilzoo.repro.real: the pre-registered experiment on
 SmolLM2-135M-Instruct; it needs the real model) and ``tracer-label-free``
-(councilzoo.repro.tracer_label_free: TRACER's utterance layer with its label-free arms, 8 seeds)
+(councilzoo.repro.tracer_label_free: TRACER's utterance layer with its label-free arms and its
+single-agent GRPO control, 8 seeds)
 and ``cross-family`` (councilzoo.repro.cross_family: Co-RL with SmolLM2 and Gemma-3-270M in one
 cohort; it needs both real models).
 Each module exposes ``run(out_dir, seeds, quick) -> dict``

@@ -130,7 +130,7 @@ def train_cohort(
             r["label_precision"] = _num(r.get("label_accuracy")) / covered if covered > 0 else None
         for key, series in per_member.items():
             series.append([_num(rows.get(s, {}).get(key)) for s in range(1, steps + 1)])
-        for r in read_metrics(cfg.member_dir(i) / "eval.jsonl"):
+        for r in read_metrics(cfg.member_dir(i) / "eval.jsonl") if evaluation.eval_steps else []:
             evals.setdefault(r["step"], []).append(r["accuracy"])
     curves["first_member_accuracy"] = list(curves["accuracy"])
     for step, values in evals.items():

@@ -157,6 +157,22 @@ _tracer_utterance = {
         "paper", f"gspo - controllers_only final accuracy above -{TOL}", 0.016, -0.039, 0.075, -TOL
     ),
 }
+# the same cells rerun with t intervals beside the single-agent GRPO control (plan 2026-12-07):
+# the gspo arm's two rules applied to the proposer trained alone, as controls that never decide
+_tracer_utterance_control = {
+    "first_proposals_raised": _ci(
+        "paper", "gspo - controllers_only first proposals above 0", 0.054, 0.036, 0.071
+    ),
+    "final_accuracy_not_lower": _ci(
+        "paper", f"gspo - controllers_only final accuracy above -{TOL}", 0.016, -0.058, 0.090, -TOL
+    ),
+    "grpo_single_first_proposals_raised": _ci(
+        "control", "grpo_single - controllers_only first proposals above 0", 0.005, -0.028, 0.038
+    ),
+    "grpo_single_final_accuracy_not_lower": _ci(
+        "control", f"grpo_single - controllers_only final accuracy above -{TOL}", -0.016, -0.121, 0.089, -TOL
+    ),
+}
 _team_optimum = {
     "final_gap_near_zero_r0.95": _ci(
         "paper", "gap to V* after 32 steps below 0.02", 0.003, 0.000, 0.009, 0.02, above=False
@@ -314,6 +330,13 @@ RECORDS = (
         "2026-12-06, commit 035d68d",
         "2026-12-06",
         _tracer_utterance,
+    ),
+    Record(
+        "TRACER",
+        "utterance layer with the single-agent GRPO control, 8 seeds (plan 2026-12-07)",
+        "2026-12-07, commit abff27b",
+        "2026-12-07",
+        _tracer_utterance_control,
     ),
     Record(
         "TRACER",

@@ -1,13 +1,17 @@
-"""``councilzoo repro tracer-label-free``: TRACER's utterance layer with its label-free arms, 8 seeds.
+"""``councilzoo repro tracer-label-free``: TRACER's utterance layer with its label-free arms and its
+single-agent GRPO control, 8 seeds.
 
-The utterance part of ``councilzoo repro tracer`` (``tracer.utterance_part``) with all five arms
-on the same seeds: the controllers alone, GSPO on gold role rewards, and the three label-free
+The utterance part of ``councilzoo repro tracer`` (``tracer.utterance_part``) with all six arms
+on the same seeds: the controllers alone, GSPO on gold role rewards, the three label-free
 variants (``tracer.LABEL_FREE``: values and rewards against the consensus of the proposals, of the
 proposals and the reviewer's stated answers, or of fresh samples the controllers do not
-influence). The label-free arms are reported, not checked (neither paper makes a claim about
-them), so the verdict is the utterance part's own. They run here, with their own time budget
-(docs/reproductions.md), because at 8 seeds they do not fit in ``repro all``'s 10 minutes; the
-gold arms are the same cells as ``repro tracer``'s (same seeds, same numbers).
+influence), and the single-agent control (``tracer.CONTROL``: the proposer trained alone by the
+``grpo`` learner on gold rewards at the ``gspo`` arm's compute, then played under controllers
+trained as in the controllers-alone arm). The label-free arms are reported, not checked (neither
+paper makes a claim about them), and the control's checks are ``control`` checks (the gspo
+arm's rules applied to it), so the verdict is the utterance part's own. They run here, with their
+own time budget (docs/reproductions.md), because at 8 seeds they do not fit in ``repro all``'s 10
+minutes; the gold arms are the same cells as ``repro tracer``'s (same seeds, same numbers).
 """
 
 from __future__ import annotations
@@ -21,9 +25,9 @@ from councilzoo.repro.report import run_sections
 __all__ = ["CLAIM", "FULL", "QUICK", "run"]
 
 CLAIM = ("TRACER's GSPO utterance layer trains the proposer (gold role rewards), reported beside three "
-         "label-free variants")
-FULL = {**tracer.FULL, "utt_label_free_seeds": tracer.FULL["utt_seeds"]}
-QUICK = {**tracer.QUICK, "utt_label_free_seeds": tracer.QUICK["utt_seeds"]}
+         "label-free variants and the proposer trained alone by single-agent GRPO at equal compute")
+FULL, QUICK = ({**sizes, "utt_label_free_seeds": sizes["utt_seeds"], "utt_control_seeds": sizes["utt_seeds"]}
+               for sizes in (tracer.FULL, tracer.QUICK))
 
 
 def run(out_dir: str | Path, seeds: int | None = None, quick: bool = False) -> dict[str, Any]:

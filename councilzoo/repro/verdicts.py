@@ -8,8 +8,9 @@ Every check of a ``councilzoo repro`` part is one of three kinds (``KINDS``):
 - ``paper``: a check of the paper's own claim. Only these decide the part.
 - ``extension``: a check of something councilzoo adds to the method (learned gates, label-free
   arms) or of a setting outside the paper's regime; reported beside the verdict, never deciding it.
-- ``control``: a fixed policy (never review, always review) put through a paper check's own rule;
-  reported, never deciding: when a control passes too, the check does not tell learning apart.
+- ``control``: a fixed policy (never review, always review), or a simpler way of training (the
+  proposer trained alone by GRPO at equal compute), put through a paper check's own rule; reported,
+  never deciding: when a control passes too, the check does not tell the method apart from it.
 
 A check on an interval (``interval_status``) is HELD when the whole interval lies on the claimed
 side of its threshold, NOT HELD when the whole interval lies on the other side of the effect the
