@@ -13,6 +13,7 @@ PINNED = {
     ("Co-RL", "vlm, code"): ("NOT HELD", ["INCONCLUSIVE"]),
     ("Co-RL", "dose-response"): ("HELD", ["INCONCLUSIVE"]),
     ("Co-RL", "co-training"): ("HELD", []),
+    ("COMED", "complementary council with its own"): ("HELD", []),
     ("COMED", "complementary council, 3 seeds"): ("NOT HELD", ["HELD"]),
     ("COMED", "complementary council, 8 seeds"): ("HELD", ["HELD"]),
     ("COMED", "first tiny-LM council"): ("HELD", []),

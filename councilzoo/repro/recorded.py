@@ -108,6 +108,16 @@ _cotrain = {  # learner's final accuracy, t intervals over 16 seeds (run 2026-12
         "paper", "95% t CI over seeds of diverse Co-RL - the copy above 0", 0.092, 0.034, 0.149
     ),
 }
+_complementary_anchors = {  # the checks added 2026-12-07, run with repro all (commit 64540be), 8 seeds
+    "beats_own_anchor": _ci(
+        "paper", "COMED - its own anchor (self-consistency), 95% t CI over seeds above 0", 0.028, 0.010, 0.046
+    ),
+    "routed_beats_routing": _ci(
+        "paper", "COMED over the router's anchor - routing alone, 95% t CI over seeds above 0",
+        0.091, 0.053, 0.130,
+    ),
+    "beats_anchor": _ci("paper", "COMED - anchor alone, 95% CI over seeds above 0", 0.058, 0.027, 0.090),
+}
 _complementary_3 = {
     "beats_anchor": _ci("paper", "COMED - anchor alone, 95% CI over seeds above 0", 0.035, 0.024, 0.048),
     "at_least_debate": _flag("paper", "COMED's accuracy >= dense debate's", True, 0.021),
@@ -257,6 +267,13 @@ RECORDS = (
         "2026-12-07, commit 466ad44",
         "2026-12-07",
         _cotrain,
+    ),
+    Record(
+        "COMED",
+        "complementary council with its own and the router's anchor (checks added 2026-12-07, 8 seeds)",
+        "2026-12-07, commit 64540be",
+        "2026-12-07",
+        _complementary_anchors,
     ),
     Record(
         "COMED",
