@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -149,16 +148,8 @@ pytestmark = [
 
 
 def _worker(tiny_model_dir, tmp_path_factory, mode: str, *extra: str) -> dict:
-    out_dir = tmp_path_factory.mktemp(f"trl_{mode}")
-    proc = subprocess.run(
-        [str(VLLM_PYTHON), __file__, str(out_dir / "result.json"), str(tiny_model_dir), mode, *extra],
-        env=vllm_server.cpu_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, f"TRL {mode} worker failed:\n{proc.stderr[-4000:]}"
-    return json.loads((out_dir / "result.json").read_text())
+    out = tmp_path_factory.mktemp(f"trl_{mode}") / "result.json"
+    return vllm_server.run_worker(__file__, out, str(tiny_model_dir), mode, *extra)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ and killed by the last test (the fault test). About 3 minutes on 2 busy cores.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -190,30 +189,14 @@ pytestmark = [
 def engine(tiny_model_dir, tmp_path_factory, server_boot) -> dict:
     """The worker's results; ``server_boot`` is requested only to overlap the two start-ups."""
     out = tmp_path_factory.mktemp("vllm") / "engine.json"
-    proc = subprocess.run(
-        [str(VLLM_PYTHON), __file__, str(out), str(tiny_model_dir)],
-        env=vllm_server.cpu_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, f"vLLM worker failed:\n{proc.stderr[-4000:]}"
-    return json.loads(out.read_text())
+    return vllm_server.run_worker(__file__, out, str(tiny_model_dir))
 
 
 @pytest.fixture(scope="module")
 def adapter_engine(tiny_model_dir, tmp_path_factory) -> dict:
     """``run_adapter_checks``' results, from a worker of its own (an engine started with LoRA)."""
-    folder = tmp_path_factory.mktemp("vllm_adapters")
-    proc = subprocess.run(
-        [str(VLLM_PYTHON), __file__, str(folder / "adapters.json"), str(tiny_model_dir), "adapters"],
-        env=vllm_server.cpu_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, f"vLLM worker failed:\n{proc.stderr[-4000:]}"
-    return json.loads((folder / "adapters.json").read_text())
+    out = tmp_path_factory.mktemp("vllm_adapters") / "adapters.json"
+    return vllm_server.run_worker(__file__, out, str(tiny_model_dir), "adapters")
 
 
 @pytest.fixture(scope="module")

@@ -32,6 +32,17 @@ def cpu_env() -> dict[str, str]:
     return {**os.environ, **CPU_ENV}
 
 
+def run_worker(script: str, out: Path, *args: str) -> dict:
+    """``script OUT ARGS...`` run by .venv-vllm's python (a test file doubling as its worker, so
+    the engine starts once), and the JSON it wrote to ``out``."""
+    import json
+
+    proc = subprocess.run([str(VLLM_PYTHON), script, str(out), *args], env=cpu_env(), capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, f"vLLM worker {' '.join(args)} failed:\n{proc.stderr[-4000:]}"
+    return json.loads(out.read_text())
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
