@@ -26,8 +26,15 @@ __all__ = ["CLAIM", "FULL", "QUICK", "run"]
 
 CLAIM = ("TRACER's GSPO utterance layer trains the proposer (gold role rewards), reported beside three "
          "label-free variants and the proposer trained alone by single-agent GRPO at equal compute")
-FULL, QUICK = ({**sizes, "utt_label_free_seeds": sizes["utt_seeds"], "utt_control_seeds": sizes["utt_seeds"]}
-               for sizes in (tracer.FULL, tracer.QUICK))
+
+
+def _every_arm(sizes: dict[str, Any]) -> dict[str, Any]:
+    """``repro tracer``'s sizes with the label-free arms and the control at the utterance part's seeds."""
+    return {**sizes, "utt_label_free_seeds": sizes["utt_seeds"], "utt_control_seeds": sizes["utt_seeds"]}
+
+
+FULL = _every_arm(tracer.FULL)
+QUICK = _every_arm(tracer.QUICK)
 
 
 def run(out_dir: str | Path, seeds: int | None = None, quick: bool = False) -> dict[str, Any]:
