@@ -49,7 +49,9 @@ __all__ = [
 
 class HeldOutAccuracy(engine.MetricsFile):
     """Greedy accuracy of the member on held-out items before training and every ``eval_steps``
-    optimizer steps (and at the end), one JSON line per evaluation in ``path`` (main process):
+    optimizer steps (and at the end), in the member's prompt style and cut at its stop strings, as
+    it samples in training (a base model prompted with exemplars otherwise writes the next
+    question, whose numbers the extraction reads), one JSON line per evaluation in ``path`` (main process):
     the accuracy and each item's hit (0/1, in item order), so runs can be compared item by item.
 
     Every rank of the member's world evaluates a shard of the items and rank 0 gathers the hits:
@@ -64,11 +66,12 @@ class HeldOutAccuracy(engine.MetricsFile):
     ``eval/accuracy``) like the trainer's own metrics."""
 
     def __init__(
-        self, path: Path, problems: Sequence[Problem], every: int, max_new_tokens: int, style: str = "default"
+        self, path: Path, problems: Sequence[Problem], every: int, max_new_tokens: int,
+        style: str = "default", stop: Sequence[str] = (),
     ) -> None:
         super().__init__(path)
         self.problems, self.every, self.max_new_tokens = list(problems), every, max_new_tokens
-        self.style = style
+        self.style, self.stop = style, tuple(stop)
         self.trainer: Any = None
 
     def bind(self, trainer: Any) -> None:
@@ -84,7 +87,7 @@ class HeldOutAccuracy(engine.MetricsFile):
         mine = list(range(rank, len(self.problems), world))
         width = -(-len(self.problems) // world)
         padded = mine + [mine[-1] if mine else 0] * (width - len(mine))
-        greedy = Sampling(max_new_tokens=self.max_new_tokens, temperature=0.0)
+        greedy = Sampling(max_new_tokens=self.max_new_tokens, temperature=0.0, stop=self.stop)
         with policy_generator(self.trainer) as generator:
             images = generator.accepts_images
             prompts = [member_prompt(self.problems[i], 0, images, self.style) for i in padded]
@@ -249,6 +252,7 @@ def member_trainer(
             cfg.eval.eval_steps,
             cfg.max_completion_length,
             style,
+            member.stop,
         )
         callbacks = [*callbacks, held_out]
     cbs = [
