@@ -48,7 +48,7 @@ docs-check: docs-env
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 test-core: setup
-	$(VENV)/bin/pytest -q -m "not vllm and not cluster and not real"
+	$(VENV)/bin/pytest -q --durations=15 -m "not vllm and not cluster and not real"
 
 # docs/learners.md's multi-GPU/multi-node recipes on CPU (gloo, launchers on 127.0.0.x), the sbatch
 # script through a SLURM controller and node daemon on 127.0.0.1 (tests/test_slurm.py), and a cohort
@@ -101,7 +101,7 @@ test: lint browser
 
 test-vllm-cluster-logged: setup slurm two-hosts vllm-env-logged
 	@echo "the vLLM, cluster and real tiers run beside the core tier (log: $(VC_LOG), shown when they end)"
-	@$(VENV)/bin/pytest -q -m "vllm or cluster or real" > $(VC_LOG) 2>&1; status=$$?; \
+	@$(VENV)/bin/pytest -q --durations=15 -m "vllm or cluster or real" > $(VC_LOG) 2>&1; status=$$?; \
 	 echo "==== the vLLM, cluster and real tiers (pytest -m 'vllm or cluster or real') ===="; cat $(VC_LOG); exit $$status
 
 clean:

@@ -13,7 +13,10 @@ from safetensors.torch import load_file
 
 from councilzoo.config import load_config
 from councilzoo.learners.corl import CoRL, CoRLConfig
+from councilzoo.learners.data import load_items
 from councilzoo.learners.logging import read_metrics
+from councilzoo.repro import cross_family
+from councilzoo.tasks import answers_equivalent
 
 pytestmark = [pytest.mark.real, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,13 +35,16 @@ def test_a_two_family_cohort_trains_together_changing_only_each_members_lora_wei
 ):
     """SmolLM2 (chat template, 49k vocabulary) beside Gemma-3-270M (base, completion text, 262k
     vocabulary) in one cohort, each rewarded by the other's labels: both adapters move, nothing else
-    is saved, and Gemma's sampled replies were cut at its stop string."""
+    is saved, and each member's held-out evaluation before training grades what its model answers
+    greedily in its own prompt style, cut at its stop strings (as the cross-family calibration
+    measures it: on these 8 items Gemma's eighth reply, uncut, goes on to a next question whose
+    numbers were read)."""
     raw = yaml.safe_load((ROOT / "configs" / "corl_smollm2_gemma_cpu.yaml").read_text())
     raw.update(max_steps=1, prompts_per_step=2, num_generations=4, max_completion_length=24,
                output_dir=str(tmp_path / "run"))
     raw["distributed"]["port"] = _free_port()
     raw["data"]["num_problems"] = 8
-    raw["eval"].update(num_problems=2, eval_steps=1)
+    raw["eval"].update(num_problems=8, eval_steps=1)
     cfg = load_config(raw, CoRLConfig)
     CoRL(cfg).train()
 
@@ -51,4 +57,8 @@ def test_a_two_family_cohort_trains_together_changing_only_each_members_lora_wei
         rows = [r for r in read_metrics(folder / "metrics.jsonl") if "reward" in r]
         assert [r["step"] for r in rows] == [1]
         evals = read_metrics(folder / "eval.jsonl")  # held-out greedy accuracy before and after
-        assert [e["step"] for e in evals] == [0, 1] and all(len(e["hits"]) == 2 for e in evals)
+        assert [e["step"] for e in evals] == [0, 1] and all(len(e["hits"]) == 8 for e in evals)
+        items = load_items(cfg.eval, cfg.seed)
+        greedy = cross_family._answers(member.model, items, 0, 1, 0.0, cfg.max_completion_length)
+        graded = [int(answers_equivalent(a, p.answer, p.kind)) for [a], p in zip(greedy, items, strict=True)]
+        assert evals[0]["hits"] == graded, member.name
