@@ -133,3 +133,20 @@ def test_a_temperature_where_one_model_was_not_measured_is_not_chosen():
                    "error_agreement": {"items": 64}}
     rows = cf.calibration_tables(calibration)["calibration: majority per temperature at level 0.0"]
     assert rows[1] == {"model": cf.GEMMA, "T=1.0": "-", "T=0.7": 0.4}
+
+
+def test_the_full_run_drops_arms_in_the_plans_order_before_it_cuts_seeds():
+    """Amendment 1's sizing: five arms at 4 seeds where they fit 3 hours on 2 cores, else the GRPO
+    reference goes first, then TTRL on Gemma; then seeds are cut (never below 2)."""
+    def size(smollm2, cross):
+        return cf.full_run_size({"ttrl_smollm2": {"cpu_s": smollm2}, "corl_cross": {"cpu_s": cross}})
+
+    cheap = size(300, 900)  # per seed 3 * 300 + 2 * 900 CPU-s = 45 min on 2 cores: 4 seeds in 3 hours
+    assert (cheap["arms"], cheap["seeds"]) == (list(cf.ARMS), 4)
+    no_grpo = size(400, 2200)  # five arms: 4 * (1200 + 4400) / 2 > 3 h; without GRPO: 4 * 5200 / 2 = 10400 s
+    assert no_grpo["arms"] == [a for a in cf.ARMS if a != "grpo_smollm2"] and no_grpo["seeds"] == 4
+    three = size(600, 3000)  # three arms: 4 * (1800 + 3000) / 2 = 9600 s
+    assert three["arms"] == ["ttrl_smollm2", "corl_same", "corl_cross"] and three["seeds"] == 4
+    cut = size(900, 4500)  # three arms: 3600 s a seed, so 3 seeds
+    assert cut["arms"] == three["arms"] and cut["seeds"] == 3 and cut["estimated_wall_s"] == 3 * 3600
+    assert size(3000, 20000)["seeds"] == 2

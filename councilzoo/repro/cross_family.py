@@ -65,6 +65,7 @@ __all__ = [
     "decide_c3",
     "describe_c4",
     "seeds_for_power",
+    "full_run_size",
     "run",
 ]
 
@@ -112,6 +113,7 @@ FULL = {
     "arms": list(ARMS),
 }
 PILOT_ARMS = ("ttrl_smollm2", "corl_cross")  # seed 0 of each at full size sizes the full run
+FULL_BUDGET_S = 3 * 3600  # the full run's wall on 2 idle cores (``full_run_size``)
 QUICK = {
     "seeds": 2,
     "steps": 1,
@@ -491,6 +493,28 @@ def seeds_for_power(sd: float, effect: float, power: float = 0.8, level: float =
     return n
 
 
+def full_run_size(costs: dict[str, dict], budget_s: float = FULL_BUDGET_S, cores: int = 2) -> dict[str, Any]:
+    """Amendment 1's sizing rule, from the pilot's CPU seconds per run (``costs``: ``PILOT_ARMS``' ``_cost``):
+    all five arms at ``FULL["seeds"]`` if they fit ``budget_s`` of wall on ``cores``, else the arms of
+    ``DROP_FIRST`` dropped one by one; if even the three left do not fit, the seeds that do (at least 2).
+    Unmeasured arms are estimated from the measured ones: ``corl_same`` as two SmolLM2 members (twice
+    TTRL on SmolLM2), ``grpo_smollm2`` as TTRL on SmolLM2, ``ttrl_gemma`` as the cross-family cohort's
+    Gemma member (the cohort minus TTRL on SmolLM2). Wall is CPU over ``cores`` (runs go two at a time)."""
+    smollm2, cross = costs["ttrl_smollm2"]["cpu_s"], costs["corl_cross"]["cpu_s"]
+    per_run = {"ttrl_smollm2": smollm2, "corl_same": 2 * smollm2, "corl_cross": cross,
+               "grpo_smollm2": smollm2, "ttrl_gemma": max(cross - smollm2, smollm2)}
+    arms, seeds = list(ARMS), FULL["seeds"]
+    for drop in (None, *DROP_FIRST):
+        arms = [a for a in arms if a != drop]
+        seed_wall = sum(per_run[a] for a in arms) / cores
+        if seeds * seed_wall <= budget_s:
+            break
+    else:
+        seeds = max(2, int(budget_s // seed_wall))
+    return {"arms": arms, "seeds": seeds, "estimated_wall_s": round(seeds * seed_wall),
+            "estimated_cpu_s_per_run": {a: round(per_run[a]) for a in arms}}
+
+
 # ---- the experiment --------------------------------------------------------------------------------------
 
 
@@ -608,17 +632,22 @@ def pilot(out_dir: str | Path) -> dict[str, Any]:
     calibration, settings = calibrated(out, FULL)
     runs = _run_all(out, settings, PILOT_ARMS, range(1))
     costs = {"calibration": calibration["_cost"], **{arm: r[0]["_cost"] for arm, r in runs.items()}}
+    costs["full run"] = full_run_size(costs)
     (out / "pilot.json").write_text(json.dumps(costs, indent=1))
     return costs
 
 
 def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
     """Calibrate, then run every (arm, seed) into ``out_dir/runs/`` (finished runs read back), and
-    return the report dict with the claims' verdicts."""
+    return the report dict with the claims' verdicts. The full run takes its arms and seeds from the
+    pilot's sizing (``out_dir/pilot.json``) where the pilot ran; ``seeds`` overrides the count."""
     sizes = QUICK if quick else FULL
+    out = Path(out_dir)
+    sized = out / "pilot.json"  # the full run's arms and seeds, sized by the pilot (``full_run_size``)
+    if not quick and sized.exists():
+        sizes = {**sizes, **{k: json.loads(sized.read_text())["full run"][k] for k in ("arms", "seeds")}}
     n_seeds = seeds or sizes["seeds"]
     arms = tuple(sizes["arms"])
-    out = Path(out_dir)
     started = time.perf_counter()
     calibration, settings = calibrated(out, sizes)
     runs = _run_all(out, settings, arms, range(n_seeds))
