@@ -680,7 +680,7 @@ cross_family() {
             > "$OUT/cross_family_gpu_memory.csv" &
         poller=$!
     fi
-    # a script given by -c, not on stdin: the experiment's spawned workers would run stdin's "<stdin>" again
+    # the script by -c, not on stdin: spawned workers re-run the main script from its path, which stdin lacks
     "$PYTHON" -c "$(cat <<'PY'
 import importlib.util
 import json
@@ -695,7 +695,7 @@ models = json.loads((out / "stand_ins" / "models.json").read_text())
 # the preset's step (16 prompts x 8 completions of up to 128 tokens) for 3 steps; two cross-family
 # runs at once, as the preset runs its runs
 shrunk = {
-    "seeds": 2, "steps": 3, "eval_every": 3, "held_out": 256, "train_items": 48, "arms": ["corl_cross"],
+    "seeds": 2, "steps": 3, "eval_every": 3, "held_out": 128, "train_items": 48, "arms": ["corl_cross"],
     "calibration": {"levels": [0.0], "items": 64, "samples": 8, "temperatures": [1.0]},
     "note": "scripts/gpu_check.sh cross_family: the GPU recipe shrunk, on random stand-ins: not evidence",
 }
@@ -726,6 +726,8 @@ from councilzoo.learners.logging import read_metrics
 from councilzoo.repro import cross_family as cf
 
 out = Path(os.environ["GPU_CHECK_OUT"])
+if os.environ["GPU_CHECK_CPU"] == "1":
+    print("dry run on CPU: the times below are this CPU's at the dry run's sizes, not a GPU's")
 report = json.loads((out / "cross_family" / "report.json").read_text())
 setup, runs = report["setup"], report["results"]["runs"]
 memory = out / "cross_family_gpu_memory.csv"
