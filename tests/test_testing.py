@@ -63,7 +63,8 @@ def test_chat_template_renders_chatml(tiny_model_dir):
 
 
 @pytest.mark.parametrize(
-    "family,arch", [("qwen3", "Qwen3ForCausalLM"), ("llama", "LlamaForCausalLM"), ("gemma3", "Gemma3ForCausalLM")]
+    "family,arch",
+    [("qwen3", "Qwen3ForCausalLM"), ("llama", "LlamaForCausalLM"), ("gemma3", "Gemma3ForCausalLM")],
 )
 def test_families_build_with_untied_head_dim_32(tmp_path, family, arch):
     model = AutoModelForCausalLM.from_pretrained(build_tiny_model(tmp_path / family, family=family))
