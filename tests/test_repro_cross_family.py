@@ -192,3 +192,26 @@ def test_the_folders_preset_names_are_what_the_calibration_and_the_runs_load(tmp
     ]
     assert {name: (r["model"], r["eval_steps"]) for name, r in result.items()} == {
         "smollm2": (cf.SMOLLM2, [0, 1]), "gemma": (cf.GEMMA, [0, 1])}
+
+
+def test_the_gpu_config_is_one_cross_family_run_of_the_gpu_preset():
+    """configs/corl_smollm2_gemma_gpu.yaml: the preset's corl_cross run as a `train corl` config."""
+    from pathlib import Path
+
+    import yaml
+
+    config = yaml.safe_load((Path(__file__).parents[1] / "configs/corl_smollm2_gemma_gpu.yaml").read_text())
+    gpu, (_, rule, members) = cf.GPU, cf.ARMS["corl_cross"]
+    shape = {"num_generations": "generations", "prompts_per_step": "prompts", "max_steps": "steps",
+             "max_completion_length": "max_new_tokens"}
+    assert {k: config[k] for k in shape} == {k: gpu[preset] for k, preset in shape.items()}
+    assert config["reward_rule"] == rule and config["seeded_sampling"]
+    assert config["data"] == {"dataset": cf.DATASET, "num_problems": gpu["train_items"], "difficulty": 0.0}
+    assert config["eval"] == {"dataset": cf.DATASET, "num_problems": gpu["held_out"], "difficulty": 0.0,
+                              "eval_steps": gpu["eval_every"]}
+    assert config["trainer"] == {**cf.TRAINER, **gpu["trainer"], "temperature": 1.0}
+    assert [(m["model"], m["view"], m["prompt_style"], m.get("stop", []), m["peft"], m["devices"])
+            for m in config["members"]] == [
+        (model, view, *cf.member_settings(model).values(), cf.LORA, gpu["member"]["devices"])
+        for _, model, view in members
+    ]
