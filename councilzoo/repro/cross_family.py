@@ -309,7 +309,8 @@ def calibrate(settings: dict, store: Path | None = None) -> dict[str, Any]:
     SmolLM2 with Gemma, of two SmolLM2 samples, and of SmolLM2 on two paraphrases (C1's inputs,
     also written to ``store/c1.json``); then majority accuracy at that temperature on the other
     levels. ``store``: a folder keeping every generated answer set, so an interrupted calibration
-    resumes where it stopped (an hour of generation on 2 cores)."""
+    resumes where it stopped (an hour of generation on 2 cores). ``settings["models"]``, where a
+    preset has it: the folders the models load from (``preset``)."""
     from councilzoo.tasks import load_problems, plurality
 
     cal, tokens = settings["calibration"], settings["max_new_tokens"]
@@ -577,8 +578,8 @@ def _final_gain(member: dict) -> float:
 
 def calibrated(out: Path, sizes: dict) -> tuple[dict[str, Any], dict[str, Any]]:
     """``calibrate(sizes)``, or its result read back from ``out/calibration.json`` when it was measured
-    for the same calibration sizes; and the settings every run depends on (``RUN_KEYS``, the
-    calibrated level and temperature)."""
+    for the same calibration sizes and model folders; and the settings every run depends on
+    (``RUN_KEYS``, a preset's ``EXTRA_RUN_KEYS``, the calibrated level and temperature)."""
     out.mkdir(parents=True, exist_ok=True)
     calibration_file = out / "calibration.json"
     asked = {"calibration": sizes["calibration"], "max_new_tokens": sizes["max_new_tokens"]}
