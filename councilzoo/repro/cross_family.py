@@ -416,7 +416,8 @@ def calibrate(settings: dict, store: Path | None = None) -> dict[str, Any]:
 
 def run_arm(arm: str, seed: int, settings: dict, out: Path) -> dict[str, Any]:
     """Train one arm (``train_cohort``, LoRA); per member: held-out hits per evaluation and the
-    per-step diversity of its groups (mean distinct answers and answer entropy)."""
+    per-step diversity of its groups (mean distinct answers and answer entropy). A preset's
+    ``models``, ``member`` and ``trainer`` settings (``EXTRA_RUN_KEYS``) apply where present."""
     kind, rule, members = ARMS[arm]
     folder = out / f"{arm}-seed{seed}"
     level = settings["difficulty"]
