@@ -45,6 +45,14 @@ def _at_least(minimum: int):
     return parse
 
 
+def _name_and_folder(text: str) -> tuple[str, str]:
+    """An argparse type: ``NAME=FOLDER``."""
+    name, sep, folder = text.partition("=")
+    if not (sep and name and folder):
+        raise argparse.ArgumentTypeError(f"expected NAME=FOLDER, got {text!r}")
+    return name, folder
+
+
 def _positive_number(text: str) -> float:
     """An argparse type: a finite number > 0, checked by the configs' own number check."""
     from councilzoo.config import check_number
@@ -301,6 +309,12 @@ def _add_repro(sub) -> None:
         help="seeds per claim, at least 2: the checks are intervals over seeds (default: each claim's own)"
     )
     rp.add_argument("--quick", action="store_true", help="a smaller, faster run (fewer steps and problems)")
+    rp.add_argument("--gpu", action="store_true",
+                    help="cross-family only: the experiment at the paper's sizes on one GPU (vLLM colocated, "
+                    "bf16; docs/reproductions.md, 'GPU recipe')")
+    rp.add_argument("--model", action="append", type=_name_and_folder, default=None, metavar="NAME=FOLDER",
+                    help="cross-family only, repeatable: load the registered model NAME from FOLDER (e.g. a "
+                    "stand-in), still prompted by NAME's registered setting")
     rp.add_argument("--jobs", type=_at_least(1), default=None,
                     help="with 'all': claims run in this many processes (default: one per CPU core)")
 

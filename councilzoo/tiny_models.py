@@ -1,4 +1,4 @@
-"""Tiny random models, built offline: a local BPE tokenizer + random-init Qwen3 or Llama
+"""Tiny random models, built offline: a local BPE tokenizer + random-init Qwen3, Llama or Gemma3
 (``build_tiny_model``), a tiny image-text-to-text model (``build_tiny_vlm``), and the cached one
 per family that configs name as ``councilzoo-tiny:<family>`` (``tiny_model_path``).
 
@@ -11,7 +11,8 @@ reproductions' trained tiny LMs (``councilzoo.repro.tiny_lms``) all build from h
 it says nothing sensible, but it exercises every real code path (chat template, tokenisation,
 generation, log-probs, training, vLLM's CPU backend: head_dim 32 and untied embeddings).
 We use Qwen3/Llama configs, never Qwen2: with a Qwen2 config ``AutoTokenizer`` swaps in
-``Qwen2Tokenizer`` and the token ids change.
+``Qwen2Tokenizer`` and the token ids change. Gemma3 (its text model, ``Gemma3ForCausalLM``) is there
+for stand-ins of Gemma-3-270M where its wheels cannot go (the GPU check's cross-family bundle).
 
 Two tiny VLM families, ``build_tiny_vlm(path, family=...)``: Qwen2.5-VL and Idefics3 (SmolVLM's
 architecture). Qwen2.5-VL's processor holds a video processor, which transformers builds only with
@@ -33,7 +34,7 @@ __all__ = [
     "tiny_builder", "tiny_model_path",
 ]
 
-FAMILIES = ("qwen3", "llama")
+FAMILIES = ("qwen3", "llama", "gemma3")
 _BOS = "<|bos|>"
 EOS = "<|im_end|>"  # one assignment per name, so the API reference documents EOS
 _PAD = "<|pad|>"
@@ -122,10 +123,10 @@ def _language_model(tokenizer, hidden_size: int, num_layers: int, num_heads: int
 
 
 def _build_config(family: str, tokenizer, hidden_size: int, num_layers: int, num_heads: int, head_dim: int):
-    from transformers import LlamaConfig, Qwen3Config
+    from transformers import Gemma3TextConfig, LlamaConfig, Qwen3Config
 
     common = _language_model(tokenizer, hidden_size, num_layers, num_heads) | {"head_dim": head_dim}
-    return Qwen3Config(**common) if family == "qwen3" else LlamaConfig(**common)
+    return {"qwen3": Qwen3Config, "llama": LlamaConfig, "gemma3": Gemma3TextConfig}[family](**common)
 
 
 def build_tiny_model(

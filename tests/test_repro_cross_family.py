@@ -150,3 +150,85 @@ def test_the_full_run_drops_arms_in_the_plans_order_before_it_cuts_seeds():
     cut = size(900, 4500)  # three arms: 3600 s a seed, so 3 seeds
     assert cut["arms"] == three["arms"] and cut["seeds"] == 3 and cut["estimated_wall_s"] == 3 * 3600
     assert size(3000, 20000)["seeds"] == 2
+
+
+def test_the_gpu_preset_is_the_plan_at_the_papers_sizes_with_c4_powered():
+    gpu, full = cf.GPU, cf.FULL
+    # C4's one point (the paper's edge over TTRL) at 80% power, at the last real run's per-seed sd
+    assert cf.C4_SD == pytest.approx(0.058, abs=5e-4) and cf.C4_EFFECT == 0.01
+    assert gpu["seeds"] == cf.seeds_for_power(cf.C4_SD, cf.C4_EFFECT)
+    # the release's sampling: 8 completions a group, 16 prompts a step, temperature 1.0 the first candidate
+    assert gpu["generations"] == 8 and gpu["prompts"] * gpu["generations"] == 128
+    assert gpu["calibration"]["temperatures"][0] == 1.0 and gpu["calibration"]["samples"] == 8
+    assert gpu["arms"] == list(cf.ARMS)
+    for key in ("steps", "prompts", "held_out", "train_items", "max_new_tokens", "seeds"):
+        assert gpu[key] > full[key], key
+    assert gpu["calibration"]["items"] > full["calibration"]["items"]
+    trainer = {**cf.TRAINER, **gpu["trainer"]}
+    assert trainer["vllm_mode"] == "colocate" and trainer["use_vllm"] and trainer["bf16"]
+    assert "beta" not in trainer  # no KL term: TRL's default 0
+    # FULL and QUICK add nothing to a run's settings, so their finished runs are read back as before
+    assert not set(cf.EXTRA_RUN_KEYS) & (set(cf.FULL) | set(cf.QUICK))
+
+
+def test_preset_points_the_models_at_folders_and_refuses_bad_input_before_any_work(tmp_path):
+    assert cf.preset() is cf.FULL and cf.preset(quick=True) is cf.QUICK and cf.preset(gpu=True) is cf.GPU
+    sizes = cf.preset(gpu=True, models={cf.GEMMA: str(tmp_path)})
+    assert sizes["models"] == {cf.GEMMA: str(tmp_path.resolve())} and sizes["steps"] == cf.GPU["steps"]
+    with pytest.raises(ValueError, match="choose one"):
+        cf.preset(quick=True, gpu=True)
+    with pytest.raises(ValueError, match="--model names"):
+        cf.preset(models={"qwen": str(tmp_path)})
+    with pytest.raises(ValueError, match="do not exist"):
+        cf.preset(models={cf.SMOLLM2: str(tmp_path / "none")})
+
+
+@pytest.mark.slow
+def test_the_folders_preset_names_are_what_the_calibration_and_the_runs_load(tmp_path):
+    """``preset(models=...)`` through the calibration and one cross-family run on tiny stand-ins of
+    both architectures: every member loads its folder and is prompted by its name's setting, and the
+    calibration's answers are kept apart from the registered models'."""
+    import yaml
+
+    from councilzoo.testing import build_tiny_model
+
+    folders = {cf.SMOLLM2: build_tiny_model(tmp_path / "smollm2", family="llama"),
+               cf.GEMMA: build_tiny_model(tmp_path / "gemma", family="gemma3", vocab_size=1024, seed=1)}
+    sizes = {**cf.preset(quick=True, models={name: str(path) for name, path in folders.items()}),
+             "steps": 1, "prompts": 1, "generations": 2, "eval_every": 1, "held_out": 2, "train_items": 2,
+             "max_new_tokens": 4,
+             "calibration": {"levels": [0.0], "items": 2, "samples": 2, "temperatures": [1.0]}}
+    _, settings = cf.calibrated(tmp_path / "out", sizes)
+    assert settings["models"] == {name: str(path.resolve()) for name, path in folders.items()}
+    assert [p.name[:12] for p in (tmp_path / "out").iterdir() if p.is_dir()] == ["calibration-"]
+    result = cf.run_arm("corl_cross", 0, settings, tmp_path / "runs")
+    config = yaml.safe_load((tmp_path / "runs" / "corl_cross-seed0" / "config.yaml").read_text())
+    assert [(m["model"], m["prompt_style"], m["stop"]) for m in config["members"]] == [
+        (settings["models"][cf.SMOLLM2], "concise", []),
+        (settings["models"][cf.GEMMA], "few_shot", ["\nQuestion:"]),
+    ]
+    assert {name: (r["model"], r["eval_steps"]) for name, r in result.items()} == {
+        "smollm2": (cf.SMOLLM2, [0, 1]), "gemma": (cf.GEMMA, [0, 1])}
+
+
+def test_the_gpu_config_is_one_cross_family_run_of_the_gpu_preset():
+    """configs/corl_smollm2_gemma_gpu.yaml: the preset's corl_cross run as a `train corl` config."""
+    from pathlib import Path
+
+    import yaml
+
+    config = yaml.safe_load((Path(__file__).parents[1] / "configs/corl_smollm2_gemma_gpu.yaml").read_text())
+    gpu, (_, rule, members) = cf.GPU, cf.ARMS["corl_cross"]
+    shape = {"num_generations": "generations", "prompts_per_step": "prompts", "max_steps": "steps",
+             "max_completion_length": "max_new_tokens"}
+    assert {k: config[k] for k in shape} == {k: gpu[preset] for k, preset in shape.items()}
+    assert config["reward_rule"] == rule and config["seeded_sampling"]
+    assert config["data"] == {"dataset": cf.DATASET, "num_problems": gpu["train_items"], "difficulty": 0.0}
+    assert config["eval"] == {"dataset": cf.DATASET, "num_problems": gpu["held_out"], "difficulty": 0.0,
+                              "eval_steps": gpu["eval_every"]}
+    assert config["trainer"] == {**cf.TRAINER, **gpu["trainer"], "temperature": 1.0}
+    assert [(m["model"], m["view"], m["prompt_style"], m.get("stop", []), m["peft"], m["devices"])
+            for m in config["members"]] == [
+        (model, view, *cf.member_settings(model).values(), cf.LORA, gpu["member"]["devices"])
+        for _, model, view in members
+    ]

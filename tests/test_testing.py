@@ -62,7 +62,10 @@ def test_chat_template_renders_chatml(tiny_model_dir):
     assert tok.chat_template == CHAT_TEMPLATE
 
 
-@pytest.mark.parametrize("family,arch", [("qwen3", "Qwen3ForCausalLM"), ("llama", "LlamaForCausalLM")])
+@pytest.mark.parametrize(
+    "family,arch",
+    [("qwen3", "Qwen3ForCausalLM"), ("llama", "LlamaForCausalLM"), ("gemma3", "Gemma3ForCausalLM")],
+)
 def test_families_build_with_untied_head_dim_32(tmp_path, family, arch):
     model = AutoModelForCausalLM.from_pretrained(build_tiny_model(tmp_path / family, family=family))
     assert type(model).__name__ == arch

@@ -11,7 +11,8 @@ single-agent GRPO control, 8 seeds)
 and ``cross-family`` (councilzoo.repro.cross_family: Co-RL with SmolLM2 and Gemma-3-270M in one
 cohort; it needs both real models).
 Each module exposes ``run(out_dir, seeds, quick) -> dict``
-(the result format of ``councilzoo.repro.report``); ``main`` imports it lazily, runs it into
+(the result format of ``councilzoo.repro.report``; ``cross_family``'s also takes the ``sizes`` that
+``--gpu`` and ``--model`` ask for); ``main`` imports it lazily, runs it into
 ``OUT/<module>/`` (``OUT/corl_dose/`` for ``corl-dose``) and writes ``report.md`` + ``report.json``
 there. ``seeds=None`` lets each claim use its own default number of seeds; a number given must be
 at least ``MIN_SEEDS``. ``all`` runs the claims in ``--jobs`` processes (default: one per CPU
@@ -59,8 +60,12 @@ def check_seed_args(parser, args) -> None:
         parser.error(f"--first-seed must be >= 0, got {args.first_seed}")
 
 
-def run_claim(claim: str, out: str | Path, seeds: int | None = None, quick: bool = False) -> dict:
-    """Run one claim into ``out/<its module>/``, write its report, and return its result dict."""
+def run_claim(
+    claim: str, out: str | Path, seeds: int | None = None, quick: bool = False, sizes: dict | None = None
+) -> dict:
+    """Run one claim into ``out/<its module>/``, write its report, and return its result dict.
+    ``sizes``: the claim's own size preset, for a claim whose ``run`` takes one (``cross-family``:
+    ``cross_family.preset``); None: its default sizes."""
     if claim not in CLAIMS + OWN_COMMANDS:
         raise ValueError(f"unknown claim {claim!r}; expected one of {list(CLAIMS + OWN_COMMANDS)} or 'all'")
     if seeds is not None and seeds < MIN_SEEDS:
@@ -69,7 +74,8 @@ def run_claim(claim: str, out: str | Path, seeds: int | None = None, quick: bool
     out_dir = Path(out) / claim_folder(claim)
     out_dir.mkdir(parents=True, exist_ok=True)
     started_at = utc_now()
-    result = importlib.import_module(f"councilzoo.repro.{claim_folder(claim)}").run(out_dir, seeds, quick)
+    run = importlib.import_module(f"councilzoo.repro.{claim_folder(claim)}").run
+    result = run(out_dir, seeds, quick) if sizes is None else run(out_dir, seeds, quick, sizes=sizes)
     write_report(out_dir, result, started_at=started_at)
     return result
 
@@ -95,17 +101,30 @@ def _run_claim_args(run: tuple) -> dict:
     return run_claim(*run)
 
 
+def _sizes(args: argparse.Namespace) -> dict | None:
+    """The sizes that ``--gpu`` and ``--model`` ask for (cross-family's alone), checked before any run."""
+    gpu, models = getattr(args, "gpu", False), getattr(args, "model", None)
+    if not (gpu or models):
+        return None
+    if args.claim != "cross-family":
+        raise ValueError(f"--gpu and --model are for cross-family only, not {args.claim!r}")
+    from councilzoo.repro.cross_family import preset
+
+    return preset(quick=args.quick, gpu=gpu, models=dict(models or []))
+
+
 def main(args: argparse.Namespace) -> int:
     """Entry point of ``councilzoo repro``; exit status 0 when every claim ran (whatever its verdict)."""
     if getattr(args, "jobs", None) is not None and args.claim != "all":
         raise ValueError(f"--jobs: only 'repro all' runs claims in parallel, not {args.claim!r}; drop --jobs")
+    sizes = _sizes(args)
     check_output_dir(args.out)  # a file or a read-only place: one line now, not after the claim ran
     claims = CLAIMS if args.claim == "all" else (args.claim,)
     jobs = getattr(args, "jobs", None) or os.cpu_count() or 1
     if jobs < 1:
         raise ValueError(f"jobs must be a positive int, got {jobs!r}")
     order = sorted(claims, key=LONGEST_FIRST.index) if args.claim == "all" else claims
-    runs = [(claim, args.out, args.seeds, args.quick) for claim in order]
+    runs = [(claim, args.out, args.seeds, args.quick, sizes) for claim in order]
     results = dict(zip(order, map_in_processes(_run_claim_args, runs, jobs), strict=True))
     for claim in claims:
         result, report = results[claim], Path(args.out) / claim_folder(claim) / "report.md"

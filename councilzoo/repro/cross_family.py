@@ -18,11 +18,18 @@ computed here from the numbers; intervals over seeds are Student's t (``theory.s
 the training run being the unit. Every (arm, seed) run writes ``result.json`` with its settings and
 is read back, not rerun, by a later call with the same settings: the experiment resumes from
 finished runs and can run in parts.
+
+``GPU`` is the same experiment at the paper's sizes for one GPU (vLLM colocated, bf16; ``councilzoo
+repro cross-family --gpu``): the release's group of 8 at the calibrated temperature, its 16 prompts a
+step, longer runs and completions, and the seeds that power C4's one point (``seeds_for_power``).
+``preset`` picks the sizes and points the two model names at other folders (``models``), which is
+how ``scripts/gpu_check.sh cross_family`` runs it on local stand-ins of the two architectures.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import multiprocessing
@@ -40,6 +47,7 @@ from councilzoo.learners.logging import read_metrics
 from councilzoo.processes import cpu_clock
 from councilzoo.real_models import recommended_agent
 from councilzoo.repro.cohort_runs import train_cohort
+from councilzoo.repro.recorded import REAL_MODEL_FINALS
 from councilzoo.theory.stats import bootstrap_indices, percentile_interval, t_interval
 
 __all__ = [
@@ -51,6 +59,10 @@ __all__ = [
     "C4_MARGIN",
     "FULL",
     "QUICK",
+    "C4_SD",
+    "C4_EFFECT",
+    "GPU",
+    "preset",
     "member_settings",
     "cohen_kappa",
     "error_agreement",
@@ -126,9 +138,65 @@ QUICK = {
     "calibration": {"levels": [0.0], "items": 8, "samples": 4, "temperatures": [1.0, 0.4]},
     "arms": ["ttrl_smollm2", "corl_cross"],  # a pipeline check, not evidence
 }
+# C4 powered: the per-seed sd of Co-RL - TTRL final accuracy in the last real run (0.058: three seeds,
+# 96 held-out items; 1024 items shrink its item part, so a GPU pilot's sd, through seeds_for_power, may
+# ask for fewer seeds) and the paper's edge of Co-RL over TTRL, about one point
+_LAST_REAL_RUN = REAL_MODEL_FINALS["second plan (difficulty 0, temperature 0.3)"]
+C4_SD = float(np.std(np.subtract(_LAST_REAL_RUN["corl"], _LAST_REAL_RUN["ttrl"]), ddof=1))
+C4_EFFECT = 0.01
+GPU = {
+    "seeds": 267,  # seeds_for_power(C4_SD, C4_EFFECT): 80% power for C4's one point
+    "steps": 200,
+    "prompts": 16,  # the release's step: 16 prompts x 8 completions
+    "generations": 8,
+    "eval_every": 50,
+    "held_out": 1024,
+    "train_items": 3200,  # steps x prompts: every item once
+    "max_new_tokens": 128,  # the registered budgets are 48 (SmolLM2) and 32 (Gemma, stopped earlier)
+    "calibration": {"levels": [0.0, 0.25, 0.5], "items": 512, "samples": 8, "temperatures": [1.0, 0.7, 0.4]},
+    "arms": list(ARMS),
+    # one GPU: every member world on it, two runs at a time, so four colocated vLLM engines share it
+    "member": {"devices": "0"},
+    "trainer": {
+        "bf16": True,
+        "use_vllm": True,
+        "vllm_mode": "colocate",
+        "vllm_gpu_memory_utilization": 0.1,
+        "vllm_max_model_length": 1024,  # the few-shot prompt and 128 new tokens
+        "vllm_importance_sampling_mode": "token_truncate",
+        # the step's 128 completions in micro-batches of 16: Gemma's 262,144 logits a token are 37 GB
+        # of fp32 for 128 completions of ~280 tokens; one optimizer step a round, as on CPU
+        "per_device_train_batch_size": 16,
+        "gradient_accumulation_steps": 8,
+    },
+    "note": "the GPU recipe: the plan's experiment at the paper's sizes (not the registered CPU run)",
+}
 USEFUL_BAND = (0.2, 0.8)  # accuracy where labels are neither always right nor always wrong
 # the settings a finished (arm, seed) run is matched on when read back: not which seeds and arms run
 RUN_KEYS = ("steps", "prompts", "generations", "eval_every", "held_out", "train_items", "max_new_tokens")
+# settings a preset may add (FULL and QUICK have none): the models' folders, each member's and the
+# trainer's extra settings; a run is matched on them too
+EXTRA_RUN_KEYS = ("models", "member", "trainer")
+
+
+def preset(quick: bool = False, gpu: bool = False, models: dict[str, str] | None = None) -> dict[str, Any]:
+    """The sizes of a run (``QUICK``, ``FULL`` or ``GPU``), with ``models`` (a registered name: a
+    folder holding that model, e.g. a stand-in) loaded from those folders; each model is still
+    prompted by its name's registered setting. Bad input is refused before any work."""
+    if quick and gpu:
+        raise ValueError("cross-family: --quick and --gpu are two sizes; choose one")
+    sizes = GPU if gpu else QUICK if quick else FULL
+    if not models:
+        return sizes
+    unknown = sorted(set(models) - {SMOLLM2, GEMMA})
+    if unknown:
+        raise ValueError(
+            f"cross-family: --model names {unknown}; the experiment's models are {SMOLLM2}, {GEMMA}"
+        )
+    missing = sorted(folder for folder in models.values() if not Path(folder).is_dir())
+    if missing:
+        raise ValueError(f"cross-family: --model folders {missing} do not exist")
+    return {**sizes, "models": {name: str(Path(folder).resolve()) for name, folder in models.items()}}
 
 
 def member_settings(model: str) -> dict[str, Any]:
@@ -186,8 +254,11 @@ def _generator(model: str):
     return TransformersGenerator(model, batch_size=64, seed=0, share_prompts=True)
 
 
-def _answers(model: str, problems, view: int, n: int, temperature: float, max_new_tokens: int) -> list[list]:
-    """``n`` answers per item from ``model`` in its registered prompt setting (greedy at temperature 0)."""
+def _answers(
+    model: str, folder: str, problems, view: int, n: int, temperature: float, max_new_tokens: int
+) -> list[list]:
+    """``n`` answers per item from ``model`` (loaded from ``folder``) in its registered prompt
+    setting (greedy at temperature 0)."""
     from councilzoo.agents.base import Sampling
     from councilzoo.agents.prompts import member_prompt
     from councilzoo.tasks import answers_for_batch
@@ -197,7 +268,7 @@ def _answers(model: str, problems, view: int, n: int, temperature: float, max_ne
         max_new_tokens=max_new_tokens, temperature=temperature, seed=0, stop=tuple(own["stop"])
     )
     prompts = [member_prompt(p, view, style=own["prompt_style"]) for p in problems]
-    groups = _generator(model).generate(prompts, n=n, sampling=sampling)
+    groups = _generator(folder).generate(prompts, n=n, sampling=sampling)
     return answers_for_batch(
         [(p, [c.text for c in g]) for p, g in zip(problems, groups, strict=True)],
         truncated=[[c.finish_reason == "length" for c in g] for g in groups],
@@ -240,11 +311,13 @@ def calibrate(settings: dict, store: Path | None = None) -> dict[str, Any]:
     SmolLM2 with Gemma, of two SmolLM2 samples, and of SmolLM2 on two paraphrases (C1's inputs,
     also written to ``store/c1.json``); then majority accuracy at that temperature on the other
     levels. ``store``: a folder keeping every generated answer set, so an interrupted calibration
-    resumes where it stopped (an hour of generation on 2 cores)."""
+    resumes where it stopped (an hour of generation on 2 cores). ``settings["models"]``, where a
+    preset has it: the folders the models load from (``preset``)."""
     from councilzoo.tasks import load_problems, plurality
 
     cal, tokens = settings["calibration"], settings["max_new_tokens"]
     models = ((SMOLLM2, 0), (GEMMA, 1))
+    folders = settings.get("models", {})
     items = {
         level: load_problems(DATASET, "test", limit=cal["items"], difficulty=level, seed=1)
         for level in cal["levels"]
@@ -259,7 +332,7 @@ def calibrate(settings: dict, store: Path | None = None) -> dict[str, Any]:
         )
         if kept is not None and kept.is_file():
             return json.loads(kept.read_text())
-        found = _answers(model, items[level], view, n, temperature, tokens)
+        found = _answers(model, folders.get(model, model), items[level], view, n, temperature, tokens)
         if kept is not None:
             kept.parent.mkdir(parents=True, exist_ok=True)
             kept.write_text(json.dumps(found))
@@ -345,7 +418,8 @@ def calibrate(settings: dict, store: Path | None = None) -> dict[str, Any]:
 
 def run_arm(arm: str, seed: int, settings: dict, out: Path) -> dict[str, Any]:
     """Train one arm (``train_cohort``, LoRA); per member: held-out hits per evaluation and the
-    per-step diversity of its groups (mean distinct answers and answer entropy)."""
+    per-step diversity of its groups (mean distinct answers and answer entropy). A preset's
+    ``models``, ``member`` and ``trainer`` settings (``EXTRA_RUN_KEYS``) apply where present."""
     kind, rule, members = ARMS[arm]
     folder = out / f"{arm}-seed{seed}"
     level = settings["difficulty"]
@@ -356,7 +430,11 @@ def run_arm(arm: str, seed: int, settings: dict, out: Path) -> dict[str, Any]:
         difficulty=level,
         eval_steps=settings["eval_every"],
     )
-    cohort = [(name, model, view, member_settings(model)) for name, model, view in members]
+    folders, own = settings.get("models", {}), settings.get("member", {})
+    cohort = [
+        (name, folders.get(model, model), view, {**member_settings(model), **own})
+        for name, model, view in members
+    ]
     train_cohort(
         kind,
         rule,
@@ -366,7 +444,7 @@ def run_arm(arm: str, seed: int, settings: dict, out: Path) -> dict[str, Any]:
         data,
         held_out,
         folder,
-        {**TRAINER, "temperature": settings["temperature"]},
+        {**TRAINER, **settings.get("trainer", {}), "temperature": settings["temperature"]},
         max_completion_length=settings["max_new_tokens"],
         peft=LORA,
         seeded_sampling=True,
@@ -525,17 +603,22 @@ def _final_gain(member: dict) -> float:
 
 def calibrated(out: Path, sizes: dict) -> tuple[dict[str, Any], dict[str, Any]]:
     """``calibrate(sizes)``, or its result read back from ``out/calibration.json`` when it was measured
-    for the same calibration sizes; and the settings every run depends on (``RUN_KEYS``, the
-    calibrated level and temperature)."""
+    for the same calibration sizes and model folders; and the settings every run depends on
+    (``RUN_KEYS``, a preset's ``EXTRA_RUN_KEYS``, the calibrated level and temperature)."""
     out.mkdir(parents=True, exist_ok=True)
     calibration_file = out / "calibration.json"
     asked = {"calibration": sizes["calibration"], "max_new_tokens": sizes["max_new_tokens"]}
+    store = out / "calibration"
+    if "models" in sizes:  # other folders' answers are kept apart from the registered models'
+        asked["models"] = sizes["models"]
+        digest = hashlib.sha256(json.dumps(sizes["models"], sort_keys=True).encode()).hexdigest()
+        store = out / f"calibration-{digest[:12]}"
     if calibration_file.exists() and json.loads(calibration_file.read_text())["settings"] == asked:
         calibration = json.loads(calibration_file.read_text())["result"]
     else:
         started = time.perf_counter()
         with cpu_clock("councilzoo-calibration") as cpu:
-            calibration = calibrate(sizes, out / "calibration")
+            calibration = calibrate(sizes, store)
         calibration["_cost"] = {
             "wall_s": round(time.perf_counter() - started, 1),
             "cpu_s": round(cpu["cpu_s"], 1),
@@ -543,6 +626,7 @@ def calibrated(out: Path, sizes: dict) -> tuple[dict[str, Any], dict[str, Any]]:
         calibration_file.write_text(json.dumps({"settings": asked, "result": calibration}))
     settings = {
         **{key: sizes[key] for key in RUN_KEYS},
+        **{key: sizes[key] for key in EXTRA_RUN_KEYS if key in sizes},
         "difficulty": calibration["level"],
         "temperature": calibration["temperature"],
     }
@@ -614,14 +698,16 @@ def replies_side_by_side(out: Path, settings: dict) -> dict[str, float]:
         f"corl_cross-seed0-{m.name}": (model, str(m / "final"))
         for m, model in zip(members, (SMOLLM2, GEMMA), strict=True)
     }
-    accuracy = {}
+    folders, accuracy = settings.get("models", {}), {}
     for name, (model, adapter) in sets.items():
         folder = out / "conversations" / name
         report = folder / "report.json"
         if report.exists():
             accuracy[name] = json.loads(report.read_text())["protocols"]["single"]["accuracy"]
         else:
-            accuracy[name] = held_out_episodes(folder, adapter, 0, settings, model=model, dataset=DATASET)
+            accuracy[name] = held_out_episodes(
+                folder, adapter, 0, settings, model=model, dataset=DATASET, path=folders.get(model)
+            )
     return accuracy
 
 
@@ -637,14 +723,18 @@ def pilot(out_dir: str | Path) -> dict[str, Any]:
     return costs
 
 
-def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
+def run(
+    out_dir: str | Path, seeds: int | None, quick: bool, sizes: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Calibrate, then run every (arm, seed) into ``out_dir/runs/`` (finished runs read back), and
-    return the report dict with the claims' verdicts. The full run takes its arms and seeds from the
-    pilot's sizing (``out_dir/pilot.json``) where the pilot ran; ``seeds`` overrides the count."""
-    sizes = QUICK if quick else FULL
+    return the report dict with the claims' verdicts. ``sizes``: a preset (``preset``), by default
+    ``QUICK`` or ``FULL`` as ``quick`` says; with ``quick`` the verdict is INCONCLUSIVE (a pipeline
+    check). ``FULL`` takes its arms and seeds from the pilot's sizing (``out_dir/pilot.json``) where
+    the pilot ran; ``seeds`` overrides the count."""
+    sizes = sizes or (QUICK if quick else FULL)
     out = Path(out_dir)
     sized = out / "pilot.json"  # the full run's arms and seeds, sized by the pilot (``full_run_size``)
-    if not quick and sized.exists():
+    if sizes is FULL and sized.exists():
         sizes = {**sizes, **{k: json.loads(sized.read_text())["full run"][k] for k in ("arms", "seeds")}}
     n_seeds = seeds or sizes["seeds"]
     arms = tuple(sizes["arms"])
@@ -717,12 +807,13 @@ def run(out_dir: str | Path, seeds: int | None, quick: bool) -> dict[str, Any]:
             },
             "dataset": DATASET,
             "lora": LORA,
-            "trainer": {**TRAINER, "temperature": settings["temperature"]},
-            **settings,
+            "trainer": {**TRAINER, **settings.get("trainer", {}), "temperature": settings["temperature"]},
+            **{key: value for key, value in settings.items() if key != "trainer"},
             "seeds": n_seeds,
             "quick": quick,
             "c4_margin": C4_MARGIN,
-            "note": "--quick is a pipeline check, not evidence" if quick else "the pre-registered plan",
+            "note": sizes.get("note")
+            or ("--quick is a pipeline check, not evidence" if quick else "the pre-registered plan"),
         },
         "results": results_out,
         "figures": [],

