@@ -13,6 +13,7 @@ from safetensors.torch import load_file
 
 from councilzoo.config import load_config
 from councilzoo.learners.corl import CoRL, CoRLConfig
+from councilzoo.learners.corl.member import member_model_path
 from councilzoo.learners.data import load_items
 from councilzoo.learners.logging import read_metrics
 from councilzoo.repro import cross_family
@@ -59,6 +60,7 @@ def test_a_two_family_cohort_trains_together_changing_only_each_members_lora_wei
         evals = read_metrics(folder / "eval.jsonl")  # held-out greedy accuracy before and after
         assert [e["step"] for e in evals] == [0, 1] and all(len(e["hits"]) == 8 for e in evals)
         items = load_items(cfg.eval, cfg.seed)
-        greedy = cross_family._answers(member.model, items, 0, 1, 0.0, cfg.max_completion_length)
+        folder = member_model_path(cfg, index)
+        greedy = cross_family._answers(member.model, folder, items, 0, 1, 0.0, cfg.max_completion_length)
         graded = [int(answers_equivalent(a, p.answer, p.kind)) for [a], p in zip(greedy, items, strict=True)]
         assert evals[0]["hits"] == graded, member.name
