@@ -152,7 +152,7 @@ GPU = {
     "eval_every": 50,
     "held_out": 1024,
     "train_items": 3200,  # steps x prompts: every item once
-    "max_new_tokens": 128,  # the registered budgets are 48 (SmolLM2) and 32 (Gemma, stopped earlier)
+    "max_new_tokens": 128,  # CPU run 32; the models' registered reply budgets (real_models) are 48 and 32
     "calibration": {"levels": [0.0, 0.25, 0.5], "items": 512, "samples": 8, "temperatures": [1.0, 0.7, 0.4]},
     "arms": list(ARMS),
     # one GPU: every member world on it, two runs at a time, so four colocated vLLM engines share it
